@@ -1,7 +1,135 @@
-"""Process state for accel: who am I, how many are we, which device, and the process group behind it."""
+"""Process state for accel: who this process is, how many there are, which device, which group.
+
+Importing this package imports torch and nothing heavier.
+"""
 
 from importlib.metadata import version as _version
 
+from ._accelerator_state import AcceleratorState, GradientState
+from ._enums import (
+    ComputeEnvironment,
+    DistributedType,
+    DynamoBackend,
+    PrecisionType,
+    RNGType,
+    SageMakerDistributedType,
+)
+from ._environment import (
+    WorldInfo,
+    clear_environment,
+    detect_world,
+    get_int_from_env,
+    parse_choice_from_env,
+    parse_flag_from_env,
+    patch_environment,
+    str_to_bool,
+)
+from ._imports import (
+    compare_versions,
+    is_aim_available,
+    is_bf16_available,
+    is_bnb_available,
+    is_clearml_available,
+    is_comet_ml_available,
+    is_cuda_available,
+    is_datasets_available,
+    is_deepspeed_available,
+    is_dvclive_available,
+    is_fp8_available,
+    is_fp16_available,
+    is_megatron_lm_available,
+    is_mlflow_available,
+    is_mps_available,
+    is_msamp_available,
+    is_npu_available,
+    is_pippy_available,
+    is_rich_available,
+    is_safetensors_available,
+    is_tensorboard_available,
+    is_torch_version,
+    is_torch_xla_available,
+    is_torchao_available,
+    is_tpu_available,
+    is_transformer_engine_available,
+    is_transformers_available,
+    is_wandb_available,
+    is_xpu_available,
+)
+from ._kwargs import (
+    AutocastKwargs,
+    DistributedDataParallelKwargs,
+    GradScalerKwargs,
+    InitProcessGroupKwargs,
+    KwargsHandler,
+    ProfileKwargs,
+)
+from ._plugins import GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin
+from ._random import set_seed, synchronize_rng_state, synchronize_rng_states
+from ._state import PartialState, is_debug_mode
+from ._teardown import teardown_process_group
+
 __version__ = _version("accel-state")
 
-__all__ = ["__version__"]
+__all__ = [
+    "AcceleratorState",
+    "AutocastKwargs",
+    "ComputeEnvironment",
+    "DistributedDataParallelKwargs",
+    "DistributedType",
+    "DynamoBackend",
+    "GradScalerKwargs",
+    "GradientAccumulationPlugin",
+    "GradientState",
+    "InitProcessGroupKwargs",
+    "KwargsHandler",
+    "PartialState",
+    "PrecisionType",
+    "ProfileKwargs",
+    "ProjectConfiguration",
+    "RNGType",
+    "SageMakerDistributedType",
+    "TorchDynamoPlugin",
+    "WorldInfo",
+    "__version__",
+    "clear_environment",
+    "compare_versions",
+    "detect_world",
+    "get_int_from_env",
+    "is_aim_available",
+    "is_bf16_available",
+    "is_bnb_available",
+    "is_clearml_available",
+    "is_comet_ml_available",
+    "is_cuda_available",
+    "is_datasets_available",
+    "is_debug_mode",
+    "is_deepspeed_available",
+    "is_dvclive_available",
+    "is_fp16_available",
+    "is_fp8_available",
+    "is_megatron_lm_available",
+    "is_mlflow_available",
+    "is_mps_available",
+    "is_msamp_available",
+    "is_npu_available",
+    "is_pippy_available",
+    "is_rich_available",
+    "is_safetensors_available",
+    "is_tensorboard_available",
+    "is_torch_version",
+    "is_torch_xla_available",
+    "is_torchao_available",
+    "is_tpu_available",
+    "is_transformer_engine_available",
+    "is_transformers_available",
+    "is_wandb_available",
+    "is_xpu_available",
+    "parse_choice_from_env",
+    "parse_flag_from_env",
+    "patch_environment",
+    "set_seed",
+    "str_to_bool",
+    "synchronize_rng_state",
+    "synchronize_rng_states",
+    "teardown_process_group",
+]

@@ -1,0 +1,105 @@
+"""Enumerations shared by every accel package."""
+
+from __future__ import annotations
+
+import enum
+
+
+class _StrEnum(str, enum.Enum):
+    """A string enum whose members compare equal to their values."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    @classmethod
+    def list(cls) -> list[str]:
+        """Return every value of the enum, in declaration order."""
+        return [m.value for m in cls]
+
+    @classmethod
+    def parse(cls, value: object, what: str):  # type: ignore[no-untyped-def]
+        """Turn ``value`` into a member, or raise a ``ValueError`` naming the valid choices.
+
+        Args:
+            value: A member, its value or its name (case-insensitive).
+            what: How the caller calls this setting, used in the error message.
+        """
+        if isinstance(value, cls):
+            return value
+        text = str(value)
+        for member in cls:
+            if text.lower() in (member.value.lower(), member.name.lower()):
+                return member
+        raise ValueError(
+            f"{what} must be one of {cls.list()}; got {value!r}. Pass one of {cls.list()}."
+        )
+
+
+class ComputeEnvironment(_StrEnum):
+    """Where the processes run."""
+
+    LOCAL_MACHINE = "LOCAL_MACHINE"
+    AMAZON_SAGEMAKER = "AMAZON_SAGEMAKER"
+
+
+class DistributedType(_StrEnum):
+    """The kind of distributed environment a process runs in."""
+
+    NO = "NO"
+    MULTI_CPU = "MULTI_CPU"
+    MULTI_GPU = "MULTI_GPU"
+    MULTI_NPU = "MULTI_NPU"
+    MULTI_XPU = "MULTI_XPU"
+    MULTI_MLU = "MULTI_MLU"
+    DEEPSPEED = "DEEPSPEED"
+    FSDP = "FSDP"
+    MEGATRON_LM = "MEGATRON_LM"
+    TPU = "TPU"
+    XLA = "XLA"
+
+
+class SageMakerDistributedType(_StrEnum):
+    """The kind of distributed environment on Amazon SageMaker."""
+
+    NO = "NO"
+    DATA_PARALLEL = "DATA_PARALLEL"
+    MODEL_PARALLEL = "MODEL_PARALLEL"
+
+
+class DynamoBackend(_StrEnum):
+    """A ``torch.compile`` backend."""
+
+    NO = "NO"
+    EAGER = "EAGER"
+    AOT_EAGER = "AOT_EAGER"
+    INDUCTOR = "INDUCTOR"
+    AOT_TS_NVFUSER = "AOT_TS_NVFUSER"
+    NVPRIMS_NVFUSER = "NVPRIMS_NVFUSER"
+    CUDAGRAPHS = "CUDAGRAPHS"
+    OFI = "OFI"
+    FX2TRT = "FX2TRT"
+    ONNXRT = "ONNXRT"
+    TENSORRT = "TENSORRT"
+    IPEX = "IPEX"
+    TVM = "TVM"
+
+
+class PrecisionType(_StrEnum):
+    """The floating-point precision of a run."""
+
+    NO = "no"
+    FP8 = "fp8"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+
+class RNGType(_StrEnum):
+    """A random number generator that accel can synchronise across processes."""
+
+    TORCH = "torch"
+    CUDA = "cuda"
+    MLU = "mlu"
+    NPU = "npu"
+    XLA = "xla"
+    XPU = "xpu"
+    GENERATOR = "generator"

@@ -1,0 +1,208 @@
+"""Availability checks for optional libraries and hardware. None of them imports the library."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+import operator
+
+import torch
+
+_OPERATORS = {
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">=": operator.ge,
+    ">": operator.gt,
+}
+
+
+def _parse_version(text: str) -> tuple[int, ...]:
+    parts: list[int] = []
+    for piece in text.split("+")[0].split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+        if not piece.isdigit():
+            break
+    return tuple(parts)
+
+
+def compare_versions(library_or_version: str, operation: str, requirement_version: str) -> bool:
+    """Compare the installed version of a library (or a version string) with a reference.
+
+    Args:
+        library_or_version: A distribution name such as ``"torch"`` or a version such as ``"2.4.0"``.
+        operation: One of ``<``, ``<=``, ``==``, ``!=``, ``>=``, ``>``.
+        requirement_version: The version to compare with.
+    """
+    if operation not in _OPERATORS:
+        raise ValueError(
+            f"operation must be one of {list(_OPERATORS)}; got {operation!r}. Use e.g. '>='."
+        )
+    version = library_or_version
+    if not version[:1].isdigit():
+        version = importlib.metadata.version(library_or_version)
+    return _OPERATORS[operation](_parse_version(version), _parse_version(requirement_version))
+
+
+def is_torch_version(operation: str, version: str) -> bool:
+    """Compare the installed torch version with ``version`` using ``operation`` (e.g. ``">="``)."""
+    return compare_versions(torch.__version__, operation, version)
+
+
+@functools.cache
+def _is_package_available(name: str, distribution: str | None = None) -> bool:
+    if importlib.util.find_spec(name) is None:
+        return False
+    try:
+        importlib.metadata.version(distribution or name)
+    except importlib.metadata.PackageNotFoundError:
+        return distribution is None
+    return True
+
+
+def is_cuda_available() -> bool:
+    """Whether a CUDA device can be used."""
+    return torch.cuda.is_available()
+
+
+def is_mps_available() -> bool:
+    """Whether Apple's MPS device can be used."""
+    return hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+
+
+def is_xpu_available() -> bool:
+    """Whether an Intel XPU device can be used."""
+    return hasattr(torch, "xpu") and torch.xpu.is_available()
+
+
+def is_npu_available(check_device: bool = False) -> bool:
+    """Whether ``torch_npu`` is installed (and, with ``check_device``, a device is present)."""
+    if not _is_package_available("torch_npu"):
+        return False
+    if not check_device:
+        return True
+    return bool(getattr(torch, "npu", None) and torch.npu.is_available())
+
+
+def is_torch_xla_available(check_is_tpu: bool = False, check_is_gpu: bool = False) -> bool:
+    """Whether ``torch_xla`` is installed."""
+    return _is_package_available("torch_xla")
+
+
+def is_tpu_available(check_device: bool = True) -> bool:
+    """Whether a TPU is usable through ``torch_xla``."""
+    return is_torch_xla_available()
+
+
+def is_bf16_available(ignore_tpu: bool = False) -> bool:
+    """Whether bf16 arithmetic is supported on the current device (CPU bf16 counts)."""
+    if is_cuda_available():
+        return torch.cuda.is_bf16_supported()
+    return True
+
+
+def is_fp16_available() -> bool:
+    """Whether fp16 mixed precision can run (CPU autocast supports fp16 since torch 2.4)."""
+    return True
+
+
+def is_fp8_available() -> bool:
+    """Whether an FP8 backend (torchao, Transformer Engine or MS-AMP) is installed."""
+    return any(_is_package_available(name) for name in ("torchao", "transformer_engine", "msamp"))
+
+
+def is_deepspeed_available() -> bool:
+    """Whether DeepSpeed is installed."""
+    return _is_package_available("deepspeed")
+
+
+def is_bnb_available() -> bool:
+    """Whether bitsandbytes is installed."""
+    return _is_package_available("bitsandbytes")
+
+
+def is_torchao_available() -> bool:
+    """Whether torchao is installed."""
+    return _is_package_available("torchao")
+
+
+def is_transformer_engine_available() -> bool:
+    """Whether NVIDIA Transformer Engine is installed."""
+    return _is_package_available("transformer_engine", "transformer-engine")
+
+
+def is_msamp_available() -> bool:
+    """Whether MS-AMP is installed."""
+    return _is_package_available("msamp", "msamp")
+
+
+def is_transformers_available() -> bool:
+    """Whether transformers is installed."""
+    return _is_package_available("transformers")
+
+
+def is_datasets_available() -> bool:
+    """Whether datasets is installed."""
+    return _is_package_available("datasets")
+
+
+def is_safetensors_available() -> bool:
+    """Whether safetensors is installed."""
+    return _is_package_available("safetensors")
+
+
+def is_tensorboard_available() -> bool:
+    """Whether a TensorBoard writer is installed."""
+    return _is_package_available("tensorboard") or _is_package_available("tensorboardX")
+
+
+def is_wandb_available() -> bool:
+    """Whether Weights & Biases is installed."""
+    return _is_package_available("wandb")
+
+
+def is_comet_ml_available() -> bool:
+    """Whether Comet ML is installed."""
+    return _is_package_available("comet_ml", "comet-ml")
+
+
+def is_dvclive_available() -> bool:
+    """Whether DVCLive is installed."""
+    return _is_package_available("dvclive")
+
+
+def is_mlflow_available() -> bool:
+    """Whether MLflow is installed."""
+    return _is_package_available("mlflow")
+
+
+def is_aim_available() -> bool:
+    """Whether Aim is installed."""
+    return _is_package_available("aim")
+
+
+def is_clearml_available() -> bool:
+    """Whether ClearML is installed."""
+    return _is_package_available("clearml")
+
+
+def is_pippy_available() -> bool:
+    """Whether ``torch.distributed.pipelining`` (or the older ``torchpippy``) is usable."""
+    return importlib.util.find_spec("torch.distributed.pipelining") is not None or (
+        _is_package_available("pippy", "torchpippy")
+    )
+
+
+def is_megatron_lm_available() -> bool:
+    """Whether Megatron-LM core is installed."""
+    return _is_package_available("megatron")
+
+
+def is_rich_available() -> bool:
+    """Whether rich is installed."""
+    return _is_package_available("rich")

@@ -1,0 +1,261 @@
+"""``PartialState``: the process's view of the job, shared by every object that asks for it."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import functools
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from ._enums import DistributedType
+from ._environment import detect_world, parse_flag_from_env
+from ._imports import is_cuda_available, is_mps_available, is_xpu_available
+from ._split import split_inputs
+from ._teardown import register_teardown, teardown_process_group
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_GPU_BACKENDS = {"cuda": "nccl", "xpu": "xccl"}
+
+
+def is_debug_mode() -> bool:
+    """Whether debug checks are on (``ACCEL_DEBUG_MODE`` or ``ACCELERATE_DEBUG_MODE``)."""
+    return parse_flag_from_env("ACCEL_DEBUG_MODE") or parse_flag_from_env("ACCELERATE_DEBUG_MODE")
+
+
+def _accelerator_device_type(cpu: bool) -> str:
+    if cpu:
+        return "cpu"
+    if is_cuda_available():
+        return "cuda"
+    if is_xpu_available():
+        return "xpu"
+    return "cpu"
+
+
+class PartialState:
+    """Singleton-like view of the distributed environment of this process.
+
+    Every instance shares one state: the first one reads the launcher's environment (torchrun,
+    MPI or SLURM variables), starts the process group (gloo on CPU, nccl on CUDA) and later
+    instances just read it. A 2-process torchrun on a CPU-only machine is a 2-process gloo run
+    with no extra argument.
+
+    Args:
+        cpu: Force the CPU even when an accelerator is present (also ``ACCEL_USE_CPU=1``).
+        **kwargs: Passed to ``torch.distributed.init_process_group`` (``backend``,
+            ``init_method``, ``timeout`` as a ``datetime.timedelta`` ...).
+    """
+
+    _shared_state: dict[str, Any] = {}
+
+    def __init__(self, cpu: bool = False, **kwargs: Any) -> None:
+        self.__dict__ = self._shared_state
+        if self.initialized:
+            if cpu and self.device.type != "cpu":
+                warnings.warn(
+                    "PartialState(cpu=True) was called after the state was created on "
+                    f"{self.device}; the existing state is kept. Create it with cpu=True first.",
+                    stacklevel=2,
+                )
+            return
+        cpu = cpu or parse_flag_from_env("ACCEL_USE_CPU")
+        world = detect_world()
+        self.debug = is_debug_mode()
+        self._cpu = cpu
+        self.launcher = world.launcher
+        device_type = _accelerator_device_type(cpu)
+        backend = kwargs.pop("backend", None)
+        if world.world_size > 1 or dist.is_initialized():
+            if not dist.is_initialized():
+                backend = backend or _GPU_BACKENDS.get(device_type, "gloo")
+                if world.master_addr is not None:
+                    os.environ.setdefault("MASTER_ADDR", world.master_addr)
+                if world.master_port is not None:
+                    os.environ.setdefault("MASTER_PORT", str(world.master_port))
+                if isinstance(kwargs.get("timeout"), (int, float)):
+                    kwargs["timeout"] = datetime.timedelta(seconds=kwargs["timeout"])
+                kwargs = {k: v for k, v in kwargs.items() if v is not None}
+                dist.init_process_group(
+                    backend=backend, rank=world.rank, world_size=world.world_size, **kwargs
+                )
+                register_teardown()
+            self.backend = dist.get_backend()
+            self.num_processes = dist.get_world_size()
+            self.process_index = dist.get_rank()
+            self.local_process_index = world.local_rank
+            self.num_processes_per_node = world.local_world_size
+            if device_type == "cpu":
+                self.distributed_type = DistributedType.MULTI_CPU
+                self.device = torch.device("cpu")
+            else:
+                self.distributed_type = (
+                    DistributedType.MULTI_GPU
+                    if device_type == "cuda"
+                    else DistributedType.MULTI_XPU
+                )
+                self.device = torch.device(device_type, self.local_process_index)
+                getattr(torch, device_type).set_device(self.device)
+        else:
+            self.backend = None
+            self.num_processes = 1
+            self.process_index = 0
+            self.local_process_index = 0
+            self.num_processes_per_node = 1
+            self.distributed_type = DistributedType.NO
+            if device_type == "cpu" and not cpu and is_mps_available():
+                device_type = "mps"
+            self.device = torch.device(device_type)
+        self._is_initialized = True
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def initialized(self) -> bool:
+        """Whether the shared state has been created in this process."""
+        return self._shared_state.get("_is_initialized", False)
+
+    @property
+    def use_distributed(self) -> bool:
+        """Whether more than one process takes part."""
+        return self.num_processes > 1
+
+    @property
+    def is_main_process(self) -> bool:
+        """Whether this is the process of global index 0."""
+        return self.process_index == 0
+
+    @property
+    def is_local_main_process(self) -> bool:
+        """Whether this is the first process of its machine."""
+        return self.local_process_index == 0
+
+    @property
+    def is_last_process(self) -> bool:
+        """Whether this is the process of the highest global index."""
+        return self.process_index == self.num_processes - 1
+
+    @property
+    def num_machines(self) -> int:
+        """Number of machines (worlds with the same local world size on every node)."""
+        return max(1, self.num_processes // max(1, self.num_processes_per_node))
+
+    def __repr__(self) -> str:
+        return (
+            f"Distributed environment: {self.distributed_type}"
+            f"{('  Backend: ' + self.backend) if self.backend else ''}\n"
+            f"Num processes: {self.num_processes}\n"
+            f"Process index: {self.process_index}\n"
+            f"Local process index: {self.local_process_index}\n"
+            f"Device: {self.device}\n"
+        )
+
+    # ------------------------------------------------------------ process control
+    def wait_for_everyone(self) -> None:
+        """Block until every process has reached this point."""
+        if self.use_distributed:
+            dist.barrier()
+
+    @contextlib.contextmanager
+    def _first(self, is_first: bool) -> Iterator[None]:
+        if not is_first:
+            self.wait_for_everyone()
+        yield
+        if is_first:
+            self.wait_for_everyone()
+
+    def main_process_first(self) -> contextlib.AbstractContextManager[None]:
+        """Context manager: the main process runs the block first, then all the others."""
+        return self._first(self.is_main_process)
+
+    def local_main_process_first(self) -> contextlib.AbstractContextManager[None]:
+        """Context manager: each machine's first process runs the block before the others."""
+        return self._first(self.is_local_main_process)
+
+    @contextlib.contextmanager
+    def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
+        """Give each process its contiguous share of ``inputs`` inside a ``with`` block.
+
+        Lists, tuples, tensors and dicts of equal-length values are split; the first
+        ``len % num_processes`` processes get one item more. With ``apply_padding`` every share
+        is padded to the same length with its last item, so results can be gathered (drop the
+        padding afterwards). 3 prompts on 2 processes give ``["a dog", "a cat"]`` and
+        ``["a chicken"]`` (padded: ``["a chicken", "a chicken"]``). A process with nothing to
+        do gets an empty share, or the input's last item repeated when padding.
+        """
+        yield split_inputs(inputs, self.num_processes, self.process_index, apply_padding)
+
+    def _run_if(self, condition: Callable[[], bool], function: F) -> F:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if condition():
+                return function(*args, **kwargs)
+            return None
+
+        return wrapper  # type: ignore[return-value]
+
+    def on_main_process(self, function: F | None = None) -> Any:
+        """Decorator: run ``function`` on the main process only (returns None elsewhere)."""
+        if function is None:
+            return self.on_main_process
+        return self._run_if(lambda: self.is_main_process, function)
+
+    def on_local_main_process(self, function: F | None = None) -> Any:
+        """Decorator: run ``function`` on each machine's first process only."""
+        if function is None:
+            return self.on_local_main_process
+        return self._run_if(lambda: self.is_local_main_process, function)
+
+    def on_last_process(self, function: F) -> F:
+        """Decorator: run ``function`` on the last process only."""
+        return self._run_if(lambda: self.is_last_process, function)
+
+    def on_process(self, function: F | None = None, process_index: int | None = None) -> Any:
+        """Decorator: run ``function`` on the process of global index ``process_index`` only."""
+        if process_index is None:
+            raise ValueError(
+                "on_process needs process_index; got None. Use @state.on_process(process_index=1)."
+            )
+        if function is None:
+            return functools.partial(self.on_process, process_index=process_index)
+        return self._run_if(lambda: self.process_index == process_index, function)
+
+    def on_local_process(
+        self, function: F | None = None, local_process_index: int | None = None
+    ) -> Any:
+        """Decorator: run ``function`` on the process of local index ``local_process_index``."""
+        if local_process_index is None:
+            raise ValueError(
+                "on_local_process needs local_process_index; got None. "
+                "Use @state.on_local_process(local_process_index=0)."
+            )
+        if function is None:
+            return functools.partial(self.on_local_process, local_process_index=local_process_index)
+        return self._run_if(lambda: self.local_process_index == local_process_index, function)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` once per machine (on the local main process)."""
+        if self.is_local_main_process:
+            print(*args, **kwargs)
+
+    def set_device(self) -> None:
+        """Make ``self.device`` the current device of its backend (no-op on CPU)."""
+        if self.device.type in ("cuda", "xpu"):
+            getattr(torch, self.device.type).set_device(self.device)
+
+    def destroy_process_group(self, group: Any = None) -> None:
+        """Tear the process group down in order (barrier, then destroy)."""
+        if group is not None:
+            dist.destroy_process_group(group)
+        else:
+            teardown_process_group()
+
+    @classmethod
+    def _reset_state(cls) -> None:
+        """Forget the shared state (tests only; does not touch the process group)."""
+        cls._shared_state.clear()
