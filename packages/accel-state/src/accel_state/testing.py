@@ -1,0 +1,99 @@
+"""Helpers for tests that run real processes: every run is bounded by a timeout.
+
+``run_distributed`` starts a script on N local processes through ``torch.distributed.run``
+(torchrun) on a free port, kills the whole process tree when the timeout passes, and returns
+the completed process with its output, so that a hung collective fails a test instead of
+hanging it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def free_port() -> int:
+    """Return a TCP port that is free on the loopback interface right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_command(
+    command: Sequence[str],
+    *,
+    timeout: float = 180.0,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in its own process group; kill the group after ``timeout`` seconds.
+
+    Raises:
+        AssertionError: when ``check`` and the command fails or times out; the message holds
+            the command's output.
+    """
+    full_env = {**os.environ, **(env or {})}
+    full_env.setdefault("OMP_NUM_THREADS", "1")
+    proc = subprocess.Popen(
+        list(command),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(
+            f"command timed out after {timeout}s: {' '.join(command)}\n"
+            f"--- stdout ---\n{out}\n--- stderr ---\n{err}"
+        ) from None
+    result = subprocess.CompletedProcess(list(command), proc.returncode, out, err)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"command exited {proc.returncode}: {' '.join(command)}\n"
+            f"--- stdout ---\n{out}\n--- stderr ---\n{err}"
+        )
+    return result
+
+
+def run_distributed(
+    script: str | os.PathLike[str],
+    *args: str,
+    num_processes: int = 2,
+    timeout: float = 180.0,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` on ``num_processes`` local processes through torchrun.
+
+    Args:
+        script: Path of the Python script.
+        *args: Arguments of the script.
+        num_processes: Number of processes.
+        timeout: Seconds before the whole run is killed and the call fails.
+        env: Extra environment variables.
+        check: Fail (AssertionError with the output) when the run exits non-zero.
+    """
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={num_processes}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        "--monitor_interval=0.1",
+        str(Path(script)),
+        *args,
+    ]
+    return run_command(command, timeout=timeout, env=env, check=check)
