@@ -1,0 +1,107 @@
+"""Subcommands of ``accel``: launch, config, env, test."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._config import ConfigError, default_config_file, load_config_file, write_basic_config
+from ._launch import add_launch_arguments, launch
+
+TEST_MODULE = "accel.test_utils.scripts.test_script"
+
+
+def add_subcommands(sub: Any) -> None:
+    """Register every subcommand on the ``accel`` parser."""
+    p = sub.add_parser("launch", help="Run a script on one or many processes.")
+    add_launch_arguments(p)
+    p.set_defaults(func=launch)
+
+    p = sub.add_parser("config", help="Write a config file.")
+    p.add_argument("--config_file", default=None, help="Where to write (default location "
+                   "otherwise).")
+    csub = p.add_subparsers(dest="config_command", metavar="subcommand")
+    d = csub.add_parser("default", help="Write a basic config for this machine.")
+    d.add_argument("--config_file", default=None, help="Where to write.")
+    d.add_argument("--mixed_precision", default="no", help="no, fp16, bf16 or fp8.")
+    d.set_defaults(func=_config_default)
+    p.set_defaults(func=_config_default)
+
+    p = sub.add_parser("env", help="Print versions and the resolved config, for bug reports.")
+    p.add_argument("--config_file", default=None)
+    p.set_defaults(func=_env)
+
+    p = sub.add_parser("test", help="Check state, process control and collectives on the "
+                       "configured processes.")
+    p.add_argument("--config_file", default=None)
+    p.add_argument("--num_processes", type=int, default=None)
+    p.add_argument("--num_machines", type=int, default=None)
+    p.add_argument("--machine_rank", type=int, default=None)
+    p.add_argument("--main_process_ip", default=None)
+    p.add_argument("--main_process_port", type=int, default=None)
+    p.add_argument("--cpu", action="store_true", default=None)
+    p.set_defaults(func=_test)
+
+
+def _config_default(args: argparse.Namespace) -> int:
+    target = Path(args.config_file) if args.config_file else default_config_file()
+    written = write_basic_config(getattr(args, "mixed_precision", "no"), save_location=target)
+    if written is False:
+        print(f"accel config: {target} already exists; left unchanged (delete it to rewrite).")
+    else:
+        print(f"accel config: wrote {written}")
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    import torch
+
+    lines = [
+        f"- platform: {platform.platform()}",
+        f"- python: {platform.python_version()}",
+        f"- torch: {torch.__version__} (cuda available: {torch.cuda.is_available()})",
+    ]
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("accel", "accel-state", "accel-collectives", "accel-data", "accel-bigmodel",
+                 "accel-pipeline", "accel-precision", "accel-trackers", "accel-launch",
+                 "numpy", "safetensors", "deepspeed", "transformers"):
+        try:
+            lines.append(f"- {dist}: {version(dist)}")
+        except PackageNotFoundError:
+            pass
+    path = Path(args.config_file) if args.config_file else default_config_file()
+    lines.append(f"- config file: {path} ({'found' if path.is_file() else 'absent'})")
+    print("\n".join(lines))
+    if path.is_file():
+        config = load_config_file(path)
+        for key, value in config.to_dict().items():
+            print(f"    {key}: {value}")
+    return 0
+
+
+def _test(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("accel") is None:
+        raise ConfigError(
+            "accel test runs a script of the `accel` package, which is not installed. "
+            'Install it with `pip install accel`.'
+        )
+    parser = argparse.ArgumentParser()
+    add_launch_arguments(parser)
+    argv: list[str] = []
+    for name in ("config_file", "num_processes", "num_machines", "machine_rank",
+                 "main_process_ip", "main_process_port"):
+        value = getattr(args, name)
+        if value is not None:
+            argv += [f"--{name}", str(value)]
+    if args.cpu:
+        argv.append("--cpu")
+    launch_args = parser.parse_args([*argv, "-m", TEST_MODULE])
+    code = launch(launch_args)
+    print("accel test: " + ("all checks passed." if code == 0 else f"FAILED (exit code {code})."),
+          file=sys.stderr if code else sys.stdout)
+    return code

@@ -1,0 +1,245 @@
+"""The config file model shared by ``accel config`` and ``accel launch``."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from accel_state import ComputeEnvironment, DistributedType, DynamoBackend, PrecisionType
+
+CONFIG_VERSION = 1
+
+
+def default_config_dir() -> Path:
+    """Folder of the default config file: ``$ACCEL_CONFIG_HOME``, else ``$XDG_CACHE_HOME/accel``
+    (``~/.cache/accel``)."""
+    if "ACCEL_CONFIG_HOME" in os.environ:
+        return Path(os.environ["ACCEL_CONFIG_HOME"])
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "accel"
+
+
+def default_config_file() -> Path:
+    """Path of the default config file (``default_config.yaml`` in :func:`default_config_dir`)."""
+    return default_config_dir() / "default_config.yaml"
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be used, with the reason and the fix."""
+
+
+@dataclass
+class LaunchConfig:
+    """Everything ``accel launch`` needs to start a job. Each field can come from the config
+    file or a flag of the same name; a flag always wins."""
+
+    config_version: int = CONFIG_VERSION
+    """Version of this file's format (written by ``accel config``)."""
+    compute_environment: str = ComputeEnvironment.LOCAL_MACHINE.value
+    """``LOCAL_MACHINE`` or ``AMAZON_SAGEMAKER``."""
+    distributed_type: str = DistributedType.NO.value
+    """``NO``, ``MULTI_CPU``, ``MULTI_GPU``, ``DEEPSPEED``, ``FSDP`` ... (derived when ``NO``)."""
+    mixed_precision: str = PrecisionType.NO.value
+    """``no``, ``fp16``, ``bf16`` or ``fp8``."""
+    use_cpu: bool = False
+    """Run on CPU even when accelerators are present."""
+    debug: bool = False
+    """Check collectives across ranks (clear errors instead of hangs)."""
+    num_processes: int = 1
+    """Total number of processes over all machines."""
+    num_machines: int = 1
+    """Number of machines."""
+    machine_rank: int = 0
+    """Index of this machine (0 is the main machine)."""
+    main_process_ip: str | None = None
+    """Address of the main machine (multi-machine runs)."""
+    main_process_port: int | None = None
+    """Rendezvous port on the main machine (None or 0: a free port on one machine, 29500 on
+    several)."""
+    rdzv_backend: str = "static"
+    """Rendezvous backend: ``static`` or ``c10d``."""
+    same_network: bool = True
+    """All machines are on the same network."""
+    gpu_ids: str = "all"
+    """Which GPUs to use (``all`` or a comma-separated list)."""
+    num_cpu_threads_per_process: int | None = None
+    """Value of ``OMP_NUM_THREADS`` for each process (default: cores / local processes)."""
+    max_restarts: int = 0
+    """How many times a failed worker group is restarted before the job fails."""
+    monitor_interval: float = 0.1
+    """Seconds between two checks of the workers' health."""
+    dynamo_config: dict[str, Any] = field(default_factory=dict)
+    """``dynamo_backend``, ``dynamo_mode``, ``dynamo_use_fullgraph``, ``dynamo_use_dynamic``."""
+    deepspeed_config: dict[str, Any] = field(default_factory=dict)
+    """DeepSpeed options (read by the DeepSpeed engine)."""
+    fsdp_config: dict[str, Any] = field(default_factory=dict)
+    """FSDP options (read by the FSDP engine)."""
+    megatron_lm_config: dict[str, Any] = field(default_factory=dict)
+    """Megatron-LM options."""
+    downcast_bf16: str = "no"
+    """TPU only: downcast bf16 tensors."""
+    tpu_use_cluster: bool = False
+    """TPU only: use a TPU pod."""
+
+    def validate(self) -> LaunchConfig:
+        """Check every value; raise :class:`ConfigError` naming the field, the value and the fix."""
+        try:
+            self.mixed_precision = PrecisionType.parse(self.mixed_precision, "mixed_precision").value
+            self.distributed_type = DistributedType.parse(
+                self.distributed_type, "distributed_type"
+            ).value
+            self.compute_environment = ComputeEnvironment.parse(
+                self.compute_environment, "compute_environment"
+            ).value
+            if self.dynamo_config.get("dynamo_backend") is not None:
+                DynamoBackend.parse(self.dynamo_config["dynamo_backend"], "dynamo_backend")
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        for name in ("num_processes", "num_machines"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1; got {value!r}. Use e.g. 2.")
+        if not 0 <= self.machine_rank < self.num_machines:
+            raise ConfigError(
+                f"machine_rank must be in [0, num_machines={self.num_machines}); "
+                f"got {self.machine_rank}. Number the machines 0..{self.num_machines - 1}."
+            )
+        if self.num_processes % self.num_machines:
+            raise ConfigError(
+                f"num_processes is the total over all machines and must be a multiple of "
+                f"num_machines={self.num_machines}; got {self.num_processes}. Use "
+                f"{self.num_machines * max(1, self.num_processes // self.num_machines)}."
+            )
+        if self.num_machines > 1 and not self.main_process_ip:
+            raise ConfigError(
+                f"a run on num_machines={self.num_machines} needs main_process_ip; got None. "
+                "Pass --main_process_ip <address of machine 0>."
+            )
+        if self.rdzv_backend not in ("static", "c10d"):
+            raise ConfigError(
+                f"rdzv_backend must be 'static' or 'c10d'; got {self.rdzv_backend!r}."
+            )
+        if self.main_process_port is not None and not 0 <= int(self.main_process_port) < 65536:
+            raise ConfigError(
+                f"main_process_port must be in [0, 65535]; got {self.main_process_port}."
+            )
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as a plain dict (what the file holds)."""
+        return dataclasses.asdict(self)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the config as YAML (or JSON when the name ends in ``.json``); return the path."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = self.to_dict()
+        tmp = target.with_name(target.name + ".tmp")
+        with open(tmp, "w") as handle:
+            if target.suffix == ".json":
+                json.dump(data, handle, indent=2)
+            else:
+                yaml.safe_dump(data, handle, sort_keys=False)
+        os.replace(tmp, target)
+        return target
+
+
+FIELD_NAMES = [f.name for f in dataclasses.fields(LaunchConfig)]
+# Keys the reference library writes that mean nothing here; accepted so its files load.
+_IGNORED_KEYS = {"main_training_function", "enable_cpu_affinity", "tpu_env", "commands"}
+
+
+def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConfig:
+    """Build a validated :class:`LaunchConfig`, refusing unknown keys with the closest valid one."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: a config file must hold a mapping of settings; got "
+            f"{type(data).__name__}. Write `key: value` lines, e.g. `num_processes: 2`."
+        )
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in _IGNORED_KEYS:
+            continue
+        if key not in FIELD_NAMES:
+            close = difflib.get_close_matches(str(key), FIELD_NAMES, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{source}: unknown setting {key!r}.{hint} Valid settings: "
+                              f"{', '.join(FIELD_NAMES)}.")
+        values[key] = value
+    version = values.get("config_version", CONFIG_VERSION)
+    if isinstance(version, int) and version > CONFIG_VERSION:
+        raise ConfigError(
+            f"{source}: config_version {version} is newer than this accel-launch understands "
+            f"({CONFIG_VERSION}). Upgrade accel-launch or run `accel config update`."
+        )
+    for key in ("dynamo_config", "deepspeed_config", "fsdp_config", "megatron_lm_config"):
+        if values.get(key) is None and key in values:
+            values[key] = {}
+    try:
+        return LaunchConfig(**values).validate()
+    except TypeError as err:
+        raise ConfigError(f"{source}: {err}") from None
+
+
+def load_config_file(path: str | os.PathLike[str]) -> LaunchConfig:
+    """Read a YAML or JSON config file.
+
+    Raises:
+        ConfigError: when the file is missing, does not parse, or holds invalid settings.
+    """
+    target = Path(path)
+    if not target.is_file():
+        raise ConfigError(
+            f"config file {str(target)!r} does not exist. Create it with `accel config` or "
+            "`accel config default`, or pass an existing --config_file."
+        )
+    text = target.read_text()
+    try:
+        data = json.loads(text) if target.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise ConfigError(
+            f"config file {str(target)!r} does not parse: {err}. Fix the syntax or regenerate "
+            "it with `accel config`."
+        ) from None
+    return config_from_dict(data or {}, source=str(target))
+
+
+def write_basic_config(
+    mixed_precision: str = "no",
+    save_location: str | os.PathLike[str] | None = None,
+    use_xpu: bool = False,
+) -> Path | bool:
+    """Write a config for this machine: every local GPU, or one CPU process when there is none.
+
+    Args:
+        mixed_precision: ``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"``.
+        save_location: Where to write (default: :func:`default_config_file`).
+        use_xpu: Use Intel XPUs when present.
+
+    Returns:
+        The path written, or ``False`` when a file already exists there (it is left untouched).
+    """
+    import torch
+
+    target = Path(save_location) if save_location is not None else default_config_file()
+    if target.exists():
+        return False
+    precision = PrecisionType.parse(mixed_precision, "mixed_precision").value
+    config = LaunchConfig(mixed_precision=precision)
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        count = torch.cuda.device_count()
+        config.num_processes = count
+        config.distributed_type = "MULTI_GPU" if count > 1 else "NO"
+    elif use_xpu and hasattr(torch, "xpu") and torch.xpu.is_available():
+        count = torch.xpu.device_count()
+        config.num_processes = count
+        config.distributed_type = "MULTI_XPU" if count > 1 else "NO"
+    else:
+        config.use_cpu = True
+    return config.validate().save(target)

@@ -1,0 +1,92 @@
+import pytest
+import torch
+from accel_state import (
+    AcceleratorState,
+    DistributedType,
+    GradientAccumulationPlugin,
+    GradientState,
+    PartialState,
+    ProjectConfiguration,
+    TorchDynamoPlugin,
+    set_seed,
+    synchronize_rng_state,
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_state():
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+
+
+def test_single_process_defaults():
+    state = PartialState(cpu=True)
+    assert state.num_processes == 1 and state.process_index == 0
+    assert state.distributed_type is DistributedType.NO
+    assert state.device == torch.device("cpu")
+    assert state.is_main_process and state.is_last_process and state.is_local_main_process
+    assert not state.use_distributed
+    assert PartialState() is not state and PartialState().device == state.device
+
+
+def test_decorators_on_one_process():
+    state = PartialState(cpu=True)
+    calls = []
+    state.on_main_process(lambda: calls.append("main"))()
+    state.on_last_process(lambda: calls.append("last"))()
+    state.on_process(process_index=0)(lambda: calls.append("p0"))()
+    state.on_process(lambda: calls.append("p1"), process_index=1)()
+    state.on_local_process(local_process_index=0)(lambda: calls.append("l0"))()
+    assert calls == ["main", "last", "p0", "l0"]
+    with pytest.raises(ValueError, match="process_index"):
+        state.on_process(lambda: None)
+
+
+def test_main_process_first_runs_block_once():
+    state = PartialState(cpu=True)
+    with state.main_process_first():
+        ran = True
+    assert ran
+
+
+def test_accelerator_state_precision_and_conflict():
+    state = AcceleratorState(mixed_precision="bf16", cpu=True)
+    assert state.mixed_precision == "bf16" and state.num_processes == 1
+    assert AcceleratorState().mixed_precision == "bf16"
+    with pytest.raises(ValueError, match="already created with mixed_precision='bf16'"):
+        AcceleratorState(mixed_precision="fp16")
+
+
+def test_accelerator_state_rejects_unknown_precision():
+    with pytest.raises(ValueError, match="mixed_precision must be one of"):
+        AcceleratorState(mixed_precision="fp12", cpu=True)
+
+
+def test_gradient_state_plugin():
+    gs = GradientState(GradientAccumulationPlugin(num_steps=4, adjust_scheduler=False))
+    assert gs.num_steps == 4 and not gs.adjust_scheduler and gs.sync_gradients
+    assert gs.remainder == -1 and not gs.end_of_dataloader
+
+
+def test_plugin_validation():
+    with pytest.raises(ValueError, match="num_steps must be an integer >= 1"):
+        GradientAccumulationPlugin(num_steps=0)
+    with pytest.raises(ValueError, match="total_limit"):
+        ProjectConfiguration(project_dir="x", total_limit=0)
+    assert ProjectConfiguration(project_dir="p").logging_dir == "p"
+    dyn = TorchDynamoPlugin(backend="inductor")
+    assert dyn.enabled and dyn.to_dict()["backend"] == "inductor"
+    assert not TorchDynamoPlugin().enabled
+
+
+def test_set_seed_reproducible():
+    set_seed(123)
+    a = torch.rand(3)
+    set_seed(123)
+    assert torch.equal(a, torch.rand(3))
+    synchronize_rng_state("torch")  # one process: nothing to synchronise, must not fail
+    with pytest.raises(TypeError, match="int seed"):
+        set_seed("1")  # type: ignore[arg-type]

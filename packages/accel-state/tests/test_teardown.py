@@ -1,0 +1,43 @@
+"""A process that used the process group exits 0 reliably (no SIGABRT from gloo at exit)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from accel_state.testing import free_port
+
+SCRIPT = Path(__file__).parent / "scripts" / "teardown_script.py"
+RUNS = 20
+
+
+def _start_pair() -> list[subprocess.Popen]:
+    port = free_port()
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+               "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+               "OMP_NUM_THREADS": "1"}
+        procs.append(subprocess.Popen([sys.executable, str(SCRIPT)], env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    return procs
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_twenty_runs_exit_cleanly():
+    failures = []
+    for run in range(RUNS):
+        procs = _start_pair()
+        for rank, proc in enumerate(procs):
+            try:
+                out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                for p in procs:
+                    p.kill()
+                failures.append((run, rank, "timeout", ""))
+                continue
+            if proc.returncode != 0 or f"done {rank}" not in out:
+                failures.append((run, rank, proc.returncode, err[-500:]))
+    assert not failures, f"{len(failures)} failed exits out of {2 * RUNS}: {failures[:3]}"

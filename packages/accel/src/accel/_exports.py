@@ -1,0 +1,46 @@
+"""Which module provides each public name of ``accel``, ``accel.utils`` and ``accel.inference``.
+
+Kept in one place so that the facade stays a thin map over the packages that own the code.
+"""
+
+from __future__ import annotations
+
+
+def _names(module: str, names: str) -> dict[str, str]:
+    return {name: module for name in names.split()}
+
+
+STATE = _names(
+    "accel_state",
+    """PartialState AcceleratorState GradientState DistributedType ComputeEnvironment
+    DynamoBackend PrecisionType RNGType SageMakerDistributedType KwargsHandler AutocastKwargs
+    DistributedDataParallelKwargs GradScalerKwargs InitProcessGroupKwargs ProfileKwargs
+    GradientAccumulationPlugin TorchDynamoPlugin ProjectConfiguration set_seed
+    synchronize_rng_state synchronize_rng_states patch_environment clear_environment
+    parse_flag_from_env str_to_bool is_torch_version compare_versions is_bf16_available
+    is_fp16_available is_fp8_available is_cuda_available is_mps_available is_xpu_available
+    is_npu_available is_torch_xla_available is_tpu_available is_deepspeed_available
+    is_bnb_available is_torchao_available is_transformer_engine_available is_msamp_available
+    is_transformers_available is_datasets_available is_safetensors_available
+    is_tensorboard_available is_wandb_available is_comet_ml_available is_dvclive_available
+    is_mlflow_available is_aim_available is_clearml_available is_pippy_available
+    is_megatron_lm_available is_rich_available""",
+)
+
+LAUNCH = _names("accel_launch", "write_basic_config")
+
+# Names at ``accel.*`` (seeds 002 and 004).
+TOP_LEVEL: dict[str, str] = {
+    **{
+        name: STATE[name]
+        for name in """PartialState AcceleratorState GradientState DistributedType
+        AutocastKwargs DistributedDataParallelKwargs GradScalerKwargs InitProcessGroupKwargs
+        ProfileKwargs""".split()
+    },
+}
+
+# Names at ``accel.utils.*`` (seed 003).
+UTILS: dict[str, str] = {**STATE, **LAUNCH}
+
+# Names at ``accel.inference.*`` (seed 000).
+INFERENCE: dict[str, str] = {}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The project's whole check: lint, import layers, types, every test, minimal installs.
+# Usage: bash tools/test.sh            (installs uv with pip when it is missing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v uv >/dev/null 2>&1; then
+    python3 -m pip install --quiet "uv>=0.8"
+fi
+export UV_LINK_MODE="${UV_LINK_MODE:-hardlink}"
+# DeepSpeed compiles its CPU ops on first use; keep them between runs.
+export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/accel/torch_extensions}"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "sync the workspace (locked)"
+uv sync --locked --all-packages --quiet
+
+step "lint"
+uv run --no-sync ruff check packages tests tools examples benchmarks
+uv run --no-sync ruff format --check packages tests tools examples benchmarks
+
+step "import layers"
+uv run --no-sync lint-imports
+
+step "types"
+uv run --no-sync mypy packages/*/src --no-error-summary
+
+step "minimal installs"
+uv run --no-sync python tools/check_minimal_installs.py
+
+step "tests"
+uv run --no-sync pytest packages tests -q -p no:cacheprovider
