@@ -1,4 +1,5 @@
 import pytest
+
 from accel_state import (
     ComputeEnvironment,
     DistributedType,

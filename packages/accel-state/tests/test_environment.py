@@ -1,6 +1,7 @@
 import os
 
 import pytest
+
 from accel_state import (
     clear_environment,
     detect_world,
@@ -9,9 +10,19 @@ from accel_state import (
     str_to_bool,
 )
 
-WORLD_KEYS = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-              "MASTER_PORT", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE",
-              "SLURM_NTASKS", "SLURM_PROCID"]
+WORLD_KEYS = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_SIZE",
+    "MV2_COMM_WORLD_SIZE",
+    "SLURM_NTASKS",
+    "SLURM_PROCID",
+]
 
 
 @pytest.fixture
@@ -26,23 +37,38 @@ def test_single_process_without_launcher(bare_env):
 
 
 def test_torchrun_variables(bare_env):
-    with patch_environment(rank=3, world_size=4, local_rank=1, local_world_size=2,
-                           master_addr="10.0.0.1", master_port=1234):
+    with patch_environment(
+        rank=3,
+        world_size=4,
+        local_rank=1,
+        local_world_size=2,
+        master_addr="10.0.0.1",
+        master_port=1234,
+    ):
         w = detect_world()
     assert (w.rank, w.world_size, w.local_rank, w.local_world_size) == (3, 4, 1, 2)
     assert (w.master_addr, w.master_port, w.launcher) == ("10.0.0.1", "1234", "torchrun")
 
 
 def test_open_mpi_variables(bare_env):
-    with patch_environment(OMPI_COMM_WORLD_SIZE=4, OMPI_COMM_WORLD_RANK=2,
-                           OMPI_COMM_WORLD_LOCAL_RANK=0, OMPI_COMM_WORLD_LOCAL_SIZE=2):
+    with patch_environment(
+        OMPI_COMM_WORLD_SIZE=4,
+        OMPI_COMM_WORLD_RANK=2,
+        OMPI_COMM_WORLD_LOCAL_RANK=0,
+        OMPI_COMM_WORLD_LOCAL_SIZE=2,
+    ):
         w = detect_world()
     assert (w.rank, w.world_size, w.local_rank, w.launcher) == (2, 4, 0, "mpi")
 
 
 def test_slurm_variables(bare_env):
-    with patch_environment(SLURM_NTASKS=8, SLURM_PROCID=5, SLURM_LOCALID=1,
-                           SLURM_NTASKS_PER_NODE="4(x2)", SLURM_JOB_NODELIST="gpu[07-08],cpu1"):
+    with patch_environment(
+        SLURM_NTASKS=8,
+        SLURM_PROCID=5,
+        SLURM_LOCALID=1,
+        SLURM_NTASKS_PER_NODE="4(x2)",
+        SLURM_JOB_NODELIST="gpu[07-08],cpu1",
+    ):
         w = detect_world()
     assert (w.rank, w.world_size, w.local_rank, w.local_world_size) == (5, 8, 1, 4)
     assert w.master_addr == "gpu07" and w.launcher == "slurm"

@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from accel_state._split import split_bounds, split_inputs
 
 PROMPTS = ["a dog", "a cat", "a chicken"]

@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from accel_state import (
     AcceleratorState,
     DistributedType,

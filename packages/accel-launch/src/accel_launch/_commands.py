@@ -22,8 +22,9 @@ def add_subcommands(sub: Any) -> None:
     p.set_defaults(func=launch)
 
     p = sub.add_parser("config", help="Write a config file.")
-    p.add_argument("--config_file", default=None, help="Where to write (default location "
-                   "otherwise).")
+    p.add_argument(
+        "--config_file", default=None, help="Where to write (default location otherwise)."
+    )
     csub = p.add_subparsers(dest="config_command", metavar="subcommand")
     d = csub.add_parser("default", help="Write a basic config for this machine.")
     d.add_argument("--config_file", default=None, help="Where to write.")
@@ -35,8 +36,9 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--config_file", default=None)
     p.set_defaults(func=_env)
 
-    p = sub.add_parser("test", help="Check state, process control and collectives on the "
-                       "configured processes.")
+    p = sub.add_parser(
+        "test", help="Check state, process control and collectives on the configured processes."
+    )
     p.add_argument("--config_file", default=None)
     p.add_argument("--num_processes", type=int, default=None)
     p.add_argument("--num_machines", type=int, default=None)
@@ -67,9 +69,21 @@ def _env(args: argparse.Namespace) -> int:
     ]
     from importlib.metadata import PackageNotFoundError, version
 
-    for dist in ("accel", "accel-state", "accel-collectives", "accel-data", "accel-bigmodel",
-                 "accel-pipeline", "accel-precision", "accel-trackers", "accel-launch",
-                 "numpy", "safetensors", "deepspeed", "transformers"):
+    for dist in (
+        "accel",
+        "accel-state",
+        "accel-collectives",
+        "accel-data",
+        "accel-bigmodel",
+        "accel-pipeline",
+        "accel-precision",
+        "accel-trackers",
+        "accel-launch",
+        "numpy",
+        "safetensors",
+        "deepspeed",
+        "transformers",
+    ):
         try:
             lines.append(f"- {dist}: {version(dist)}")
         except PackageNotFoundError:
@@ -88,20 +102,28 @@ def _test(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("accel") is None:
         raise ConfigError(
             "accel test runs a script of the `accel` package, which is not installed. "
-            'Install it with `pip install accel`.'
+            "Install it with `pip install accel`."
         )
     parser = argparse.ArgumentParser()
     add_launch_arguments(parser)
     argv: list[str] = []
-    for name in ("config_file", "num_processes", "num_machines", "machine_rank",
-                 "main_process_ip", "main_process_port"):
+    for name in (
+        "config_file",
+        "num_processes",
+        "num_machines",
+        "machine_rank",
+        "main_process_ip",
+        "main_process_port",
+    ):
         value = getattr(args, name)
         if value is not None:
             argv += [f"--{name}", str(value)]
     if args.cpu:
         argv.append("--cpu")
-    launch_args = parser.parse_args([*argv, "-m", TEST_MODULE])
+    launch_args = parser.parse_args([*argv, "--module", TEST_MODULE])
     code = launch(launch_args)
-    print("accel test: " + ("all checks passed." if code == 0 else f"FAILED (exit code {code})."),
-          file=sys.stderr if code else sys.stdout)
+    print(
+        "accel test: " + ("all checks passed." if code == 0 else f"FAILED (exit code {code})."),
+        file=sys.stderr if code else sys.stdout,
+    )
     return code

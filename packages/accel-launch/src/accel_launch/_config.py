@@ -90,7 +90,9 @@ class LaunchConfig:
     def validate(self) -> LaunchConfig:
         """Check every value; raise :class:`ConfigError` naming the field, the value and the fix."""
         try:
-            self.mixed_precision = PrecisionType.parse(self.mixed_precision, "mixed_precision").value
+            self.mixed_precision = PrecisionType.parse(
+                self.mixed_precision, "mixed_precision"
+            ).value
             self.distributed_type = DistributedType.parse(
                 self.distributed_type, "distributed_type"
             ).value
@@ -169,8 +171,10 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConf
         if key not in FIELD_NAMES:
             close = difflib.get_close_matches(str(key), FIELD_NAMES, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{source}: unknown setting {key!r}.{hint} Valid settings: "
-                              f"{', '.join(FIELD_NAMES)}.")
+            raise ConfigError(
+                f"{source}: unknown setting {key!r}.{hint} Valid settings: "
+                f"{', '.join(FIELD_NAMES)}."
+            )
         values[key] = value
     version = values.get("config_version", CONFIG_VERSION)
     if isinstance(version, int) and version > CONFIG_VERSION:

@@ -19,32 +19,60 @@ def _bool_flag(parser: argparse._ActionsContainer, name: str, help_text: str) ->
 def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add every ``accel launch`` flag to ``parser``. Unset flags stay None so the config file
     applies."""
-    parser.add_argument("--config_file", default=None, help="Config file to read (default: "
-                        "the file written by `accel config`, when it exists).")
-    parser.add_argument("--explain", action="store_true",
-                        help="Print each resolved setting and where it came from, then exit.")
+    parser.add_argument(
+        "--config_file",
+        default=None,
+        help="Config file to read (default: the file written by `accel config`, when it exists).",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="Print each resolved setting and where it came from, then exit.",
+    )
     _bool_flag(parser, "quiet", "Do not print the launcher's own messages.")
     hw = parser.add_argument_group("Hardware")
     _bool_flag(hw, "cpu", "Run on CPU even when accelerators are present.")
     hw.add_argument("--gpu_ids", default=None, help="GPUs to use: 'all' or e.g. '0,1'.")
-    hw.add_argument("--num_cpu_threads_per_process", type=int, default=None,
-                    help="OMP_NUM_THREADS of each process.")
+    hw.add_argument(
+        "--num_cpu_threads_per_process",
+        type=int,
+        default=None,
+        help="OMP_NUM_THREADS of each process.",
+    )
     dist_group = parser.add_argument_group("Distributed")
-    dist_group.add_argument("--num_processes", type=int, default=None,
-                            help="Total number of processes over all machines.")
+    dist_group.add_argument(
+        "--num_processes",
+        type=int,
+        default=None,
+        help="Total number of processes over all machines.",
+    )
     dist_group.add_argument("--num_machines", type=int, default=None, help="Number of machines.")
-    dist_group.add_argument("--machine_rank", type=int, default=None,
-                            help="Index of this machine (0 = main).")
+    dist_group.add_argument(
+        "--machine_rank", type=int, default=None, help="Index of this machine (0 = main)."
+    )
     dist_group.add_argument("--main_process_ip", default=None, help="Address of machine 0.")
-    dist_group.add_argument("--main_process_port", type=int, default=None,
-                            help="Rendezvous port (0 or absent: a free port on one machine).")
-    dist_group.add_argument("--rdzv_backend", default=None, choices=["static", "c10d"],
-                            help="Rendezvous backend.")
+    dist_group.add_argument(
+        "--main_process_port",
+        type=int,
+        default=None,
+        help="Rendezvous port (0 or absent: a free port on one machine).",
+    )
+    dist_group.add_argument(
+        "--rdzv_backend", default=None, choices=["static", "c10d"], help="Rendezvous backend."
+    )
     _bool_flag(dist_group, "same_network", "All machines share one network.")
-    dist_group.add_argument("--max_restarts", type=int, default=None,
-                            help="Restart a failed worker group up to N times.")
-    dist_group.add_argument("--monitor_interval", type=float, default=None,
-                            help="Seconds between two health checks of the workers.")
+    dist_group.add_argument(
+        "--max_restarts",
+        type=int,
+        default=None,
+        help="Restart a failed worker group up to N times.",
+    )
+    dist_group.add_argument(
+        "--monitor_interval",
+        type=float,
+        default=None,
+        help="Seconds between two health checks of the workers.",
+    )
     _bool_flag(dist_group, "multi_gpu", "Accepted for compatibility; derived from the count.")
     prec = parser.add_argument_group("Precision and compilation")
     prec.add_argument("--mixed_precision", default=None, help="no, fp16, bf16 or fp8.")
@@ -54,49 +82,71 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     _bool_flag(prec, "dynamo_use_dynamic", "Compile with dynamic shapes.")
     _bool_flag(parser, "debug", "Check collectives across ranks (clear errors, not hangs).")
     script = parser.add_argument_group("What to run")
-    _bool_flag(script, "module", "Run the target as a module (python -m).")
+    _bool_flag(script, "module", "Run the target as a module (python -m); `-m` is the same.")
     _bool_flag(script, "no_python", "Run the target as an executable, not a Python script.")
-    parser.add_argument("-m", dest="module_name", default=None,
-                        help="Run this module (like python -m).")
-    parser.add_argument("training_script", nargs="?", default=None,
-                        help="The script (or module, or executable) to run.")
-    parser.add_argument("training_script_args", nargs=argparse.REMAINDER,
-                        help="Arguments of the script.")
+    parser.add_argument(
+        "training_script",
+        nargs="?",
+        default=None,
+        help="The script (or module, or executable) to run.",
+    )
+    parser.add_argument(
+        "training_script_args", nargs=argparse.REMAINDER, help="Arguments of the script."
+    )
     return parser
+
+
+def normalize_argv(argv: list[str]) -> list[str]:
+    """Turn ``-m module args`` into ``--module module args`` so the module's own flags (even
+    ``--help``) go to the module, as with ``python -m``."""
+    out = list(argv)
+    for i, token in enumerate(out):
+        if token == "-m":
+            out[i] = "--module"
+            break
+        if not token.startswith("-") and (i == 0 or not out[i - 1].startswith("--")):
+            break
+    return out
 
 
 def _target(args: argparse.Namespace) -> tuple[list[str], bool, bool]:
     """Return (command after the interpreter, run as module, no python)."""
-    if args.module_name:
-        rest = ([args.training_script] if args.training_script else [])
-        return [args.module_name, *rest, *args.training_script_args], True, False
     if not args.training_script:
         raise ConfigError(
             "accel launch needs a script to run; got none. Use `accel launch script.py [args]` "
             "or `accel launch -m package.module [args]`."
         )
-    return [args.training_script, *args.training_script_args], bool(args.module), bool(
-        args.no_python
+    return (
+        [args.training_script, *args.training_script_args],
+        bool(args.module),
+        bool(args.no_python),
     )
 
 
-def _torchrun_argv(plan: LaunchPlan, port: int, target: list[str], module: bool,
-                   no_python: bool) -> list[str]:
+def _torchrun_argv(
+    plan: LaunchPlan, port: int, target: list[str], module: bool, no_python: bool
+) -> list[str]:
     c = plan.config
     nproc = c.num_processes // c.num_machines
-    argv = [f"--nproc_per_node={nproc}", f"--nnodes={c.num_machines}",
-            f"--max_restarts={c.max_restarts}", f"--monitor_interval={c.monitor_interval}"]
+    argv = [
+        f"--nproc_per_node={nproc}",
+        f"--nnodes={c.num_machines}",
+        f"--max_restarts={c.max_restarts}",
+        f"--monitor_interval={c.monitor_interval}",
+    ]
     host = c.main_process_ip or "127.0.0.1"
     if c.rdzv_backend == "c10d":
-        argv += ["--rdzv_backend=c10d", f"--rdzv_endpoint={host}:{port}",
-                 f"--rdzv_id={os.environ.get('ACCEL_RDZV_ID', 'accel')}"]
+        argv += [
+            "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={host}:{port}",
+            f"--rdzv_id={os.environ.get('ACCEL_RDZV_ID', 'accel')}",
+        ]
         if c.machine_rank == 0:
             argv += ["--rdzv_conf=is_host=1"]
         else:
             argv += ["--rdzv_conf=is_host=0"]
     else:
-        argv += [f"--node_rank={c.machine_rank}", f"--master_addr={host}",
-                 f"--master_port={port}"]
+        argv += [f"--node_rank={c.machine_rank}", f"--master_addr={host}", f"--master_port={port}"]
     if module:
         argv.append("--module")
     if no_python:
@@ -127,9 +177,11 @@ def launch(args: argparse.Namespace) -> int:
         check_port_free(config.main_process_ip or "127.0.0.1", port)
     argv = _torchrun_argv(plan, port, target, module, no_python)
     if not quiet:
-        print(f"accel launch: {config.num_processes} processes on {config.num_machines} "
-              f"machine(s), {config.distributed_type}, mixed precision {config.mixed_precision}",
-              file=sys.stderr)
+        print(
+            f"accel launch: {config.num_processes} processes on {config.num_machines} "
+            f"machine(s), {config.distributed_type}, mixed precision {config.mixed_precision}",
+            file=sys.stderr,
+        )
     return _run_torchrun(argv, env, quiet)
 
 

@@ -83,6 +83,7 @@ def resolve(args: argparse.Namespace) -> LaunchPlan:
             continue
         setattr(config, target, value)
         sources[target] = f"flag --{flag}"
+    config.validate()  # before anything imports torch: bad input fails fast
     _derive(config, sources)
     config.validate()
     return LaunchPlan(config=config, sources=sources, config_path=path)
@@ -151,13 +152,15 @@ def child_environment(config: LaunchConfig) -> dict[str, str]:
         env["CUDA_VISIBLE_DEVICES"] = str(config.gpu_ids)
     for key, value in config.dynamo_config.items():
         env["ACCEL_" + key.upper()] = _env_value(value)
-    for prefix, options in (("ACCEL_DEEPSPEED_", config.deepspeed_config),
-                            ("ACCEL_FSDP_", config.fsdp_config)):
+    for prefix, options in (
+        ("ACCEL_DEEPSPEED_", config.deepspeed_config),
+        ("ACCEL_FSDP_", config.fsdp_config),
+    ):
         for key, value in options.items():
             name = key.upper()
             for strip in ("DEEPSPEED_", "FSDP_"):
                 if name.startswith(strip):
-                    name = name[len(strip):]
+                    name = name[len(strip) :]
             env[prefix + name] = _env_value(value)
     return env
 

@@ -12,9 +12,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``accel`` command and its subcommands."""
     from ._commands import add_subcommands
 
-    parser = argparse.ArgumentParser(
-        prog="accel", description="Launch and configure accel jobs."
-    )
+    parser = argparse.ArgumentParser(prog="accel", description="Launch and configure accel jobs.")
     sub = parser.add_subparsers(dest="command", metavar="command")
     add_subcommands(sub)
     return parser
@@ -22,7 +20,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``accel <command> ...``."""
+    from ._launch import normalize_argv
+
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["launch"]:
+        argv = ["launch", *normalize_argv(argv[1:])]
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

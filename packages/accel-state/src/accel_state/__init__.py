@@ -3,70 +3,74 @@
 Importing this package imports torch and nothing heavier.
 """
 
+from importlib import import_module as _import_module
 from importlib.metadata import version as _version
+from typing import TYPE_CHECKING, Any
 
-from ._accelerator_state import AcceleratorState, GradientState
-from ._enums import (
-    ComputeEnvironment,
-    DistributedType,
-    DynamoBackend,
-    PrecisionType,
-    RNGType,
-    SageMakerDistributedType,
-)
-from ._environment import (
-    WorldInfo,
-    clear_environment,
-    detect_world,
-    get_int_from_env,
-    parse_choice_from_env,
-    parse_flag_from_env,
-    patch_environment,
-    str_to_bool,
-)
-from ._imports import (
-    compare_versions,
-    is_aim_available,
-    is_bf16_available,
-    is_bnb_available,
-    is_clearml_available,
-    is_comet_ml_available,
-    is_cuda_available,
-    is_datasets_available,
-    is_deepspeed_available,
-    is_dvclive_available,
-    is_fp8_available,
-    is_fp16_available,
-    is_megatron_lm_available,
-    is_mlflow_available,
-    is_mps_available,
-    is_msamp_available,
-    is_npu_available,
-    is_pippy_available,
-    is_rich_available,
-    is_safetensors_available,
-    is_tensorboard_available,
-    is_torch_version,
-    is_torch_xla_available,
-    is_torchao_available,
-    is_tpu_available,
-    is_transformer_engine_available,
-    is_transformers_available,
-    is_wandb_available,
-    is_xpu_available,
-)
-from ._kwargs import (
-    AutocastKwargs,
-    DistributedDataParallelKwargs,
-    GradScalerKwargs,
-    InitProcessGroupKwargs,
-    KwargsHandler,
-    ProfileKwargs,
-)
-from ._plugins import GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin
-from ._random import set_seed, synchronize_rng_state, synchronize_rng_states
-from ._state import PartialState, is_debug_mode
-from ._teardown import teardown_process_group
+# Public name -> private module. Loaded on first use so that `import accel_state` (and the
+# `accel` command) does not pay for torch until a name that needs it is used.
+_EXPORTS = {
+    "AcceleratorState": "._accelerator_state",
+    "AutocastKwargs": "._kwargs",
+    "ComputeEnvironment": "._enums",
+    "DistributedDataParallelKwargs": "._kwargs",
+    "DistributedType": "._enums",
+    "DynamoBackend": "._enums",
+    "GradScalerKwargs": "._kwargs",
+    "GradientAccumulationPlugin": "._plugins",
+    "GradientState": "._accelerator_state",
+    "InitProcessGroupKwargs": "._kwargs",
+    "KwargsHandler": "._kwargs",
+    "PartialState": "._state",
+    "PrecisionType": "._enums",
+    "ProfileKwargs": "._kwargs",
+    "ProjectConfiguration": "._plugins",
+    "RNGType": "._enums",
+    "SageMakerDistributedType": "._enums",
+    "TorchDynamoPlugin": "._plugins",
+    "WorldInfo": "._environment",
+    "clear_environment": "._environment",
+    "compare_versions": "._imports",
+    "detect_world": "._environment",
+    "get_int_from_env": "._environment",
+    "is_aim_available": "._imports",
+    "is_bf16_available": "._imports",
+    "is_bnb_available": "._imports",
+    "is_clearml_available": "._imports",
+    "is_comet_ml_available": "._imports",
+    "is_cuda_available": "._imports",
+    "is_datasets_available": "._imports",
+    "is_debug_mode": "._state",
+    "is_deepspeed_available": "._imports",
+    "is_dvclive_available": "._imports",
+    "is_fp16_available": "._imports",
+    "is_fp8_available": "._imports",
+    "is_megatron_lm_available": "._imports",
+    "is_mlflow_available": "._imports",
+    "is_mps_available": "._imports",
+    "is_msamp_available": "._imports",
+    "is_npu_available": "._imports",
+    "is_pippy_available": "._imports",
+    "is_rich_available": "._imports",
+    "is_safetensors_available": "._imports",
+    "is_tensorboard_available": "._imports",
+    "is_torch_version": "._imports",
+    "is_torch_xla_available": "._imports",
+    "is_torchao_available": "._imports",
+    "is_tpu_available": "._imports",
+    "is_transformer_engine_available": "._imports",
+    "is_transformers_available": "._imports",
+    "is_wandb_available": "._imports",
+    "is_xpu_available": "._imports",
+    "parse_choice_from_env": "._environment",
+    "parse_flag_from_env": "._environment",
+    "patch_environment": "._environment",
+    "set_seed": "._random",
+    "str_to_bool": "._environment",
+    "synchronize_rng_state": "._random",
+    "synchronize_rng_states": "._random",
+    "teardown_process_group": "._teardown",
+}
 
 __version__ = _version("accel-state")
 
@@ -133,3 +137,81 @@ __all__ = [
     "synchronize_rng_states",
     "teardown_process_group",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'accel_state' has no attribute {name!r}")
+    value = getattr(_import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:
+    from ._accelerator_state import AcceleratorState, GradientState
+    from ._enums import (
+        ComputeEnvironment,
+        DistributedType,
+        DynamoBackend,
+        PrecisionType,
+        RNGType,
+        SageMakerDistributedType,
+    )
+    from ._environment import (
+        WorldInfo,
+        clear_environment,
+        detect_world,
+        get_int_from_env,
+        parse_choice_from_env,
+        parse_flag_from_env,
+        patch_environment,
+        str_to_bool,
+    )
+    from ._imports import (
+        compare_versions,
+        is_aim_available,
+        is_bf16_available,
+        is_bnb_available,
+        is_clearml_available,
+        is_comet_ml_available,
+        is_cuda_available,
+        is_datasets_available,
+        is_deepspeed_available,
+        is_dvclive_available,
+        is_fp8_available,
+        is_fp16_available,
+        is_megatron_lm_available,
+        is_mlflow_available,
+        is_mps_available,
+        is_msamp_available,
+        is_npu_available,
+        is_pippy_available,
+        is_rich_available,
+        is_safetensors_available,
+        is_tensorboard_available,
+        is_torch_version,
+        is_torch_xla_available,
+        is_torchao_available,
+        is_tpu_available,
+        is_transformer_engine_available,
+        is_transformers_available,
+        is_wandb_available,
+        is_xpu_available,
+    )
+    from ._kwargs import (
+        AutocastKwargs,
+        DistributedDataParallelKwargs,
+        GradScalerKwargs,
+        InitProcessGroupKwargs,
+        KwargsHandler,
+        ProfileKwargs,
+    )
+    from ._plugins import GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin
+    from ._random import set_seed, synchronize_rng_state, synchronize_rng_states
+    from ._state import PartialState, is_debug_mode
+    from ._teardown import teardown_process_group

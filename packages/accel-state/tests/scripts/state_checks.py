@@ -6,6 +6,7 @@ import time
 
 import torch
 import torch.distributed as dist
+
 from accel_state import DistributedType, PartialState, set_seed, synchronize_rng_state
 
 state = PartialState()

@@ -2,6 +2,7 @@
 
 import torch
 import torch.distributed as dist
+
 from accel_state import PartialState
 
 state = PartialState()
