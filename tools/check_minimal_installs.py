@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,8 +32,9 @@ def _uv() -> str:
 
 
 def _constraints(workdir: Path) -> Path:
-    root = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    pins = root.get("tool", {}).get("uv", {}).get("constraint-dependencies", [])
+    text = (ROOT / "pyproject.toml").read_text()
+    match = re.search(r"^constraint-dependencies = \[(.*?)\]", text, re.M | re.S)
+    pins = re.findall(r'"([^"]+)"', match.group(1)) if match else []
     path = workdir / "constraints.txt"
     path.write_text("\n".join(pins) + "\n")
     return path
@@ -50,8 +51,21 @@ def check(package: str, wheels: Path, constraints: Path, workdir: Path) -> tuple
     python = venv / "bin" / "python"
     _run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
     install = _run(
-        [uv, "pip", "install", "--quiet", "--python", str(python), "--find-links", str(wheels),
-         "--constraint", str(constraints), package, "pytest>=8", "pytest-timeout>=2.3"]
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            str(python),
+            "--find-links",
+            str(wheels),
+            "--constraint",
+            str(constraints),
+            package,
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+        ]
     )
     if install.returncode != 0:
         return False, f"install failed:\n{install.stderr}"
@@ -63,9 +77,22 @@ def check(package: str, wheels: Path, constraints: Path, workdir: Path) -> tuple
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["ACCEL_MINIMAL_INSTALL"] = package
     result = _run(
-        [str(python), "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
-         "--import-mode=importlib", "--rootdir", str(run_dir), "-c", os.devnull],
-        cwd=run_dir, env=env,
+        [
+            str(python),
+            "-m",
+            "pytest",
+            str(tests),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--import-mode=importlib",
+            "--rootdir",
+            str(run_dir),
+            "-c",
+            os.devnull,
+        ],
+        cwd=run_dir,
+        env=env,
     )
     last = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
     if result.returncode not in (0, 5):
@@ -82,8 +109,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="accel-minimal-") as tmp:
         workdir = Path(tmp)
         wheels = workdir / "wheels"
-        build = _run([_uv(), "build", "--quiet", "--all-packages", "--wheel", "-o", str(wheels)],
-                     cwd=ROOT)
+        build = _run(
+            [_uv(), "build", "--quiet", "--all-packages", "--wheel", "-o", str(wheels)], cwd=ROOT
+        )
         if build.returncode != 0:
             print(build.stderr)
             return 1
