@@ -10,6 +10,10 @@ from typing import TYPE_CHECKING, Any
 # Public name -> private module. Loaded on first use so that `import accel_state` (and the
 # `accel` command) does not pay for torch until a name that needs it is used.
 _EXPORTS = {
+    "clear_device_cache": "._memory",
+    "find_executable_batch_size": "._memory",
+    "release_memory": "._memory",
+    "should_reduce_batch_size": "._memory",
     "AcceleratorState": "._accelerator_state",
     "AutocastKwargs": "._kwargs",
     "ComputeEnvironment": "._enums",
@@ -75,6 +79,10 @@ _EXPORTS = {
 __version__ = _version("accel-state")
 
 __all__ = [
+    "clear_device_cache",
+    "find_executable_batch_size",
+    "release_memory",
+    "should_reduce_batch_size",
     "AcceleratorState",
     "AutocastKwargs",
     "ComputeEnvironment",
@@ -210,6 +218,12 @@ if TYPE_CHECKING:
         InitProcessGroupKwargs,
         KwargsHandler,
         ProfileKwargs,
+    )
+    from ._memory import (
+        clear_device_cache,
+        find_executable_batch_size,
+        release_memory,
+        should_reduce_batch_size,
     )
     from ._plugins import GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin
     from ._random import set_seed, synchronize_rng_state, synchronize_rng_states

@@ -20,6 +20,7 @@ __all__ = ["__version__", *sorted(_TOP_LEVEL)]
 __getattr__, __dir__ = lazy_module(globals(), _TOP_LEVEL)
 
 if TYPE_CHECKING:
+    from accel_data import DataLoaderConfiguration, skip_first_batches
     from accel_state import (
         AcceleratorState,
         AutocastKwargs,
@@ -30,4 +31,9 @@ if TYPE_CHECKING:
         InitProcessGroupKwargs,
         PartialState,
         ProfileKwargs,
+        find_executable_batch_size,
     )
+
+    from ._accelerator import Accelerator
+    from ._accelerator_prepare import compile_regions
+    from ._optim import AcceleratedOptimizer, AcceleratedScheduler

@@ -27,10 +27,32 @@ STATE = _names(
     is_megatron_lm_available is_rich_available""",
 )
 
+STATE.update(
+    _names(
+        "accel_state",
+        "find_executable_batch_size release_memory clear_device_cache should_reduce_batch_size",
+    )
+)
+
 LAUNCH = _names("accel_launch", "write_basic_config")
+
+FACADE = _names("accel._accelerator", "Accelerator")
+FACADE.update(_names("accel._optim", "AcceleratedOptimizer AcceleratedScheduler"))
+FACADE.update(_names("accel._accelerator_prepare", "compile_regions"))
+
+DATA = _names(
+    "accel_data",
+    "DataLoaderConfiguration prepare_data_loader skip_first_batches",
+)
+
+PRECISION = _names("accel_precision", "convert_outputs_to_fp32")
 
 # Names at ``accel.*`` (seeds 002 and 004).
 TOP_LEVEL: dict[str, str] = {
+    **FACADE,
+    "DataLoaderConfiguration": "accel_data",
+    "skip_first_batches": "accel_data",
+    "find_executable_batch_size": "accel_state",
     **{
         name: STATE[name]
         for name in """PartialState AcceleratorState GradientState DistributedType
@@ -40,7 +62,7 @@ TOP_LEVEL: dict[str, str] = {
 }
 
 # Names at ``accel.utils.*`` (seed 003).
-UTILS: dict[str, str] = {**STATE, **LAUNCH}
+UTILS: dict[str, str] = {**STATE, **LAUNCH, **DATA, **PRECISION}
 
 # Names at ``accel.inference.*`` (seed 000).
 INFERENCE: dict[str, str] = {}

@@ -1,0 +1,339 @@
+"""The ``Accelerator`` facade: wires state, data, precision, collectives and engines together."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from accel_state import (
+    AcceleratorState,
+    AutocastKwargs,
+    DistributedDataParallelKwargs,
+    DistributedType,
+    GradientAccumulationPlugin,
+    GradientState,
+    GradScalerKwargs,
+    InitProcessGroupKwargs,
+    KwargsHandler,
+    ProfileKwargs,
+    ProjectConfiguration,
+    TorchDynamoPlugin,
+)
+
+from ._accelerator_ops import OpsMixin
+from ._accelerator_prepare import PrepareMixin
+from ._accelerator_training import TrainingMixin
+from ._engines import engine_for
+
+_UNSET: Any = object()
+_KNOWN_HANDLERS = (
+    AutocastKwargs,
+    DistributedDataParallelKwargs,
+    GradScalerKwargs,
+    InitProcessGroupKwargs,
+    ProfileKwargs,
+)
+
+
+class Accelerator(PrepareMixin, TrainingMixin, OpsMixin):
+    """Adapts a PyTorch training script to the environment it was launched in.
+
+    Create one per process, pass models, optimizers, schedulers and dataloaders through
+    :meth:`prepare`, call :meth:`backward` instead of ``loss.backward()``, and the same script
+    runs on one CPU, several processes or several machines, in mixed precision.
+
+    Args:
+        device_placement: Move prepared objects to :attr:`device`.
+        split_batches: Deprecated spelling of ``DataLoaderConfiguration(split_batches=...)``.
+        mixed_precision: ``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"`` (default: the launcher's
+            ``ACCEL_MIXED_PRECISION``, else ``"no"``).
+        gradient_accumulation_steps: Batches accumulated per optimizer step.
+        cpu: Force the CPU.
+        dataloader_config: How prepared dataloaders shard, dispatch and place batches.
+        deepspeed_plugin: DeepSpeed configuration (engine not in this version: clear error).
+        fsdp_plugin: FSDP configuration (engine not in this version: clear error).
+        torch_tp_plugin: Tensor-parallel configuration (not in this version: clear error).
+        megatron_lm_plugin: Megatron-LM configuration (not in this version: clear error).
+        rng_types: Generators synchronised at the start of each epoch of a prepared loader.
+        log_with: Trackers to log to.
+        project_dir: Folder of checkpoints and logs.
+        project_config: A :class:`ProjectConfiguration`.
+        gradient_accumulation_plugin: Full accumulation settings (instead of the step count).
+        step_scheduler_with_optimizer: Step schedulers only when the optimizer steps.
+        kwargs_handlers: Kwargs handlers customising DDP, autocast, grad scaler, process group.
+        dynamo_backend: ``torch.compile`` backend (or use ``dynamo_plugin``).
+        dynamo_plugin: Full ``torch.compile`` settings.
+        deepspeed_plugins: Several DeepSpeed configurations (not in this version).
+        parallelism_config: N-D parallelism (not in this version).
+    """
+
+    def __init__(
+        self,
+        device_placement: bool = True,
+        split_batches: bool = _UNSET,
+        mixed_precision: str | None = None,
+        gradient_accumulation_steps: int = 1,
+        cpu: bool = False,
+        dataloader_config: Any = None,
+        deepspeed_plugin: Any = None,
+        fsdp_plugin: Any = None,
+        torch_tp_plugin: Any = None,
+        megatron_lm_plugin: Any = None,
+        rng_types: list[str] | None = None,
+        log_with: Any = None,
+        project_dir: str | os.PathLike[str] | None = None,
+        project_config: ProjectConfiguration | None = None,
+        gradient_accumulation_plugin: GradientAccumulationPlugin | None = None,
+        step_scheduler_with_optimizer: bool = True,
+        kwargs_handlers: Sequence[KwargsHandler] | None = None,
+        dynamo_backend: str | None = None,
+        dynamo_plugin: TorchDynamoPlugin | None = None,
+        deepspeed_plugins: Any = None,
+        parallelism_config: Any = None,
+    ) -> None:
+        _refuse_unsupported_engines(
+            deepspeed_plugin=deepspeed_plugin,
+            deepspeed_plugins=deepspeed_plugins,
+            fsdp_plugin=fsdp_plugin,
+            torch_tp_plugin=torch_tp_plugin,
+            megatron_lm_plugin=megatron_lm_plugin,
+            parallelism_config=parallelism_config,
+        )
+        if project_config is None:
+            project_config = ProjectConfiguration(
+                project_dir=str(project_dir) if project_dir is not None else None
+            )
+        elif project_dir is not None:
+            project_config.set_directories(str(project_dir))
+        self.project_configuration = project_config
+
+        self._handlers: dict[type, KwargsHandler] = {}
+        for handler in kwargs_handlers or []:
+            if not isinstance(handler, KwargsHandler):
+                raise TypeError(
+                    "kwargs_handlers takes KwargsHandler instances (DistributedDataParallelKwargs, "
+                    f"GradScalerKwargs ...); got {type(handler).__name__}."
+                )
+            if type(handler) in self._handlers:
+                raise ValueError(
+                    f"kwargs_handlers holds two {type(handler).__name__}; got {kwargs_handlers}. "
+                    "Pass each kind of handler once."
+                )
+            self._handlers[type(handler)] = handler
+
+        if dynamo_plugin is not None and dynamo_backend is not None:
+            raise ValueError(
+                "pass either dynamo_backend or dynamo_plugin, not both; got "
+                f"dynamo_backend={dynamo_backend!r} and a plugin. Put the backend in the plugin."
+            )
+        if dynamo_plugin is None:
+            dynamo_plugin = TorchDynamoPlugin(backend=dynamo_backend)
+
+        init_kwargs: dict[str, Any] = {}
+        pg = self._handlers.get(InitProcessGroupKwargs)
+        if pg is not None:
+            init_kwargs = {"init_method": pg.init_method, "timeout": pg.timeout}
+            if pg.backend and (torch.cuda.is_available() and not cpu):
+                init_kwargs["backend"] = pg.backend
+        self.state = AcceleratorState(
+            mixed_precision=mixed_precision,
+            cpu=cpu,
+            dynamo_plugin=dynamo_plugin,
+            _from_accelerator=True,
+            **init_kwargs,
+        )
+
+        if gradient_accumulation_plugin is not None:
+            if gradient_accumulation_steps != 1:
+                raise ValueError(
+                    "pass gradient_accumulation_steps or gradient_accumulation_plugin, not both; "
+                    f"got gradient_accumulation_steps={gradient_accumulation_steps} and "
+                    f"{gradient_accumulation_plugin}. Set num_steps in the plugin."
+                )
+        else:
+            steps = int(os.environ.get("ACCEL_GRADIENT_ACCUMULATION_STEPS", 0) or 0)
+            steps = steps or gradient_accumulation_steps
+            gradient_accumulation_plugin = GradientAccumulationPlugin(num_steps=steps)
+        self.gradient_state = GradientState(
+            gradient_accumulation_plugin=gradient_accumulation_plugin
+        )
+
+        self.device_placement = device_placement
+        self.dataloader_config = _dataloader_config(dataloader_config, split_batches)
+        self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
+        self.rng_types = rng_types
+        self.scaler = _make_scaler(self)
+        self.native_amp = self.mixed_precision in ("fp16", "bf16")
+        self.step = 0
+        self.flag_tensor: torch.Tensor | None = None
+        self._models: list[torch.nn.Module] = []
+        self._optimizers: list[Any] = []
+        self._schedulers: list[Any] = []
+        self._dataloaders: list[Any] = []
+        self._custom_objects: list[Any] = []
+        self._save_model_state_pre_hook: dict[Any, Any] = {}
+        self._load_model_state_pre_hook: dict[Any, Any] = {}
+        self.engine = engine_for(self)
+        self.log_with = log_with
+        self.trackers: list[Any] = []
+
+    # ------------------------------------------------------------------ properties
+    def _handler(self, kind: type) -> Any:
+        return self._handlers.get(kind)
+
+    @property
+    def device(self) -> torch.device:
+        """The device of this process."""
+        return self.state.device
+
+    @property
+    def distributed_type(self) -> DistributedType:
+        """The kind of distributed run."""
+        return self.state.distributed_type
+
+    @property
+    def num_processes(self) -> int:
+        """Total number of processes."""
+        return self.state.num_processes
+
+    @property
+    def process_index(self) -> int:
+        """Global index of this process."""
+        return self.state.process_index
+
+    @property
+    def local_process_index(self) -> int:
+        """Index of this process on its machine."""
+        return self.state.local_process_index
+
+    @property
+    def is_main_process(self) -> bool:
+        """Whether this is the process of global index 0."""
+        return self.state.is_main_process
+
+    @property
+    def is_local_main_process(self) -> bool:
+        """Whether this is the first process of its machine."""
+        return self.state.is_local_main_process
+
+    @property
+    def is_last_process(self) -> bool:
+        """Whether this is the last process."""
+        return self.state.is_last_process
+
+    @property
+    def use_distributed(self) -> bool:
+        """Whether more than one process takes part."""
+        return self.state.use_distributed
+
+    @property
+    def mixed_precision(self) -> str:
+        """``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"``."""
+        return self.state.mixed_precision
+
+    @property
+    def split_batches(self) -> bool:
+        """Whether each batch of a prepared loader is split between the processes."""
+        return self.dataloader_config.split_batches
+
+    @property
+    def dispatch_batches(self) -> bool | None:
+        """Whether the main process reads batches and sends each process its part."""
+        return self.dataloader_config.dispatch_batches
+
+    @property
+    def even_batches(self) -> bool:
+        """Whether every process gets the same number of batches."""
+        return self.dataloader_config.even_batches
+
+    @even_batches.setter
+    def even_batches(self, value: bool) -> None:
+        self.dataloader_config.even_batches = value
+
+    @property
+    def use_seedable_sampler(self) -> bool:
+        """Whether prepared loaders shuffle with a seedable sampler."""
+        return self.dataloader_config.use_seedable_sampler
+
+    @property
+    def non_blocking(self) -> bool:
+        """Whether batches move to the device without blocking."""
+        return self.dataloader_config.non_blocking
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        """Batches accumulated per optimizer step."""
+        return self.gradient_state.num_steps
+
+    @gradient_accumulation_steps.setter
+    def gradient_accumulation_steps(self, steps: int) -> None:
+        self.gradient_state.plugin_kwargs.update({"num_steps": steps})
+
+    @property
+    def sync_gradients(self) -> bool:
+        """Whether the current step synchronises gradients (ends an accumulation cycle)."""
+        return self.gradient_state.sync_gradients
+
+    @sync_gradients.setter
+    def sync_gradients(self, value: bool) -> None:
+        self.gradient_state._set_sync_gradients(value)
+
+    @property
+    def optimizer_step_was_skipped(self) -> bool:
+        """Whether any prepared optimizer skipped its last step (fp16 overflow)."""
+        return any(opt.step_was_skipped for opt in self._optimizers)
+
+    @property
+    def project_dir(self) -> str | None:
+        """Folder of the project."""
+        return self.project_configuration.project_dir
+
+    @property
+    def logging_dir(self) -> str | None:
+        """Folder of tracker logs."""
+        return self.project_configuration.logging_dir
+
+    @property
+    def save_iteration(self) -> int:
+        """Index of the next automatically named checkpoint."""
+        return self.project_configuration.iteration
+
+    def __repr__(self) -> str:
+        return f"Accelerator(\n{self.state!r})"
+
+
+def _refuse_unsupported_engines(**plugins: Any) -> None:
+    given = {name: value for name, value in plugins.items() if value is not None}
+    flags = {"ACCEL_USE_DEEPSPEED": "deepspeed_plugin", "ACCEL_USE_FSDP": "fsdp_plugin"}
+    for env, name in flags.items():
+        if os.environ.get(env, "0").lower() in ("1", "true", "yes"):
+            given.setdefault(name, f"set by {env}")
+    if given:
+        names = ", ".join(sorted(given))
+        raise NotImplementedError(
+            f"{names}: this engine is not supported yet by this version of accel; got "
+            f"{names} set. Leave it unset to train with DDP (several processes) or plainly "
+            "(one process); the README's support table lists what each version supports."
+        )
+
+
+def _dataloader_config(config: Any, split_batches: Any) -> Any:
+    from accel_data import DataLoaderConfiguration
+
+    if config is None:
+        config = DataLoaderConfiguration()
+    if split_batches is not _UNSET:
+        config.split_batches = bool(split_batches)
+    return config
+
+
+def _make_scaler(accelerator: Accelerator) -> torch.amp.GradScaler | None:
+    from accel_precision import make_grad_scaler
+
+    return make_grad_scaler(
+        accelerator.mixed_precision,
+        accelerator.device.type,
+        accelerator._handler(GradScalerKwargs),
+    )

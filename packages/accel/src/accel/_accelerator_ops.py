@@ -1,0 +1,205 @@
+"""Collectives, process control, triggers, memory and profiling on the Accelerator."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from ._accelerator import Accelerator
+
+
+class OpsMixin:
+    """Methods that delegate to the state, the collectives and the data packages."""
+
+    # ------------------------------------------------------------- collectives
+    def gather(self: Accelerator, tensor: Any) -> Any:
+        """Gather (nested) tensors from every process, concatenated along dim 0."""
+        from accel_collectives import gather
+
+        return gather(tensor)
+
+    def gather_for_metrics(
+        self: Accelerator, input_data: Any, use_gather_object: bool = False
+    ) -> Any:
+        """Gather predictions for metrics, dropping the samples that were duplicated to give
+        every process a full last batch."""
+        from accel_data import gather_for_metrics
+
+        return gather_for_metrics(input_data, use_gather_object=use_gather_object)
+
+    def reduce(self: Accelerator, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+        """Reduce (nested) tensors over every process: ``"sum"``, ``"mean"`` or ``"none"``."""
+        from accel_collectives import reduce
+
+        return reduce(tensor, reduction=reduction, scale=scale)
+
+    def pad_across_processes(
+        self: Accelerator, tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
+    ) -> Any:
+        """Pad (nested) tensors to the largest size over the processes along ``dim``."""
+        from accel_collectives import pad_across_processes
+
+        return pad_across_processes(tensor, dim=dim, pad_index=pad_index, pad_first=pad_first)
+
+    # --------------------------------------------------------- process control
+    def split_between_processes(
+        self: Accelerator, inputs: Any, apply_padding: bool = False
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Context giving this process its share of ``inputs``
+        (see ``PartialState.split_between_processes``)."""
+        return self.state._partial.split_between_processes(inputs, apply_padding=apply_padding)
+
+    def wait_for_everyone(self: Accelerator) -> None:
+        """Block until every process reaches this point."""
+        self.state._partial.wait_for_everyone()
+
+    def print(self: Accelerator, *args: Any, **kwargs: Any) -> None:
+        """``print`` once per machine."""
+        self.state._partial.print(*args, **kwargs)
+
+    def main_process_first(self: Accelerator) -> contextlib.AbstractContextManager[None]:
+        """The main process runs the block first, then the others."""
+        return self.state._partial.main_process_first()
+
+    def local_main_process_first(self: Accelerator) -> contextlib.AbstractContextManager[None]:
+        """Each machine's first process runs the block first, then the others."""
+        return self.state._partial.local_main_process_first()
+
+    def on_main_process(self: Accelerator, function: Callable[..., Any] | None = None) -> Any:
+        """Decorator: run on the main process only."""
+        return self.state._partial.on_main_process(function)
+
+    def on_local_main_process(self: Accelerator, function: Callable[..., Any] | None = None) -> Any:
+        """Decorator: run on each machine's first process only."""
+        return self.state._partial.on_local_main_process(function)
+
+    def on_last_process(self: Accelerator, function: Callable[..., Any]) -> Any:
+        """Decorator: run on the last process only."""
+        return self.state._partial.on_last_process(function)
+
+    def on_process(
+        self: Accelerator,
+        function: Callable[..., Any] | None = None,
+        process_index: int | None = None,
+    ) -> Any:
+        """Decorator: run on the process of global index ``process_index`` only."""
+        return self.state._partial.on_process(function, process_index=process_index)
+
+    def on_local_process(
+        self: Accelerator,
+        function: Callable[..., Any] | None = None,
+        local_process_index: int | None = None,
+    ) -> Any:
+        """Decorator: run on the process of local index ``local_process_index`` only."""
+        return self.state._partial.on_local_process(
+            function, local_process_index=local_process_index
+        )
+
+    # ----------------------------------------------------------------- triggers
+    def set_trigger(self: Accelerator) -> None:
+        """Raise a flag on this process; :meth:`check_trigger` sees it on every process."""
+        self.flag_tensor = torch.tensor(1, device=self.device)
+
+    def check_trigger(self: Accelerator) -> bool:
+        """Whether any process called :meth:`set_trigger` since the last check (resets it).
+
+        A collective: call it on every process.
+        """
+        flag = (
+            self.flag_tensor
+            if self.flag_tensor is not None
+            else torch.tensor(0, device=self.device)
+        )
+        if self.use_distributed:
+            flag = flag.clone()
+            dist.all_reduce(flag)
+        if int(flag.item()) >= 1:
+            self.flag_tensor = torch.tensor(0, device=self.device)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ memory
+    def free_memory(self: Accelerator, *objects: Any) -> list[None]:
+        """Drop every prepared object and the given references, collect garbage, empty device
+        caches and reset :attr:`step`. Use between two trainings in one script."""
+        from accel_state import release_memory
+
+        self._models.clear()
+        self._optimizers.clear()
+        self._schedulers.clear()
+        self._dataloaders.clear()
+        self._custom_objects.clear()
+        self.step = 0
+        gc.collect()
+        return release_memory(*objects)
+
+    def clear(self: Accelerator, *objects: Any) -> list[None]:
+        """Alias of :meth:`free_memory`."""
+        return self.free_memory(*objects)
+
+    # -------------------------------------------------------------------- data
+    def skip_first_batches(self: Accelerator, dataloader: Any, num_batches: int = 0) -> Any:
+        """A loader that starts after ``num_batches`` batches, for this epoch only."""
+        from accel_data import skip_first_batches
+
+        return skip_first_batches(dataloader, num_batches=num_batches)
+
+    @contextlib.contextmanager
+    def join_uneven_inputs(
+        self: Accelerator, joinables: list[Any], even_batches: bool | None = None
+    ) -> Iterator[None]:
+        """Train or evaluate on loaders whose processes get different numbers of batches.
+
+        Processes that run out keep answering the others' collectives (``torch``'s ``Join``).
+
+        Args:
+            joinables: Prepared DDP models (and other ``Joinable`` objects).
+            even_batches: Override ``even_batches`` of the prepared loaders inside the block
+                (usually ``False``, so that no sample is repeated).
+        """
+        from torch.distributed.algorithms.join import Join
+
+        if not self.use_distributed:
+            yield
+            return
+        saved = []
+        if even_batches is not None:
+            for loader in self._dataloaders:
+                sampler = getattr(loader, "batch_sampler", None)
+                if sampler is not None and hasattr(sampler, "even_batches"):
+                    saved.append((sampler, sampler.even_batches))
+                    sampler.even_batches = even_batches
+        try:
+            with Join(joinables):
+                yield
+        finally:
+            for sampler, value in saved:
+                sampler.even_batches = value
+
+    # ---------------------------------------------------------------- profiling
+    @contextlib.contextmanager
+    def profile(self: Accelerator, profile_handler: Any = None) -> Iterator[Any]:
+        """Profile the block with ``torch.profiler``; with ``output_trace_dir`` set, write a
+        Chrome trace ``trace_rank_<process_index>.json`` there.
+
+        Args:
+            profile_handler: A ``ProfileKwargs`` (default: the Accelerator's, else defaults).
+        """
+        from accel_state import ProfileKwargs
+
+        handler = profile_handler or self._handler(ProfileKwargs) or ProfileKwargs()
+        profiler = handler.build()
+        with profiler as prof:
+            yield prof
+        if handler.output_trace_dir:
+            os.makedirs(handler.output_trace_dir, exist_ok=True)
+            prof.export_chrome_trace(
+                os.path.join(handler.output_trace_dir, f"trace_rank_{self.process_index}.json")
+            )

@@ -1,0 +1,237 @@
+"""``Accelerator.prepare`` and friends: place and wrap each object for the run."""
+
+from __future__ import annotations
+
+from types import MethodType
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ._optim import AcceleratedOptimizer, AcceleratedScheduler
+
+if TYPE_CHECKING:
+    from ._accelerator import Accelerator
+
+
+def _is_scheduler(obj: Any) -> bool:
+    return isinstance(obj, torch.optim.lr_scheduler.LRScheduler) or (
+        hasattr(obj, "step") and hasattr(obj, "optimizer") and hasattr(obj, "get_last_lr")
+    )
+
+
+class PrepareMixin:
+    """Methods that turn user objects into prepared ones."""
+
+    def prepare(self: Accelerator, *args: Any, device_placement: list[bool] | None = None) -> Any:
+        """Prepare models, optimizers, schedulers and dataloaders, in any order and mix.
+
+        Args:
+            *args: The objects; others are returned unchanged.
+            device_placement: One flag per object (default: the Accelerator's setting).
+
+        Returns:
+            The prepared objects in the same order (a single object when one was passed).
+        """
+        if device_placement is None:
+            device_placement = [self.device_placement] * len(args)
+        elif len(device_placement) != len(args):
+            raise ValueError(
+                f"device_placement needs one flag per object passed to prepare; got "
+                f"{len(device_placement)} flags for {len(args)} objects."
+            )
+        result: list[Any] = list(args)
+        # Models and loaders first, then optimizers, then schedulers (which need the
+        # prepared optimizers).
+        for kinds in (("model", "loader"), ("optimizer",), ("scheduler",)):
+            for i, obj in enumerate(args):
+                kind = _kind(obj)
+                if kind in kinds:
+                    result[i] = self._prepare_one(obj, kind, device_placement[i])
+        return result[0] if len(result) == 1 else tuple(result)
+
+    def _prepare_one(self: Accelerator, obj: Any, kind: str, placement: bool) -> Any:
+        if kind == "model":
+            return self.prepare_model(obj, device_placement=placement)
+        if kind == "loader":
+            return self.prepare_data_loader(obj, device_placement=placement)
+        if kind == "optimizer":
+            return self.prepare_optimizer(obj, device_placement=placement)
+        return self.prepare_scheduler(obj)
+
+    def prepare_model(
+        self: Accelerator,
+        model: torch.nn.Module,
+        device_placement: bool | None = None,
+        evaluation_mode: bool = False,
+    ) -> torch.nn.Module:
+        """Place ``model`` on the device, add autocast for mixed precision, and wrap it for
+        the engine (DDP on several processes). ``evaluation_mode`` skips the wrapper."""
+        from accel_precision import autocast_context, convert_outputs_to_fp32
+
+        if device_placement is None:
+            device_placement = self.device_placement
+        self._models.append(model)
+        if device_placement and not _has_device_map(model):
+            model = model.to(self.device)
+        if self.native_amp and not hasattr(model, "_accel_original_forward"):
+            original = model.forward
+            model._accel_original_forward = original  # type: ignore[assignment]
+            func = getattr(original, "__func__", original)
+            precision, device_type = self.mixed_precision, self.device.type
+
+            def forward(module: Any, *a: Any, **k: Any) -> Any:
+                with autocast_context(precision, device_type, self._handler_autocast()):
+                    return func(module, *a, **k)
+
+            model.forward = MethodType(convert_outputs_to_fp32(forward), model)  # type: ignore[method-assign]
+        model = self.engine.wrap_model(model, evaluation_mode)
+        plugin = self.state.dynamo_plugin
+        if plugin is not None and plugin.enabled:
+            model = _compile(model, plugin)
+        self._models[-1] = model
+        return model
+
+    def _handler_autocast(self: Accelerator) -> Any:
+        from accel_state import AutocastKwargs
+
+        return self._handler(AutocastKwargs)
+
+    def prepare_optimizer(
+        self: Accelerator, optimizer: torch.optim.Optimizer, device_placement: bool | None = None
+    ) -> AcceleratedOptimizer:
+        """Wrap ``optimizer`` for accumulation and mixed precision."""
+        if isinstance(optimizer, AcceleratedOptimizer):
+            return optimizer
+        placement = self.device_placement if device_placement is None else device_placement
+        wrapped = AcceleratedOptimizer(optimizer, device_placement=placement, scaler=self.scaler)
+        self._optimizers.append(wrapped)
+        return wrapped
+
+    def prepare_scheduler(self: Accelerator, scheduler: Any) -> AcceleratedScheduler:
+        """Wrap ``scheduler`` so it steps with the optimizer it drives."""
+        if isinstance(scheduler, AcceleratedScheduler):
+            return scheduler
+        target = getattr(scheduler, "optimizer", None)
+        optimizers = [opt for opt in self._optimizers if opt.optimizer is target or opt is target]
+        if target is not None and not optimizers:
+            raise ValueError(
+                "prepare_scheduler needs the scheduler's optimizer to be prepared first; got a "
+                "scheduler whose optimizer was not passed to prepare. Pass both to "
+                "accelerator.prepare(model, optimizer, scheduler)."
+            )
+        wrapped = AcceleratedScheduler(
+            scheduler,
+            optimizers,
+            step_with_optimizer=self.step_scheduler_with_optimizer,
+            split_batches=self.split_batches,
+        )
+        self._schedulers.append(wrapped)
+        return wrapped
+
+    def prepare_data_loader(
+        self: Accelerator,
+        data_loader: torch.utils.data.DataLoader,
+        device_placement: bool | None = None,
+        slice_fn_for_dispatch: Any = None,
+    ) -> Any:
+        """Shard ``data_loader`` between the processes (see ``accel_data.prepare_data_loader``)."""
+        from accel_data import prepare_data_loader
+
+        if device_placement is None:
+            device_placement = self.device_placement
+        config = self.dataloader_config
+        prepared = prepare_data_loader(
+            data_loader,
+            self.device,
+            num_processes=self.num_processes,
+            process_index=self.process_index,
+            split_batches=config.split_batches,
+            put_on_device=device_placement,
+            rng_types=self.rng_types,
+            dispatch_batches=config.dispatch_batches,
+            even_batches=config.even_batches,
+            slice_fn_for_dispatch=slice_fn_for_dispatch,
+            use_seedable_sampler=config.use_seedable_sampler,
+            data_seed=config.data_seed,
+            non_blocking=config.non_blocking,
+            use_stateful_dataloader=config.use_stateful_dataloader,
+        )
+        self._dataloaders.append(prepared)
+        return prepared
+
+    def unwrap_model(
+        self: Accelerator,
+        model: torch.nn.Module,
+        keep_fp32_wrapper: bool = True,
+        keep_torch_compile: bool = True,
+    ) -> torch.nn.Module:
+        """Return the user's module from inside compile and engine wrappers.
+
+        Args:
+            model: A prepared model.
+            keep_fp32_wrapper: Keep the autocast wrapper on ``forward`` (False restores the
+                original forward).
+            keep_torch_compile: Return the compiled module when the model was compiled.
+        """
+        compiled = model if _is_compiled(model) else None
+        inner = model._orig_mod if compiled is not None else model  # type: ignore[union-attr]
+        inner = self.engine.unwrap(inner)
+        if not keep_fp32_wrapper and hasattr(inner, "_accel_original_forward"):
+            inner.forward = inner._accel_original_forward  # type: ignore[method-assign]
+            del inner._accel_original_forward
+        if compiled is not None and keep_torch_compile:
+            return compiled
+        return inner
+
+    def verify_device_map(self: Accelerator, model: torch.nn.Module) -> bool:
+        """Whether ``model`` was dispatched over several devices with a device map (such a model
+        must not be wrapped for data parallelism)."""
+        return _has_device_map(model)
+
+
+def _kind(obj: Any) -> str | None:
+    if isinstance(obj, torch.nn.Module):
+        return "model"
+    if isinstance(obj, torch.optim.Optimizer):
+        return "optimizer"
+    if isinstance(obj, torch.utils.data.DataLoader):
+        return "loader"
+    if _is_scheduler(obj):
+        return "scheduler"
+    return None
+
+
+def _has_device_map(model: torch.nn.Module) -> bool:
+    for module in model.modules():
+        device_map = getattr(module, "hf_device_map", None)
+        if isinstance(device_map, dict) and len(set(device_map.values())) > 1:
+            return True
+    return False
+
+
+def _is_compiled(model: Any) -> bool:
+    return hasattr(model, "_orig_mod") and type(model).__name__ == "OptimizedModule"
+
+
+def _compile(model: torch.nn.Module, plugin: Any) -> torch.nn.Module:
+    kwargs = {k: v for k, v in plugin.to_dict().items() if v is not None}
+    if plugin.use_regional_compilation:
+        return compile_regions(model, **kwargs)
+    return torch.compile(model, **kwargs)  # type: ignore[return-value]
+
+
+def compile_regions(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
+    """Compile each block of every ``nn.ModuleList`` in place instead of the whole model.
+
+    Repeated blocks share one compiled graph, so a deep model compiles in the time of one
+    block; modules outside the lists run eagerly.
+    """
+    found = False
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList):
+            for block in module:
+                block.compile(**compile_kwargs)
+                found = True
+    if not found:
+        model.compile(**compile_kwargs)
+    return model

@@ -1,0 +1,131 @@
+"""Backward, gradient accumulation, synchronisation, clipping and autocast."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from ._accelerator import Accelerator
+
+
+class TrainingMixin:
+    """Methods used inside the training loop."""
+
+    def backward(self: Accelerator, loss: torch.Tensor, **kwargs: Any) -> None:
+        """Backward pass of ``loss``, divided by the accumulation steps and scaled under fp16.
+
+        Keyword arguments go to ``loss.backward`` (e.g. ``retain_graph=True``).
+        """
+        steps = self.gradient_accumulation_steps
+        if steps > 1:
+            loss = loss / steps
+        self.engine.backward(loss, **kwargs)
+
+    def _do_sync(self: Accelerator) -> None:
+        """Decide whether this step ends an accumulation cycle."""
+        gs = self.gradient_state
+        if gs.sync_with_dataloader and gs.end_of_dataloader:
+            self.step = 0
+            gs._set_sync_gradients(True)
+        else:
+            self.step += 1
+            gs._set_sync_gradients((self.step % gs.num_steps) == 0)
+
+    @contextlib.contextmanager
+    def accumulate(self: Accelerator, *models: torch.nn.Module) -> Iterator[None]:
+        """Context for one batch of gradient accumulation.
+
+        Inside it, gradients are synchronised (and ``optimizer.step``/``zero_grad`` act) only on
+        every ``gradient_accumulation_steps``-th batch and on the last batch of the dataloader;
+        other batches run their backward pass under ``no_sync``.
+        """
+        self._do_sync()
+        skip_sync = not self.sync_gradients and not self.gradient_state.sync_each_batch
+        with contextlib.ExitStack() as stack:
+            for model in models:
+                if skip_sync:
+                    stack.enter_context(self.no_sync(model))
+            yield
+
+    @contextlib.contextmanager
+    def no_sync(self: Accelerator, model: torch.nn.Module) -> Iterator[None]:
+        """Context in which backward passes of ``model`` do not all-reduce gradients."""
+        with self.engine.no_sync(model):
+            yield
+
+    @contextlib.contextmanager
+    def trigger_sync_in_backward(self: Accelerator, model: torch.nn.Module) -> Iterator[None]:
+        """Force the next backward pass of ``model`` to synchronise gradients, even inside
+        ``no_sync`` (e.g. after several forward passes)."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        if not isinstance(model, DistributedDataParallel):
+            yield
+            return
+        old_grad, old_param = model.require_backward_grad_sync, model.require_forward_param_sync
+        model.require_backward_grad_sync = True
+        model.require_forward_param_sync = True
+        model.reducer.prepare_for_backward([])
+        try:
+            yield
+        finally:
+            model.require_backward_grad_sync = old_grad
+            model.require_forward_param_sync = old_param
+
+    @contextlib.contextmanager
+    def autocast(self: Accelerator, autocast_handler: Any = None) -> Iterator[None]:
+        """Autocast block for the run's mixed precision (no-op in full precision).
+
+        Args:
+            autocast_handler: An ``AutocastKwargs`` overriding the Accelerator's.
+        """
+        from accel_precision import autocast_context
+        from accel_state import AutocastKwargs
+
+        handler = autocast_handler or self._handler(AutocastKwargs)
+        with autocast_context(self.mixed_precision, self.device.type, handler):
+            yield
+
+    def unscale_gradients(self: Accelerator, optimizer: Any = None) -> None:
+        """Divide the gradients by the fp16 loss scale (once per step; no-op otherwise).
+
+        Args:
+            optimizer: A prepared optimizer or a list of them (default: all).
+        """
+        if self.scaler is None:
+            return
+        if optimizer is None:
+            optimizers = self._optimizers
+        elif isinstance(optimizer, (list, tuple)):
+            optimizers = list(optimizer)
+        else:
+            optimizers = [optimizer]
+        for opt in optimizers:
+            if getattr(opt, "_unscaled", False):
+                continue
+            self.scaler.unscale_(getattr(opt, "optimizer", opt))
+            if hasattr(opt, "_unscaled"):
+                opt._unscaled = True
+
+    def clip_grad_norm_(
+        self: Accelerator,
+        parameters: Iterable[torch.nn.Parameter],
+        max_norm: float,
+        norm_type: float = 2,
+    ) -> torch.Tensor:
+        """Clip the norm of the gradients (unscaling them first under fp16); return the norm."""
+        parameters = list(parameters)
+        self.unscale_gradients()
+        return self.engine.clip_grad_norm_(parameters, max_norm, norm_type)
+
+    def clip_grad_value_(
+        self: Accelerator, parameters: Iterable[torch.nn.Parameter], clip_value: float
+    ) -> None:
+        """Clip each gradient value to ``[-clip_value, clip_value]`` (unscaling first)."""
+        parameters = list(parameters)
+        self.unscale_gradients()
+        torch.nn.utils.clip_grad_value_(parameters, clip_value)

@@ -1,0 +1,41 @@
+"""One small engine per distributed type: how models are wrapped, synchronised and unwrapped.
+
+The facade asks :func:`engine_for` for the engine of the run and calls only the methods of
+:class:`Engine`; adding FSDP or DeepSpeed means adding a module here and a line in the table,
+not branches in the facade.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from accel_state import DistributedType
+
+from ._base import Engine
+from ._ddp import DDPEngine
+
+if TYPE_CHECKING:
+    from .._accelerator import Accelerator
+
+_ENGINES: dict[DistributedType, type[Engine]] = {
+    DistributedType.NO: Engine,
+    DistributedType.MULTI_CPU: DDPEngine,
+    DistributedType.MULTI_GPU: DDPEngine,
+    DistributedType.MULTI_XPU: DDPEngine,
+    DistributedType.MULTI_NPU: DDPEngine,
+}
+
+
+def engine_for(accelerator: Accelerator) -> Engine:
+    """Build the engine that serves ``accelerator.distributed_type``."""
+    kind = accelerator.distributed_type
+    cls = _ENGINES.get(kind)
+    if cls is None:
+        raise NotImplementedError(
+            f"distributed type {kind.value} has no engine in this version of accel; supported: "
+            f"{sorted(k.value for k in _ENGINES)}. See the support table in the README."
+        )
+    return cls(accelerator)
+
+
+__all__ = ["DDPEngine", "Engine", "engine_for"]

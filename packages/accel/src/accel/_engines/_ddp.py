@@ -1,0 +1,47 @@
+"""Data parallelism with ``torch.nn.parallel.DistributedDataParallel`` (gloo or nccl)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from accel_state import DistributedDataParallelKwargs
+from torch.nn.parallel import DistributedDataParallel
+
+from ._base import Engine
+
+
+class DDPEngine(Engine):
+    """Each process holds the whole model; gradients are averaged in the backward pass."""
+
+    def wrap_model(self, model: torch.nn.Module, evaluation_mode: bool) -> torch.nn.Module:
+        if evaluation_mode or not any(p.requires_grad for p in model.parameters()):
+            return model
+        handler = self.accelerator._handler(DistributedDataParallelKwargs)
+        kwargs = handler.to_kwargs() if handler else {}
+        device = self.accelerator.device
+        device_ids = [device.index] if device.type != "cpu" and device.index is not None else None
+        wrapped = DistributedDataParallel(model, device_ids=device_ids, **kwargs)
+        if handler is not None and handler.comm_hook is not None:
+            wrapped.register_comm_hook(state=_hook_state(handler), hook=handler.comm_hook)
+        return wrapped
+
+    def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model.module if isinstance(model, DistributedDataParallel) else model
+
+    def is_wrapped(self, model: torch.nn.Module) -> bool:
+        return isinstance(model, DistributedDataParallel)
+
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
+        if isinstance(model, DistributedDataParallel):
+            return model.no_sync()
+        return contextlib.nullcontext()
+
+
+def _hook_state(handler: DistributedDataParallelKwargs) -> Any:
+    options = dict(handler.comm_state_option)
+    state_cls = options.pop("state_class", None)
+    if state_cls is None:
+        return None
+    return state_cls(**options)
