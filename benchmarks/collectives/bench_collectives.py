@@ -106,6 +106,8 @@ def measure(variants: dict[str, Callable[[], Any]], iters: int, warmup: int = 20
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=300)
+    parser.add_argument("--only", default="", help="comma-separated operations to run")
+    parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated sizes")
     parser.add_argument(
         "--out",
         default=str(Path(__file__).resolve().parents[1] / "results" / "collectives.md"),
@@ -117,7 +119,9 @@ def main() -> None:
     au = _load_accelerate()
     rows: list[tuple[str, str, dict[str, float]]] = []
 
-    for label, nbytes in SIZES.items():
+    only = {name.strip() for name in args.only.split(",") if name.strip()}
+    for label in args.sizes.split(","):
+        nbytes = SIZES[label.strip()]
         numel = nbytes // 4
         t = torch.randn(numel)
         # pad_across_processes: the last process has 1 % fewer rows, so everybody else pads.
@@ -157,6 +161,8 @@ def main() -> None:
             )
         iters = args.iters if nbytes < (1 << 20) else max(50, args.iters // 3)
         for op, variants in cases.items():
+            if only and op not in only:
+                continue
             rows.append((op, label, measure(variants, iters)))
 
     if rank == 0:

@@ -353,6 +353,15 @@ def _pad_dim(tensor: torch.Tensor, dim: int) -> int | None:
     return d if 0 <= d < ndim else None
 
 
+def _warn_if_nested(tensor: torch.Tensor) -> None:
+    if tensor.is_nested:
+        warnings.warn(
+            "pad_across_processes cannot pad a nested tensor; it is returned unchanged. "
+            "Pad its components before nesting them.",
+            stacklevel=3,
+        )
+
+
 def _pad_to(
     tensor: torch.Tensor, dim: int, size: int, pad_index: Any, pad_first: bool
 ) -> torch.Tensor:
@@ -361,10 +370,8 @@ def _pad_to(
         return tensor
     shape = list(tensor.shape)
     shape[dim] = size
-    out = tensor.new_full(shape, pad_index)
-    index = [slice(None)] * tensor.ndim
-    index[dim] = slice(size - current, size) if pad_first else slice(0, current)
-    out[tuple(index)] = tensor
+    out = tensor.new_zeros(shape) if pad_index == 0 else tensor.new_full(shape, pad_index)
+    out.narrow(dim, size - current if pad_first else 0, current).copy_(tensor)
     return out
 
 
@@ -410,24 +417,24 @@ def pad_across_processes(
             "(dim=...).",
         )
     if isinstance(tensor, torch.Tensor):
-        leaves: list[torch.Tensor] = [tensor]
-    else:
-        leaves = [leaf for _, leaf in iter_leaves(tensor) if isinstance(leaf, torch.Tensor)]
+        # The common case: one tensor, one size to exchange.
+        d = _pad_dim(tensor, dim)
+        if d is None:
+            _warn_if_nested(tensor)
+            return tensor
+        everyone = _gather_one(torch.tensor([tensor.shape[d]], dtype=torch.int64), state)
+        return _pad_to(tensor, d, max(everyone.tolist()), pad_index, pad_first)
     sizes: list[int] = []
-    for leaf in leaves:
-        d = _pad_dim(leaf, dim)
-        if d is not None:
-            sizes.append(leaf.shape[d])
-        elif leaf.is_nested:
-            warnings.warn(
-                "pad_across_processes cannot pad a nested tensor; it is returned unchanged. "
-                "Pad its components before nesting them.",
-                stacklevel=2,
-            )
+    for _, leaf in iter_leaves(tensor):
+        if isinstance(leaf, torch.Tensor):
+            d = _pad_dim(leaf, dim)
+            if d is not None:
+                sizes.append(leaf.shape[d])
+            else:
+                _warn_if_nested(leaf)
     if not sizes:
         return tensor
-    local = torch.tensor(sizes, dtype=torch.int64)
-    everyone = _gather_one(local, state)
+    everyone = _gather_one(torch.tensor(sizes, dtype=torch.int64), state)
     targets = iter(everyone.view(state.num_processes, -1).amax(dim=0).tolist())
 
     def pad_one(leaf: torch.Tensor) -> torch.Tensor:
@@ -436,6 +443,4 @@ def pad_across_processes(
             return leaf
         return _pad_to(leaf, d, next(targets), pad_index, pad_first)
 
-    if isinstance(tensor, torch.Tensor):
-        return pad_one(tensor)
     return recursively_apply(pad_one, tensor)
