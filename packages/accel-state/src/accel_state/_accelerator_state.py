@@ -27,6 +27,7 @@ class AcceleratorState:
     """
 
     _shared_state: dict[str, Any] = {}
+    _mixed_precision: PrecisionType
 
     def __init__(
         self,

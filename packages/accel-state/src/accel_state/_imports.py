@@ -86,7 +86,8 @@ def is_npu_available(check_device: bool = False) -> bool:
         return False
     if not check_device:
         return True
-    return bool(getattr(torch, "npu", None) and torch.npu.is_available())
+    npu = getattr(torch, "npu", None)
+    return bool(npu is not None and npu.is_available())
 
 
 def is_torch_xla_available(check_is_tpu: bool = False, check_is_gpu: bool = False) -> bool:

@@ -40,9 +40,8 @@ def split_bounds(length: int, num_processes: int, process_index: int) -> tuple[i
 
 def _take(values: Any, start: int, end: int, padded: int, apply_padding: bool) -> Any:
     if isinstance(values, Mapping):
-        return type(values)(
-            {k: _take(v, start, end, padded, apply_padding) for k, v in values.items()}
-        )
+        taken = {k: _take(v, start, end, padded, apply_padding) for k, v in values.items()}
+        return type(values)(taken)  # type: ignore[call-arg]
     if isinstance(values, torch.Tensor):
         piece = values[start:end]
         if apply_padding and len(piece) < padded and len(values) > 0:
@@ -51,11 +50,11 @@ def _take(values: Any, start: int, end: int, padded: int, apply_padding: bool) -
             piece = torch.cat([piece, filler.repeat(*repeats)], dim=0)
         return piece
     if isinstance(values, (list, tuple)):
-        piece = list(values[start:end])
-        if apply_padding and len(piece) < padded and len(values) > 0:
-            filler = piece[-1] if piece else values[-1]
-            piece = piece + [filler] * (padded - len(piece))
-        return type(values)(piece) if isinstance(values, tuple) else piece
+        items = list(values[start:end])
+        if apply_padding and len(items) < padded and len(values) > 0:
+            filler = items[-1] if items else values[-1]
+            items = items + [filler] * (padded - len(items))
+        return type(values)(items) if isinstance(values, tuple) else items
     return values
 
 

@@ -54,6 +54,9 @@ class PartialState:
     """
 
     _shared_state: dict[str, Any] = {}
+    device: torch.device
+    backend: str | None
+    distributed_type: DistributedType
 
     def __init__(self, cpu: bool = False, **kwargs: Any) -> None:
         self.__dict__ = self._shared_state
@@ -86,7 +89,7 @@ class PartialState:
                     backend=backend, rank=world.rank, world_size=world.world_size, **kwargs
                 )
                 register_teardown()
-            self.backend = dist.get_backend()
+            self.backend = str(dist.get_backend())
             self.num_processes = dist.get_world_size()
             self.process_index = dist.get_rank()
             self.local_process_index = world.local_rank

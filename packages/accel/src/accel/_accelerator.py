@@ -132,7 +132,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin):
             dynamo_plugin = TorchDynamoPlugin(backend=dynamo_backend)
 
         init_kwargs: dict[str, Any] = {}
-        pg = self._handlers.get(InitProcessGroupKwargs)
+        pg: InitProcessGroupKwargs | None = self._handler(InitProcessGroupKwargs)
         if pg is not None:
             init_kwargs = {"init_method": pg.init_method, "timeout": pg.timeout}
             if pg.backend and (torch.cuda.is_available() and not cpu):

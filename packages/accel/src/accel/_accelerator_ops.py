@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 class OpsMixin:
     """Methods that delegate to the state, the collectives and the data packages."""
 
+    flag_tensor: torch.Tensor | None
+
     # ------------------------------------------------------------- collectives
     def gather(self: Accelerator, tensor: Any) -> Any:
         """Gather (nested) tensors from every process, concatenated along dim 0."""

@@ -45,7 +45,7 @@ class PrepareMixin:
         for kinds in (("model", "loader"), ("optimizer",), ("scheduler",)):
             for i, obj in enumerate(args):
                 kind = _kind(obj)
-                if kind in kinds:
+                if kind is not None and kind in kinds:
                     result[i] = self._prepare_one(obj, kind, device_placement[i])
         return result[0] if len(result) == 1 else tuple(result)
 
@@ -174,10 +174,10 @@ class PrepareMixin:
             keep_torch_compile: Return the compiled module when the model was compiled.
         """
         compiled = model if _is_compiled(model) else None
-        inner = model._orig_mod if compiled is not None else model  # type: ignore[union-attr]
+        inner: Any = model._orig_mod if compiled is not None else model
         inner = self.engine.unwrap(inner)
         if not keep_fp32_wrapper and hasattr(inner, "_accel_original_forward"):
-            inner.forward = inner._accel_original_forward  # type: ignore[method-assign]
+            inner.forward = inner._accel_original_forward
             del inner._accel_original_forward
         if compiled is not None and keep_torch_compile:
             return compiled

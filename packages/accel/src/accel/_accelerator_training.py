@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 class TrainingMixin:
     """Methods used inside the training loop."""
 
+    step: int
+
     def backward(self: Accelerator, loss: torch.Tensor, **kwargs: Any) -> None:
         """Backward pass of ``loss``, divided by the accumulation steps and scaled under fp16.
 

@@ -45,6 +45,15 @@ DATA = _names(
     "DataLoaderConfiguration prepare_data_loader skip_first_batches",
 )
 
+COLLECTIVES = _names(
+    "accel_collectives",
+    """DistributedOperationException TensorInformation broadcast broadcast_object_list
+    concatenate convert_to_fp32 copy_tensor_to_devices find_batch_size find_device gather
+    gather_object get_data_structure honor_type ignorant_find_batch_size initialize_tensors
+    is_namedtuple is_tensor_information is_torch_tensor listify pad_across_processes
+    recursively_apply reduce send_to_device slice_tensors""",
+)
+
 PRECISION = _names("accel_precision", "convert_outputs_to_fp32")
 
 # Names at ``accel.*`` (seeds 002 and 004).
@@ -62,7 +71,7 @@ TOP_LEVEL: dict[str, str] = {
 }
 
 # Names at ``accel.utils.*`` (seed 003).
-UTILS: dict[str, str] = {**STATE, **LAUNCH, **DATA, **PRECISION}
+UTILS: dict[str, str] = {**STATE, **COLLECTIVES, **LAUNCH, **DATA, **PRECISION}
 
 # Names at ``accel.inference.*`` (seed 000).
 INFERENCE: dict[str, str] = {}
