@@ -1,7 +1,34 @@
-"""Sharded, dispatched and resumable DataLoaders for accel."""
+"""Sharded, dispatched and resumable DataLoaders for accel.
+
+``prepare_data_loader`` turns a DataLoader into the loader of one process; ``gather_for_metrics``
+gathers per-sample results without the samples repeated to even out the last step;
+``skip_first_batches`` and the loaders' ``state_dict`` resume an epoch exactly where it stopped.
+"""
 
 from importlib.metadata import version as _version
 
+from ._config import DataLoaderConfiguration
+from ._dispatch import DataLoaderDispatcher
+from ._iterable import IterableDatasetShard
+from ._loaders import DataLoaderShard
+from ._metrics import gather_for_metrics
+from ._prepare import prepare_data_loader
+from ._samplers import BatchSamplerShard, SeedableRandomSampler
+from ._skip import SkipBatchSampler, SkipDataLoader, skip_first_batches
+
 __version__ = _version("accel-data")
 
-__all__ = ["__version__"]
+__all__ = [
+    "BatchSamplerShard",
+    "DataLoaderConfiguration",
+    "DataLoaderDispatcher",
+    "DataLoaderShard",
+    "IterableDatasetShard",
+    "SeedableRandomSampler",
+    "SkipBatchSampler",
+    "SkipDataLoader",
+    "__version__",
+    "gather_for_metrics",
+    "prepare_data_loader",
+    "skip_first_batches",
+]

@@ -1,0 +1,335 @@
+"""``DataLoaderShard`` and the position bookkeeping shared by every prepared loader.
+
+A prepared loader looks one batch ahead so that it knows, while yielding a batch, whether it is
+the last one; it then sets ``end_of_dataloader`` and ``remainder`` (real samples in the last
+step over all processes), which ``GradientState`` passes on to ``gather_for_metrics``.
+
+Its position (epoch, batches yielded in the epoch, the sampler's seed or generator state at the
+start of the epoch) is part of its state: ``state_dict`` / ``load_state_dict`` let a new loader
+continue mid-epoch with exactly the order of an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from accel_state import GradientState, RNGType, synchronize_rng_states
+from torch.utils.data import DataLoader
+
+from ._comm import send_to_device
+from ._iterable import IterableDatasetShard
+from ._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
+
+_STATE_VERSION = 1
+
+
+@dataclass
+class _Position:
+    """Where a loader stands; shared between a loader and the loaders ``skip_first_batches``
+    derives from it, so that either one moves the epoch on."""
+
+    epoch: int = 0
+    batches_yielded: int = 0
+    pending_skip: int = 0
+    generator_state: torch.Tensor | None = None
+    restore_generator: bool = False
+
+
+def _set_loader_attribute(loader: DataLoader, name: str, value: Any) -> None:
+    # DataLoader freezes ``batch_size`` / ``drop_last`` once built; prepared loaders report the
+    # values of the loader they replace, which DataLoader itself never reads back when a batch
+    # sampler is given.
+    object.__setattr__(loader, name, value)
+
+
+class _PreparedLoaderMixin:
+    """Bookkeeping shared by ``DataLoaderShard`` and ``DataLoaderDispatcher``."""
+
+    end_of_dataloader: bool
+    remainder: int
+    device: torch.device | None
+    _non_blocking: bool
+    _position: _Position
+    _first_iter_skip: int | None
+    _last_step_size: int
+
+    def _init_position(self) -> None:
+        self.end_of_dataloader = False
+        self.remainder = -1
+        self._last_step_size = -1
+        self._position = _Position()
+        self._first_iter_skip = None
+
+    # ----------------------------------------------------------------- GradientState hooks
+    def begin(self) -> None:
+        """Reset the end-of-data flags and register as the active loader."""
+        self.end_of_dataloader = False
+        self.remainder = -1
+        self._last_step_size = -1
+        GradientState()._add_dataloader(self)
+
+    def end(self) -> None:
+        """Unregister from ``GradientState``."""
+        GradientState()._remove_dataloader(self)
+
+    # ------------------------------------------------------------------------ position
+    @property
+    def iteration(self) -> int:
+        """The epoch the next (or current) pass iterates."""
+        return self._position.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch of the next pass and pass it on to the sampler and the dataset."""
+        self._position.epoch = int(epoch)
+        self._forward_epoch(int(epoch))
+
+    def _forward_epoch(self, epoch: int) -> None:
+        sampler = getattr(self, "batch_sampler", None)
+        if sampler is None:
+            sampler = getattr(self, "sampler", None)
+        set_sampler_epoch(sampler, epoch)
+        dataset = getattr(self, "dataset", None)
+        if hasattr(dataset, "set_epoch"):
+            dataset.set_epoch(epoch)
+
+    def _order_sampler(self) -> Any:
+        batch_sampler = getattr(self, "batch_sampler", None)
+        sampler = getattr(batch_sampler, "sampler", None)
+        if sampler is None:
+            sampler = getattr(self, "sampler", None)
+        return sampler
+
+    def _order_generator(self) -> torch.Generator | None:
+        sampler = self._order_sampler()
+        if isinstance(sampler, SeedableRandomSampler):
+            return None
+        generator = getattr(sampler, "generator", None)
+        return generator if isinstance(generator, torch.Generator) else None
+
+    def _start_pass(self) -> int:
+        """Set the epoch and generator for a new pass; return the batches to skip."""
+        position = self._position
+        self._forward_epoch(position.epoch)
+        generator = self._order_generator()
+        if generator is not None:
+            if position.restore_generator and position.generator_state is not None:
+                generator.set_state(position.generator_state)
+            else:
+                position.generator_state = generator.get_state()
+        position.restore_generator = False
+        if self._first_iter_skip is not None:
+            skip, self._first_iter_skip = self._first_iter_skip, None
+        else:
+            skip = position.pending_skip
+        position.pending_skip = 0
+        position.batches_yielded = skip
+        return skip
+
+    def _finish_pass(self) -> None:
+        position = self._position
+        position.epoch += 1
+        position.batches_yielded = 0
+        position.generator_state = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's position: epoch, batches yielded in it, seed or generator state."""
+        sampler = self._order_sampler()
+        position = self._position
+        state = position.generator_state
+        return {
+            "version": _STATE_VERSION,
+            "epoch": position.epoch,
+            "batches_yielded": position.batches_yielded,
+            "sampler_seed": getattr(sampler, "initial_seed", None)
+            if isinstance(sampler, SeedableRandomSampler)
+            else None,
+            "generator_state": None if state is None else state.clone(),
+            "total_batch_size": self.total_batch_size,  # type: ignore[attr-defined]
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Continue from a position saved by ``state_dict``.
+
+        The next pass iterates the saved epoch, with the saved seed or generator state, and
+        starts after the batches that were already yielded; the passes after it run normally.
+        """
+        missing = {"epoch", "batches_yielded"} - set(state_dict)
+        if missing:
+            raise KeyError(
+                f"a loader state needs the keys 'epoch' and 'batches_yielded'; {sorted(missing)} "
+                f"missing from {sorted(state_dict)}. Pass the dict that state_dict() returned."
+            )
+        saved_total = state_dict.get("total_batch_size")
+        total = self.total_batch_size  # type: ignore[attr-defined]
+        if saved_total is not None and total is not None and saved_total != total:
+            raise ValueError(
+                "a loader can resume mid-epoch only with the same total batch size; saved "
+                f"{saved_total}, this loader has {total}. Resume with the same number of "
+                "processes and batch size, or start the epoch again."
+            )
+        position = self._position
+        position.epoch = int(state_dict["epoch"])
+        position.pending_skip = int(state_dict["batches_yielded"])
+        position.batches_yielded = 0
+        seed = state_dict.get("sampler_seed")
+        sampler = self._order_sampler()
+        if seed is not None and isinstance(sampler, SeedableRandomSampler):
+            sampler.initial_seed = int(seed)
+        generator_state = state_dict.get("generator_state")
+        position.generator_state = None if generator_state is None else generator_state.clone()
+        position.restore_generator = generator_state is not None
+        self._first_iter_skip = None
+
+    # ------------------------------------------------------------------------ batches
+    def _place(self, batch: Any) -> Any:
+        if self.device is None:
+            return batch
+        return send_to_device(batch, self.device, non_blocking=self._non_blocking)
+
+    def _with_lookahead(self, batches: Iterator[Any], source: Any) -> Iterator[Any]:
+        """Yield ``batches`` placed on the device, flagging the last one before yielding it."""
+        position = self._position
+        try:
+            current = next(batches)
+        except StopIteration:
+            self._finish_pass()
+            return
+        while True:
+            try:
+                following = next(batches)
+            except StopIteration:
+                self.end_of_dataloader = True
+                self._read_remainder(source)
+                position.batches_yielded += 1
+                yield self._place(current)
+                break
+            position.batches_yielded += 1
+            yield self._place(current)
+            current = following
+        self._finish_pass()
+
+    def _read_remainder(self, source: Any) -> None:
+        if source is None:
+            self.remainder, self._last_step_size = -1, -1
+        else:
+            self.remainder = int(getattr(source, "remainder", -1))
+            self._last_step_size = int(getattr(source, "last_step_size", -1))
+
+
+class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
+    """A DataLoader that yields one process's batches and knows where it stands.
+
+    Built by ``prepare_data_loader``; it keeps every setting of the DataLoader it replaces.
+
+    Args:
+        dataset: The dataset (an ``IterableDatasetShard`` for sharded iterable datasets).
+        device: Device the batches are moved to (None leaves them where they are).
+        rng_types: Generators synchronised from the main process at the start of each pass.
+        synchronized_generator: The generator of ``"generator"`` in ``rng_types``.
+        skip_batches: Batches skipped at the start of the first pass only.
+        use_stateful_dataloader: Accepted for compatibility; the position is always kept.
+        _drop_last: ``drop_last`` of the original DataLoader, reported as ``drop_last``.
+        _non_blocking: Move batches with ``non_blocking=True``.
+        **kwargs: DataLoader arguments (``batch_sampler``, ``num_workers``, ``collate_fn`` ...).
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        device: torch.device | str | None = None,
+        rng_types: list[str | RNGType] | None = None,
+        synchronized_generator: torch.Generator | None = None,
+        skip_batches: int = 0,
+        use_stateful_dataloader: bool = False,
+        _drop_last: bool = False,
+        _non_blocking: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self._init_kwargs = dict(kwargs)
+        super().__init__(dataset, **kwargs)
+        self.device = torch.device(device) if device is not None else None
+        self.rng_types = rng_types
+        self.synchronized_generator = synchronized_generator
+        self.use_stateful_dataloader = use_stateful_dataloader
+        self._non_blocking = _non_blocking
+        self._drop_last = _drop_last
+        self._init_position()
+        if skip_batches:
+            self._first_iter_skip = int(skip_batches)
+        if isinstance(self.batch_sampler, BatchSamplerShard):
+            _set_loader_attribute(self, "batch_size", self.batch_sampler.batch_size)
+            if self.batch_sampler.split_batches and self.batch_sampler.batch_size is not None:
+                _set_loader_attribute(
+                    self,
+                    "batch_size",
+                    self.batch_sampler.batch_size // self.batch_sampler.num_processes,
+                )
+        _set_loader_attribute(self, "drop_last", _drop_last)
+
+    # ------------------------------------------------------------------------ sizes
+    @property
+    def _shard(self) -> BatchSamplerShard | IterableDatasetShard | None:
+        if isinstance(self.batch_sampler, BatchSamplerShard):
+            return self.batch_sampler
+        if isinstance(self.dataset, IterableDatasetShard):
+            return self.dataset
+        return None
+
+    @property
+    def total_batch_size(self) -> int | None:
+        """Samples in one step over all processes."""
+        shard = self._shard
+        if shard is not None:
+            return shard.total_batch_size
+        return self.batch_size
+
+    @property
+    def total_dataset_length(self) -> int:
+        """Length of the underlying dataset."""
+        dataset = self.dataset
+        if isinstance(dataset, IterableDatasetShard):
+            dataset = dataset.dataset
+        return len(dataset)
+
+    # ------------------------------------------------------------------------ iteration
+    def __iter__(self) -> Iterator[Any]:
+        if self.rng_types:
+            synchronize_rng_states(self.rng_types, self.synchronized_generator)
+        skip = self._start_pass()
+        self.begin()
+        try:
+            shard = self._shard
+            if isinstance(shard, BatchSamplerShard):
+                # Skipped batches are dropped as indices: their samples are never loaded.
+                shard._skip_next = skip
+                batches: Iterator[Any] = super().__iter__()
+            else:
+                batches = _skip_iter(super().__iter__(), skip)
+            yield from self._with_lookahead(batches, shard)
+        finally:
+            self.end()
+
+    def __len__(self) -> int:
+        pending = self._first_iter_skip
+        if pending is None:
+            pending = self._position.pending_skip
+        return max(0, super().__len__() - pending)
+
+    def _skip_clone(self, num_batches: int) -> DataLoaderShard:
+        clone = copy.copy(self)
+        object.__setattr__(clone, "_iterator", None)
+        clone._first_iter_skip = int(num_batches)
+        return clone
+
+
+def _skip_iter(batches: Iterator[Any], skip: int) -> Iterator[Any]:
+    for _ in range(skip):
+        try:
+            next(batches)
+        except StopIteration:
+            return iter(())
+    return batches

@@ -1,0 +1,246 @@
+"""``prepare_data_loader``: turn a DataLoader into the loader of one process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from accel_state import PartialState, RNGType
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler
+
+from ._comm import broadcast_object
+from ._dispatch import DataLoaderDispatcher
+from ._iterable import IterableDatasetShard
+from ._loaders import DataLoaderShard
+from ._samplers import BatchSamplerShard, SeedableRandomSampler
+
+
+def loader_settings(dataloader: DataLoader) -> dict[str, Any]:
+    """The DataLoader arguments that do not decide which samples form a batch."""
+    settings: dict[str, Any] = {
+        "num_workers": dataloader.num_workers,
+        "collate_fn": dataloader.collate_fn,
+        "pin_memory": dataloader.pin_memory,
+        "timeout": dataloader.timeout,
+        "worker_init_fn": dataloader.worker_init_fn,
+        "multiprocessing_context": dataloader.multiprocessing_context,
+        "generator": dataloader.generator,
+        "prefetch_factor": dataloader.prefetch_factor,
+        "persistent_workers": dataloader.persistent_workers,
+        "pin_memory_device": dataloader.pin_memory_device,
+    }
+    if hasattr(dataloader, "in_order"):
+        settings["in_order"] = dataloader.in_order
+    return settings
+
+
+def _agreed_seed(local_seed: int) -> int:
+    # Every process must shuffle alike; the main process's seed wins.
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return int(broadcast_object(local_seed))
+    return local_seed
+
+
+def _draw_seed(generator: torch.Generator | None) -> int:
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+
+def _order_sampler(
+    sampler: Any, use_seedable_sampler: bool, data_seed: int | None
+) -> tuple[Any, torch.Generator | None]:
+    """A sampler whose order is the same on every process and can be replayed.
+
+    A ``RandomSampler`` becomes a ``SeedableRandomSampler`` (``use_seedable_sampler``) or gets a
+    generator of its own, seeded alike on every process; other samplers are kept.
+    """
+    if type(sampler) is not RandomSampler:
+        if isinstance(sampler, SeedableRandomSampler) and data_seed is None:
+            sampler.initial_seed = _agreed_seed(sampler.initial_seed)
+        return sampler, getattr(sampler, "generator", None)
+    if use_seedable_sampler:
+        seed = data_seed
+        if seed is None:
+            base = sampler.generator
+            seed = int(base.initial_seed()) if base is not None else torch.random.initial_seed()
+            seed = _agreed_seed(seed)
+        new = SeedableRandomSampler(
+            sampler.data_source,
+            replacement=sampler.replacement,
+            num_samples=sampler._num_samples,
+            data_seed=seed,
+        )
+        return new, None
+    generator = torch.Generator()
+    generator.manual_seed(_agreed_seed(_draw_seed(sampler.generator)))
+    new = RandomSampler(
+        sampler.data_source,
+        replacement=sampler.replacement,
+        num_samples=sampler._num_samples,
+        generator=generator,
+    )
+    return new, generator
+
+
+def prepare_data_loader(
+    dataloader: DataLoader,
+    device: torch.device | str | None = None,
+    num_processes: int | None = None,
+    process_index: int | None = None,
+    split_batches: bool = False,
+    put_on_device: bool = False,
+    rng_types: list[str | RNGType] | None = None,
+    dispatch_batches: bool | None = None,
+    even_batches: bool = True,
+    slice_fn_for_dispatch: Callable[..., Any] | None = None,
+    use_seedable_sampler: bool = False,
+    data_seed: int | None = None,
+    non_blocking: bool = False,
+    use_stateful_dataloader: bool = False,
+) -> DataLoaderShard | DataLoaderDispatcher:
+    """Wrap ``dataloader`` so that this process reads its share of every step.
+
+    Map-style datasets are sharded through the batch sampler (``BatchSamplerShard``): every
+    process walks the same order and keeps its own batches, or its part of each batch with
+    ``split_batches``. Iterable datasets are dispatched by default: the main process reads each
+    step and sends every process its slice (``DataLoaderDispatcher``); with
+    ``dispatch_batches=False`` every process reads the stream and keeps its part
+    (``IterableDatasetShard``). Every setting of ``dataloader`` (workers, ``collate_fn``,
+    ``pin_memory``, ``drop_last`` ...) carries over.
+
+    Args:
+        dataloader: The DataLoader to prepare.
+        device: Where batches go when ``put_on_device`` (default: the state's device).
+        num_processes: Number of processes (default: the state's).
+        process_index: Index of this process (default: the state's).
+        split_batches: The loader's batch size is the global one, cut in ``num_processes``
+            parts; it must be a multiple of ``num_processes``.
+        put_on_device: Move every batch to ``device``.
+        rng_types: Generators synchronised from the main process at the start of each pass
+            (``"torch"``, ``"cuda"``, ``"xpu"``, ``"generator"``).
+        dispatch_batches: Main process reads and dispatches (default: for iterable datasets).
+        even_batches: Every process gets the same number of equal batches; the processes that
+            run out first loop back to the start of the data (``gather_for_metrics`` drops
+            those samples again).
+        slice_fn_for_dispatch: ``fn(batch, slice, process_index, num_processes)`` cutting a
+            dispatched batch.
+        use_seedable_sampler: Replace a shuffling sampler by ``SeedableRandomSampler``.
+        data_seed: Seed of that sampler (default: the main process's initial seed).
+        non_blocking: Move batches with ``non_blocking=True`` (with ``pin_memory=True``).
+        use_stateful_dataloader: Accepted for compatibility; prepared loaders always carry
+            ``state_dict`` / ``load_state_dict``.
+
+    Returns:
+        A ``DataLoaderShard`` or a ``DataLoaderDispatcher``.
+    """
+    if not isinstance(dataloader, DataLoader):
+        raise TypeError(
+            f"prepare_data_loader needs a torch.utils.data.DataLoader; got "
+            f"{type(dataloader).__name__}. Wrap the dataset in a DataLoader first."
+        )
+    if num_processes is None or process_index is None or (put_on_device and device is None):
+        state = PartialState()
+        num_processes = state.num_processes if num_processes is None else num_processes
+        process_index = state.process_index if process_index is None else process_index
+        if put_on_device and device is None:
+            device = state.device
+    if not 0 <= process_index < num_processes:
+        raise ValueError(
+            f"process_index must lie in [0, num_processes); got process_index={process_index}, "
+            f"num_processes={num_processes}. Pass the rank and the world size."
+        )
+    dataset = dataloader.dataset
+    iterable = isinstance(dataset, IterableDataset)
+    if dispatch_batches is None:
+        dispatch_batches = iterable and num_processes > 1
+    target_device = device if put_on_device else None
+    settings = loader_settings(dataloader)
+    batch_size = dataloader.batch_size
+
+    if split_batches and batch_size is not None and batch_size % num_processes != 0:
+        raise ValueError(
+            f"split_batches needs a batch size that is a multiple of the number of processes; "
+            f"got batch_size={batch_size}, num_processes={num_processes}. Use a multiple of "
+            f"{num_processes} or split_batches=False."
+        )
+
+    # ---------------------------------------------------------------------- the order
+    synchronized_generator: torch.Generator | None = None
+    batch_sampler = dataloader.batch_sampler
+    if not iterable:
+        if batch_sampler is None:
+            raise ValueError(
+                "prepare_data_loader shards map-style datasets by batch; the DataLoader has "
+                "batch_size=None. Give it a batch_size (or a batch_sampler)."
+            )
+        if type(batch_sampler) is BatchSampler:
+            sampler, synchronized_generator = _order_sampler(
+                batch_sampler.sampler, use_seedable_sampler, data_seed
+            )
+            batch_sampler = BatchSampler(sampler, batch_sampler.batch_size, batch_sampler.drop_last)
+        else:
+            inner = getattr(batch_sampler, "sampler", None)
+            synchronized_generator = getattr(inner, "generator", None)
+
+    # -------------------------------------------------------------------- dispatching
+    if dispatch_batches:
+        kwargs: dict[str, Any] = dict(settings)
+        if iterable:
+            kwargs.update(batch_size=batch_size, drop_last=dataloader.drop_last)
+        else:
+            kwargs["batch_sampler"] = batch_sampler
+        return DataLoaderDispatcher(
+            dataset,
+            split_batches=split_batches,
+            use_stateful_dataloader=use_stateful_dataloader,
+            _drop_last=dataloader.drop_last,
+            _non_blocking=non_blocking,
+            slice_fn=slice_fn_for_dispatch,
+            even_batches=even_batches,
+            device=target_device,
+            num_processes=num_processes,
+            process_index=process_index,
+            **kwargs,
+        )
+
+    # ----------------------------------------------------------------------- sharding
+    if iterable:
+        if num_processes > 1:
+            if batch_size is None:
+                raise ValueError(
+                    "sharding an iterable dataset needs a batch_size; the DataLoader has "
+                    "batch_size=None. Give it a batch_size or use dispatch_batches=True."
+                )
+            dataset = IterableDatasetShard(
+                dataset,
+                batch_size=batch_size,
+                drop_last=dataloader.drop_last,
+                num_processes=num_processes,
+                process_index=process_index,
+                split_batches=split_batches,
+                even_batches=even_batches,
+            )
+            batch_size = dataset.process_batch_size
+        loader_kwargs: dict[str, Any] = dict(
+            settings, batch_size=batch_size, drop_last=dataloader.drop_last
+        )
+    else:
+        shard = BatchSamplerShard(
+            batch_sampler,
+            num_processes=num_processes,
+            process_index=process_index,
+            split_batches=split_batches,
+            even_batches=even_batches,
+        )
+        loader_kwargs = dict(settings, batch_sampler=shard)
+    return DataLoaderShard(
+        dataset,
+        device=target_device,
+        rng_types=rng_types,
+        synchronized_generator=synchronized_generator,
+        use_stateful_dataloader=use_stateful_dataloader,
+        _drop_last=dataloader.drop_last,
+        _non_blocking=non_blocking,
+        **loader_kwargs,
+    )

@@ -1,0 +1,127 @@
+"""Skipping the first batches of one pass: ``skip_first_batches``, ``SkipBatchSampler`` and
+``SkipDataLoader``.
+
+A skip applies to the next pass only: the pass after it starts from the first batch again.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset
+
+from ._dispatch import DataLoaderDispatcher
+from ._loaders import DataLoaderShard, _set_loader_attribute
+from ._prepare import loader_settings
+from ._samplers import batch_sampler_length
+
+
+def _check_count(num_batches: int) -> int:
+    if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 0:
+        raise ValueError(
+            f"the number of batches to skip must be an int >= 0; got {num_batches!r}. "
+            "Pass e.g. num_batches=2."
+        )
+    return num_batches
+
+
+class SkipBatchSampler(BatchSampler):
+    """A batch sampler that leaves out the first ``skip_batches`` batches of its next pass.
+
+    The indices of the skipped batches are dropped, so their samples are never loaded. Later
+    passes yield every batch.
+
+    Args:
+        batch_sampler: The batch sampler to wrap.
+        skip_batches: Batches left out of the next pass.
+    """
+
+    def __init__(self, batch_sampler: Iterable[list[int]], skip_batches: int = 0) -> None:
+        self.batch_sampler = batch_sampler
+        self.skip_batches = _check_count(skip_batches)
+        self.sampler = getattr(batch_sampler, "sampler", None)
+        self.batch_size = getattr(batch_sampler, "batch_size", None)
+        self.drop_last = bool(getattr(batch_sampler, "drop_last", False))
+
+    def __iter__(self) -> Iterator[list[int]]:
+        skip, self.skip_batches = self.skip_batches, 0
+        yield from itertools.islice(iter(self.batch_sampler), skip, None)
+
+    @property
+    def total_length(self) -> int:
+        """Batches of a full pass."""
+        return batch_sampler_length(self.batch_sampler)
+
+    def __len__(self) -> int:
+        return max(0, self.total_length - self.skip_batches)
+
+
+class SkipDataLoader(DataLoader):
+    """A DataLoader that reads and discards the first ``skip_batches`` batches of its next pass.
+
+    For data that can only be read in order (iterable datasets); later passes yield every
+    batch.
+
+    Args:
+        dataset: The dataset.
+        skip_batches: Batches discarded at the start of the next pass.
+        **kwargs: DataLoader arguments.
+    """
+
+    def __init__(self, dataset: Any, skip_batches: int = 0, **kwargs: Any) -> None:
+        super().__init__(dataset, **kwargs)
+        self.skip_batches = _check_count(skip_batches)
+
+    def __iter__(self) -> Iterator[Any]:
+        skip, self.skip_batches = self.skip_batches, 0
+        yield from itertools.islice(super().__iter__(), skip, None)
+
+    def __len__(self) -> int:
+        return max(0, super().__len__() - self.skip_batches)
+
+
+def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoader:
+    """A loader like ``dataloader`` whose next pass starts after ``num_batches`` batches.
+
+    Every setting carries over (``drop_last``, ``batch_size``, ``collate_fn``, workers,
+    ``pin_memory``, device placement, ``non_blocking``, the sampler and its epoch). The skip
+    applies to the next pass only. For a prepared loader the new loader shares the position of
+    the original: when its pass ends, the original continues with the following epoch, and
+    ``num_batches`` counts from the start of the epoch (it replaces, not adds to, a position
+    restored with ``load_state_dict``).
+
+    Args:
+        dataloader: A DataLoader, prepared or not.
+        num_batches: Batches to skip.
+
+    Returns:
+        The new loader.
+    """
+    num_batches = _check_count(num_batches)
+    if isinstance(dataloader, (DataLoaderShard, DataLoaderDispatcher)):
+        return dataloader._skip_clone(num_batches)
+    if not isinstance(dataloader, DataLoader):
+        raise TypeError(
+            f"skip_first_batches needs a torch.utils.data.DataLoader; got "
+            f"{type(dataloader).__name__}. Pass the DataLoader you iterate."
+        )
+    settings = loader_settings(dataloader)
+    if isinstance(dataloader.dataset, IterableDataset) or dataloader.batch_sampler is None:
+        return SkipDataLoader(
+            dataloader.dataset,
+            skip_batches=num_batches,
+            batch_size=dataloader.batch_size,
+            drop_last=dataloader.drop_last,
+            sampler=None if isinstance(dataloader.dataset, IterableDataset) else dataloader.sampler,
+            **settings,
+        )
+    new = DataLoader(
+        dataloader.dataset,
+        batch_sampler=SkipBatchSampler(dataloader.batch_sampler, num_batches),
+        **settings,
+    )
+    _set_loader_attribute(new, "batch_size", dataloader.batch_size)
+    _set_loader_attribute(new, "drop_last", dataloader.drop_last)
+    return new
