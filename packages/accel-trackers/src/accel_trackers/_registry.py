@@ -38,9 +38,6 @@ LOGGER_TYPE_TO_CLASS: dict[str, type[GeneralTracker]] = {
 }
 _BUILTIN = frozenset(LOGGER_TYPE_TO_CLASS)
 
-# The name each backend's extra uses when it differs from the tracker name.
-_EXTRA = {"comet_ml": "comet"}
-
 
 def register_tracker(name: str, cls: type[GeneralTracker], *, overwrite: bool = False) -> None:
     """Make a third-party tracker usable by name in `log_with` / `init_trackers`.
@@ -74,6 +71,11 @@ def register_tracker(name: str, cls: type[GeneralTracker], *, overwrite: bool = 
             "Pick another name or pass overwrite=True."
         )
     LOGGER_TYPE_TO_CLASS[key] = cls
+
+
+def _extra_of(key: str) -> str:
+    """Name of the accel-trackers extra that installs the backend of tracker `key`."""
+    return getattr(LOGGER_TYPE_TO_CLASS[key], "_extra", "") or key
 
 
 def _key(name: str | LoggerType) -> str:
@@ -170,7 +172,7 @@ def filter_trackers(
         if key in explicit and not is_tracker_available(key):
             raise ImportError(
                 f"log_with asks for {key!r}, but its backend package is not installed. "
-                f"Install it with: {install_command(_EXTRA.get(key, key))}"
+                f"Install it with: {install_command(_extra_of(key))}"
             )
         if LOGGER_TYPE_TO_CLASS[key].requires_logging_directory and logging_dir is None:
             raise ValueError(
