@@ -2,6 +2,47 @@
 
 from importlib.metadata import version as _version
 
+from ._aim import AimTracker
+from ._base import GeneralTracker, LoggerType, NoOpTracker
+from ._clearml import ClearMLTracker
+from ._comet import CometMLTracker
+from ._dvclive import DVCLiveTracker
+from ._mlflow import MLflowTracker
+from ._registry import (
+    LOGGER_TYPE_TO_CLASS,
+    filter_trackers,
+    get_available_trackers,
+    get_tracker_class,
+    is_tracker_available,
+    register_tracker,
+)
+from ._set import TrackerSet, init_trackers, resolve_main_process
+from ._tensorboard import TensorBoardTracker
+from ._values import flatten
+from ._wandb import WandBTracker
+
 __version__ = _version("accel-trackers")
 
-__all__ = ["__version__"]
+__all__ = [
+    "LOGGER_TYPE_TO_CLASS",
+    "AimTracker",
+    "ClearMLTracker",
+    "CometMLTracker",
+    "DVCLiveTracker",
+    "GeneralTracker",
+    "LoggerType",
+    "MLflowTracker",
+    "NoOpTracker",
+    "TensorBoardTracker",
+    "TrackerSet",
+    "WandBTracker",
+    "__version__",
+    "filter_trackers",
+    "flatten",
+    "get_available_trackers",
+    "get_tracker_class",
+    "init_trackers",
+    "is_tracker_available",
+    "register_tracker",
+    "resolve_main_process",
+]

@@ -1,0 +1,78 @@
+"""DVCLive adapter: metrics and params as plain files in a local directory."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ._base import BackendTracker
+from ._values import is_number, normalize, warn_once
+
+__all__ = ["DVCLiveTracker"]
+
+
+class DVCLiveTracker(BackendTracker):
+    """Log with DVCLive.
+
+    Args:
+        run_name: Accepted for a uniform signature; DVCLive names runs itself.
+        live: An existing `dvclive.Live` to log into instead of creating one.
+        logging_dir: Output directory (DVCLive's `dir`), unless `dir` is given.
+        **kwargs: Passed to `dvclive.Live`.
+    """
+
+    name = "dvclive"
+    requires_logging_directory = False
+    _module = "dvclive"
+    _extra = "dvclive"
+
+    def __init__(
+        self,
+        run_name: str | None = None,
+        live: Any = None,
+        logging_dir: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.run_name = run_name
+        self._live = live
+        self.logging_dir = os.fspath(logging_dir) if logging_dir is not None else None
+        self._kwargs = kwargs
+
+    def _open(self) -> Any:
+        if self._live is not None:
+            return self._live
+        dvclive = self._backend()
+        kwargs = dict(self._kwargs)
+        if self.logging_dir is not None and "dir" not in kwargs:
+            kwargs["dir"] = self.logging_dir
+        return dvclive.Live(**kwargs)
+
+    @property
+    def live(self) -> Any:
+        """The `dvclive.Live` object (same as `tracker`)."""
+        return self.tracker
+
+    def store_init_configuration(self, values: dict[str, Any]) -> None:
+        """Write the configuration to DVCLive's params file (nesting is kept)."""
+        if not self._active():
+            return
+        self._run.log_params(normalize(values, flat=False))
+
+    def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+        """Log numeric metrics for `step`, then advance DVCLive to the next step."""
+        if not self._active():
+            return
+        if step is not None:
+            self._run.step = step
+        skipped = []
+        for key, value in normalize(values).items():
+            if is_number(value):
+                self._run.log_metric(key, value, **kwargs)
+            else:
+                skipped.append(key)
+        warn_once(self._warned, self.name, skipped, "DVCLive metrics must be numbers")
+        self._run.next_step()
+
+    def _close(self) -> None:
+        self._run.end()

@@ -1,0 +1,119 @@
+import pytest
+
+import accel_trackers
+from accel_trackers import (
+    LOGGER_TYPE_TO_CLASS,
+    GeneralTracker,
+    LoggerType,
+    filter_trackers,
+    get_available_trackers,
+    register_tracker,
+)
+from accel_trackers._base import BackendTracker
+
+
+def test_logger_type_values():
+    assert {m.name: m.value for m in LoggerType} == {
+        "ALL": "all",
+        "TENSORBOARD": "tensorboard",
+        "WANDB": "wandb",
+        "COMETML": "comet_ml",
+        "DVCLIVE": "dvclive",
+        "MLFLOW": "mlflow",
+        "AIM": "aim",
+        "CLEARML": "clearml",
+    }
+    assert LoggerType("wandb") == "wandb"
+
+
+def test_all_means_every_installed_backend(tmp_path):
+    resolved = filter_trackers("all", logging_dir=tmp_path)
+    assert [str(r) for r in resolved] == get_available_trackers()
+
+
+def test_explicit_names_and_enum_members_dedupe(tmp_path):
+    if "tensorboard" not in get_available_trackers():
+        pytest.skip("tensorboardX is not installed")
+    resolved = filter_trackers(["tensorboard", LoggerType.TENSORBOARD, "TensorBoard"], tmp_path)
+    assert resolved == [LoggerType.TENSORBOARD]
+
+
+def test_directory_backend_without_logging_dir_is_a_clear_error():
+    if "tensorboard" not in get_available_trackers():
+        pytest.skip("tensorboardX is not installed")
+    with pytest.raises(ValueError, match=r"'tensorboard'.*logging_dir is None.*logging_dir="):
+        filter_trackers("tensorboard")
+
+
+def test_unknown_name_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"Unknown tracker 'tensorbord'.*register_tracker"):
+        filter_trackers("tensorbord")
+
+
+class _Missing(BackendTracker):
+    name = "missing_backend"
+    _module = "accel_no_such_backend_pkg"
+    _extra = "missing"
+
+    def __init__(self, run_name, **kwargs):
+        super().__init__()
+
+    def _open(self):
+        return self._backend()
+
+
+def test_missing_backend_names_the_install_command():
+    register_tracker("missing_backend", _Missing)
+    try:
+        with pytest.raises(ImportError, match=r'pip install "accel-trackers\[missing\]"'):
+            filter_trackers("missing_backend")
+        # "all" skips what is not installed instead of failing.
+        assert "missing_backend" not in [str(r) for r in filter_trackers("all", "x")]
+        with pytest.raises(ImportError, match=r'pip install "accel-trackers\[missing\]"'):
+            _Missing("r").start()
+    finally:
+        LOGGER_TYPE_TO_CLASS.pop("missing_backend")
+
+
+class _Recorder(GeneralTracker):
+    name = "recorder"
+    requires_logging_directory = False
+
+    def __init__(self, run_name, **kwargs):
+        super().__init__()
+        self.run_name = run_name
+
+
+def test_register_tracker_rules():
+    with pytest.raises(TypeError, match="subclass of GeneralTracker"):
+        register_tracker("x", dict)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="other than 'all'"):
+        register_tracker("all", _Recorder)
+    with pytest.raises(ValueError, match="already registered"):
+        register_tracker("wandb", _Recorder)
+    register_tracker("recorder", _Recorder)
+    try:
+        assert filter_trackers(["recorder"]) == ["recorder"]
+        assert "recorder" in get_available_trackers()
+    finally:
+        LOGGER_TYPE_TO_CLASS.pop("recorder")
+
+
+def test_instances_pass_through_and_classes_are_refused():
+    inst = _Recorder("r")
+    assert filter_trackers([inst]) == [inst]
+    with pytest.raises(TypeError, match="Pass an instance"):
+        filter_trackers([_Recorder])
+
+
+def test_public_names_are_exported():
+    for name in accel_trackers.__all__:
+        assert hasattr(accel_trackers, name), name
+
+
+def test_each_builtin_backend_names_its_own_extra():
+    from accel_trackers._registry import _extra_of
+
+    assert _extra_of("comet_ml") == "comet"
+    for name in ("tensorboard", "wandb", "dvclive", "mlflow", "aim", "clearml"):
+        assert _extra_of(name) == name
