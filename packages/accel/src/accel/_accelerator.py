@@ -24,6 +24,7 @@ from accel_state import (
 
 from ._accelerator_ops import OpsMixin
 from ._accelerator_prepare import PrepareMixin
+from ._accelerator_tracking import TrackingMixin
 from ._accelerator_training import TrainingMixin
 from ._engines import engine_for
 
@@ -37,7 +38,7 @@ _KNOWN_HANDLERS = (
 )
 
 
-class Accelerator(PrepareMixin, TrainingMixin, OpsMixin):
+class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin):
     """Adapts a PyTorch training script to the environment it was launched in.
 
     Create one per process, pass models, optimizers, schedulers and dataloaders through

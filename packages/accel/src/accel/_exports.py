@@ -54,6 +54,12 @@ COLLECTIVES = _names(
     recursively_apply reduce send_to_device slice_tensors""",
 )
 
+TRACKERS = _names(
+    "accel_trackers",
+    """GeneralTracker LoggerType TensorBoardTracker WandBTracker CometMLTracker DVCLiveTracker
+    MLflowTracker AimTracker ClearMLTracker filter_trackers register_tracker""",
+)
+
 PRECISION = _names("accel_precision", "convert_outputs_to_fp32")
 
 # Names at ``accel.*`` (seeds 002 and 004).
@@ -71,7 +77,7 @@ TOP_LEVEL: dict[str, str] = {
 }
 
 # Names at ``accel.utils.*`` (seed 003).
-UTILS: dict[str, str] = {**STATE, **COLLECTIVES, **LAUNCH, **DATA, **PRECISION}
+UTILS: dict[str, str] = {**STATE, **COLLECTIVES, **LAUNCH, **DATA, **PRECISION, **TRACKERS}
 
 # Names at ``accel.inference.*`` (seed 000).
 INFERENCE: dict[str, str] = {}

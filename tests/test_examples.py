@@ -1,0 +1,41 @@
+"""The README's main job and the seed examples run end to end through the launcher."""
+
+import sys
+from pathlib import Path
+
+import pytest
+from accel_state.testing import run_command
+
+ROOT = Path(__file__).resolve().parent.parent
+LAUNCH = [sys.executable, "-m", "accel_launch.cli", "launch", "--quiet"]
+
+
+@pytest.mark.multiprocess
+def test_quicktour_on_two_processes():
+    out = run_command(
+        [*LAUNCH, "--num_processes", "2", str(ROOT / "examples/quicktour.py"), "--epochs", "2"],
+        timeout=300,
+    ).stdout
+    assert "on 509 samples (2 processes)" in out
+    accuracy = float(out.strip().splitlines()[-1].split("eval accuracy ")[1].split()[0])
+    assert accuracy > 0.85, out
+
+
+@pytest.mark.multiprocess
+def test_distributed_inference_on_two_processes():
+    out = run_command(
+        [*LAUNCH, "--num_processes", "2", str(ROOT / "examples/distributed_inference.py")],
+        timeout=300,
+    ).stdout
+    assert "process 0: ['a dog', 'a cat']" in out
+    assert "process 1: ['a chicken']" in out
+    assert "3 completions gathered from 2 processes" in out
+
+
+@pytest.mark.multiprocess
+def test_accel_test_command_on_two_processes():
+    result = run_command(
+        [sys.executable, "-m", "accel_launch.cli", "test", "--num_processes", "2"], timeout=300
+    )
+    assert "[process 0/2, MULTI_CPU, cpu] all checks passed" in result.stdout
+    assert "accel test: all checks passed." in result.stdout
