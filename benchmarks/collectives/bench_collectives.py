@@ -95,11 +95,17 @@ def measure(variants: dict[str, Callable[[], Any]], iters: int, warmup: int = 20
             variants[name]()
             times[name].append(time.perf_counter() - start)
     # Latency of one call = the slower process's time.
-    result = {}
+    per_call: dict[str, list[float]] = {}
     for name in names:
         local = torch.tensor(times[name], dtype=torch.float64)
         dist.all_reduce(local, op=dist.ReduceOp.MAX)
-        result[name] = statistics.median(local.tolist())
+        per_call[name] = local.tolist()
+    result = {name: statistics.median(values) for name, values in per_call.items()}
+    # Paired ratios: calls of the same iteration ran back to back, under the same load.
+    for name in names:
+        if name != "raw":
+            pairs = zip(per_call[name], per_call["raw"])
+            result[f"{name}/raw"] = statistics.median(a / b for a, b in pairs)
     return result
 
 
@@ -180,6 +186,8 @@ def write_table(rows: list, out: str, n: int, with_accelerate: bool) -> None:
     if with_accelerate:
         head += " accelerate (us) | accelerate / raw |"
         sep += " ---: | ---: |"
+    head += " accel / raw, paired |"
+    sep += " ---: |"
     lines = [
         "# accel-collectives: latency vs raw torch.distributed",
         "",
@@ -190,7 +198,11 @@ def write_table(rows: list, out: str, n: int, with_accelerate: bool) -> None:
         "into a preallocated output (gather); copy + `all_reduce` + divide (reduce, whose "
         "input is left unchanged); size all-gather + pad (pad_across_processes, last process "
         "1 % shorter); `all_gather_object` + flatten; `broadcast_object_list`. Object sizes are "
-        "the size of one bytes payload per process.",
+        "the size of one bytes payload per process. The last column is the median over "
+        "iterations of accel's time divided by raw's time in the same iteration (the two "
+        "calls ran back to back), which is less sensitive to load changing during the run "
+        "than the ratio of medians; on a shared 2-core machine both move by about +-10 % "
+        "between runs.",
         "",
         head,
         sep,
@@ -202,6 +214,7 @@ def write_table(rows: list, out: str, n: int, with_accelerate: bool) -> None:
         )
         if with_accelerate:
             line += f" {_us(res['accelerate'])} | {res['accelerate'] / res['raw']:.2f}x |"
+        line += f" {res['accel/raw']:.2f}x |"
         lines.append(line)
     text = "\n".join(lines) + "\n"
     Path(out).parent.mkdir(parents=True, exist_ok=True)

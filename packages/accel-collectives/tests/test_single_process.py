@@ -87,3 +87,11 @@ def test_device_backends_move_tensors_to_the_process_device() -> None:
     strided = torch.ones(2, 3).t()
     fixed = _ops._comm_tensor(strided, gloo)  # type: ignore[arg-type]
     assert fixed.device.type == "cpu" and fixed.is_contiguous() and torch.equal(fixed, strided)
+
+
+def test_cached_state_follows_a_reset() -> None:
+    assert _ops._get_state().initialized
+    PartialState._reset_state()
+    state = _ops._get_state()  # a reset state is created again, not reused empty
+    assert state.initialized and state.num_processes == 1
+    assert ac.gather_object("x") == ["x"]

@@ -37,6 +37,22 @@ _DEBUG_HINT = (
 )
 
 
+_state_cache: list[PartialState] = []
+
+
+def _get_state() -> PartialState:
+    """Return the process state, creating it on first use.
+
+    Every ``PartialState`` shares one attribute dict, so one cached instance always shows the
+    current state (also after a reset): only an uninitialised state needs a new instance.
+    """
+    if _state_cache and _state_cache[0].initialized:
+        return _state_cache[0]
+    state = PartialState()
+    _state_cache[:] = [state]
+    return state
+
+
 def _comm_tensor(tensor: torch.Tensor, state: PartialState) -> torch.Tensor:
     """Return ``tensor`` where the backend can send it: contiguous, and on the device if needed."""
     if state.backend in _DEVICE_BACKENDS and tensor.device != state.device:
@@ -114,7 +130,7 @@ def gather(tensor: Any) -> Any:
         >>> gather(torch.tensor([state.process_index]))  # on 4 processes
         tensor([0, 1, 2, 3])
     """
-    state = PartialState()
+    state = _get_state()
     if state.num_processes == 1:
         return tensor
     if state.debug:
@@ -148,7 +164,7 @@ def gather_object(object: Any) -> list[Any]:
         >>> gather_object([f"rank{state.process_index}"])  # on 2 processes
         ['rank0', 'rank1']
     """
-    state = PartialState()
+    state = _get_state()
     if state.num_processes == 1:
         return list(object) if isinstance(object, list) else [object]
     received: list[Any] = [None] * state.num_processes
@@ -192,7 +208,7 @@ def broadcast(tensor: Any, from_process: int = 0) -> Any:
         DistributedOperationException: in debug mode, if the processes pass different
             structures, shapes or dtypes.
     """
-    state = PartialState()
+    state = _get_state()
     n = state.num_processes
     _check_source("broadcast", from_process, n)
     if n == 1:
@@ -225,7 +241,7 @@ def broadcast_object_list(object_list: list[Any], from_process: int = 0) -> list
         ValueError: if ``from_process`` is not a process index.
         DistributedOperationException: in debug mode, if the lists differ in length.
     """
-    state = PartialState()
+    state = _get_state()
     n = state.num_processes
     _check_source("broadcast_object_list", from_process, n)
     if n == 1:
@@ -251,7 +267,7 @@ def copy_tensor_to_devices(tensor: torch.Tensor | None = None) -> torch.Tensor:
     Raises:
         ValueError: if no process passes a tensor.
     """
-    state = PartialState()
+    state = _get_state()
     if state.num_processes == 1:
         if tensor is None:
             raise ValueError(
@@ -329,7 +345,7 @@ def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
             f"reduce: reduction must be one of {list(_REDUCTIONS)}; got {reduction!r}. "
             'Use "mean", "sum" or "none".'
         )
-    state = PartialState()
+    state = _get_state()
     if state.debug and state.num_processes > 1:
         verify_operation(
             "reduce",
@@ -403,7 +419,7 @@ def pad_across_processes(
         >>> pad_across_processes(torch.arange(state.process_index + 1)).shape  # 2 processes
         torch.Size([2])
     """
-    state = PartialState()
+    state = _get_state()
     if state.num_processes == 1:
         return tensor
     if state.debug:
