@@ -101,7 +101,7 @@ def test_accumulation_syncs_at_end_of_loader():
     model, opt = model_and_opt()
     model, opt, loader = acc.prepare(model, opt, DataLoader(data(n=10), batch_size=2))
     syncs = []
-    for x, y in loader:
+    for _batch in loader:
         with acc.accumulate(model):
             syncs.append(acc.sync_gradients)
     assert syncs == [False, False, True, False, True]  # 5 batches: 3rd and last sync
