@@ -23,6 +23,13 @@ uv run --no-sync ruff format --check packages tests tools examples benchmarks
 step "import layers"
 uv run --no-sync lint-imports
 
+step "declared dependencies (deptry, per package)"
+for pkg in packages/*/; do
+    (cd "$pkg" && uv run --no-sync deptry src --no-ansi >/dev/null 2>&1) || {
+        (cd "$pkg" && uv run --no-sync deptry src --no-ansi); exit 1; }
+done
+echo "every package declares exactly what it imports"
+
 step "types"
 uv run --no-sync mypy packages/*/src --no-error-summary
 

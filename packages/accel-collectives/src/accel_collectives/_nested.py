@@ -46,9 +46,10 @@ def honor_type(obj: Sequence[Any], generator: Iterable[Any]) -> Any:
     Returns:
         A new object of ``type(obj)`` holding the elements of ``generator``.
     """
+    kind: Any = type(obj)
     if is_namedtuple(obj):
-        return type(obj)(*list(generator))
-    return type(obj)(generator)
+        return kind(*list(generator))
+    return kind(generator)
 
 
 def rebuild_mapping(data: Mapping[Any, Any], items: Mapping[Any, Any] | Iterable[Any]) -> Any:
@@ -67,7 +68,7 @@ def rebuild_mapping(data: Mapping[Any, Any], items: Mapping[Any, Any] | Iterable
     Raises:
         TypeError: if the type can neither be built from a dict nor copied and refilled.
     """
-    kind = type(data)
+    kind: Any = type(data)
     if kind is dict:
         return dict(items)
     if isinstance(data, defaultdict):

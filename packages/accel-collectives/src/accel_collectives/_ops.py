@@ -92,7 +92,7 @@ def _gather_one(tensor: torch.Tensor, state: PartialState) -> torch.Tensor:
                 if not _is_unsupported(err):
                     raise
                 # Every process fails the same way before any data moves: fall back for good.
-                _NO_SINGLE_GATHER.add(backend)
+                _NO_SINGLE_GATHER.add(str(backend))
         # Each process's share is written straight into its slice of ``out``.
         dist.all_gather(list(out.chunk(n)), tensor)
         return out
