@@ -140,6 +140,10 @@ class _PreparedLoaderMixin:
         sampler = self._order_sampler()
         position = self._position
         state = position.generator_state
+        if state is None:
+            # Between passes: the next pass starts from the generator's current state.
+            generator = self._order_generator()
+            state = None if generator is None else generator.get_state()
         return {
             "version": _STATE_VERSION,
             "epoch": position.epoch,
