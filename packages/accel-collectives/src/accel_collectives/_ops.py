@@ -1,0 +1,462 @@
+"""Collective operations on nested lists/tuples/dicts of tensors and on Python objects.
+
+On one process every operation is local (``gather`` returns its input, ``reduce`` a copy ...).
+With several processes each tensor takes exactly one collective of ``torch.distributed``:
+``gather`` writes straight into the result with a single all-gather, ``reduce`` is one all-reduce
+on a copy, ``pad_across_processes`` exchanges the sizes of every tensor of the structure in one
+all-gather. On backends that only move device memory (nccl ...) tensors are moved to the
+process's device first.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from accel_state import PartialState
+
+from ._checks import verify_operation, verify_same_length
+from ._nested import iter_leaves, recursively_apply
+
+# torch >= 2.10 names it all_gather_single and deprecates the older name (with a warning per
+# call); both write every rank's tensor into one output tensor.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+# Backends that only communicate tensors that live on the accelerator.
+_DEVICE_BACKENDS = frozenset({"nccl", "xccl", "hccl", "cncl", "mccl"})
+
+# Backends on which the single-tensor all-gather turned out to be unsupported.
+_NO_SINGLE_GATHER: set[str] = set()
+
+_REDUCTIONS = ("sum", "mean", "none")
+
+_DEBUG_HINT = (
+    " Run with ACCEL_DEBUG_MODE=1 to check, before each collective, what every process passes."
+)
+
+
+_state_cache: list[PartialState] = []
+
+
+def _get_state() -> PartialState:
+    """Return the process state, creating it on first use.
+
+    Every ``PartialState`` shares one attribute dict, so one cached instance always shows the
+    current state (also after a reset): only an uninitialised state needs a new instance.
+    """
+    if _state_cache and _state_cache[0].initialized:
+        return _state_cache[0]
+    state = PartialState()
+    _state_cache[:] = [state]
+    return state
+
+
+def _comm_tensor(tensor: torch.Tensor, state: PartialState) -> torch.Tensor:
+    """Return ``tensor`` where the backend can send it: contiguous, and on the device if needed."""
+    if state.backend in _DEVICE_BACKENDS and tensor.device != state.device:
+        tensor = tensor.to(state.device)
+    if not tensor.is_contiguous():
+        tensor = tensor.contiguous()
+    return tensor
+
+
+def _check_source(operation: str, from_process: int, num_processes: int) -> None:
+    if not 0 <= from_process < num_processes:
+        raise ValueError(
+            f"{operation}: from_process must be a process index in [0, {num_processes - 1}]; "
+            f"got {from_process}. Pass the index of the process that holds the data."
+        )
+
+
+def _is_unsupported(err: Exception) -> bool:
+    text = str(err).lower()
+    return "support" in text or "not implemented" in text or "_allgather_base" in text
+
+
+# --------------------------------------------------------------------------------- gather
+def _gather_one(tensor: torch.Tensor, state: PartialState) -> torch.Tensor:
+    tensor = _comm_tensor(tensor, state)
+    n = state.num_processes
+    if tensor.ndim == 0:
+        tensor = tensor.reshape(1)
+    out = tensor.new_empty((n * tensor.shape[0], *tensor.shape[1:]))
+    backend = state.backend
+    try:
+        if backend not in _NO_SINGLE_GATHER:
+            try:
+                _all_gather_single(out, tensor)
+                return out
+            except (RuntimeError, NotImplementedError) as err:
+                if not _is_unsupported(err):
+                    raise
+                # Every process fails the same way before any data moves: fall back for good.
+                _NO_SINGLE_GATHER.add(backend)
+        # Each process's share is written straight into its slice of ``out``.
+        dist.all_gather(list(out.chunk(n)), tensor)
+        return out
+    except RuntimeError as err:
+        raise RuntimeError(
+            f"gather: all-gather of a tensor of shape {list(tensor.shape)} and dtype "
+            f"{tensor.dtype} failed: {err}. Every process must pass tensors of the same shapes "
+            "and dtypes (use pad_across_processes first when the first dimension differs)."
+            + _DEBUG_HINT
+        ) from err
+
+
+def gather(tensor: Any) -> Any:
+    """Gather the tensors of a nested list/tuple/dict from every process.
+
+    Each tensor becomes the concatenation, along its first dimension and in process order, of
+    that tensor on every process (a 0-d tensor becomes a 1-d tensor of ``num_processes``
+    values). Every process receives the result. On a single process the input is returned as
+    is.
+
+    Args:
+        tensor: A tensor or a nested list/tuple/dict of tensors, with the same structure, shapes
+            and dtypes on every process.
+
+    Returns:
+        The same structure holding the gathered tensors.
+
+    Raises:
+        TypeError: if the structure holds something other than tensors (use
+            :func:`gather_object` for Python objects).
+        DistributedOperationException: in debug mode, if the processes pass different
+            structures, shapes or dtypes.
+
+    Example:
+        >>> gather(torch.tensor([state.process_index]))  # on 4 processes
+        tensor([0, 1, 2, 3])
+    """
+    state = _get_state()
+    if state.num_processes == 1:
+        return tensor
+    if state.debug:
+        verify_operation(
+            "gather",
+            tensor,
+            rule="every process must pass the same structure of tensors with the same shapes "
+            "and dtypes",
+            fix="Make the shapes agree before gathering, e.g. with "
+            "pad_across_processes(tensor, dim=0).",
+        )
+    if isinstance(tensor, torch.Tensor):
+        return _gather_one(tensor, state)
+    return recursively_apply(_gather_one, tensor, state, error_on_other_type=True)
+
+
+def gather_object(object: Any) -> list[Any]:
+    """Gather a picklable object from every process into one flat list.
+
+    A list passed by a process contributes its items; any other object contributes itself.
+    The result lists the contributions in process order and every process receives it.
+
+    Args:
+        object: A picklable object (a list is concatenated, anything else wrapped).
+
+    Returns:
+        The list of every process's items. On a single process: the items of ``object`` if it
+        is a list, else ``[object]``.
+
+    Example:
+        >>> gather_object([f"rank{state.process_index}"])  # on 2 processes
+        ['rank0', 'rank1']
+    """
+    state = _get_state()
+    if state.num_processes == 1:
+        return list(object) if isinstance(object, list) else [object]
+    received: list[Any] = [None] * state.num_processes
+    dist.all_gather_object(received, object)
+    result: list[Any] = []
+    for item in received:
+        if isinstance(item, list):
+            result.extend(item)
+        else:
+            result.append(item)
+    return result
+
+
+# ------------------------------------------------------------------------------ broadcast
+def _broadcast_one(tensor: torch.Tensor, from_process: int, state: PartialState) -> torch.Tensor:
+    buffer = _comm_tensor(tensor, state)
+    dist.broadcast(buffer, src=from_process)
+    if buffer is not tensor and buffer.device == tensor.device:
+        # A non-contiguous input: write the result back so the call stays in place.
+        tensor.copy_(buffer)
+        return tensor
+    return buffer
+
+
+def broadcast(tensor: Any, from_process: int = 0) -> Any:
+    """Copy the tensors of a nested list/tuple/dict from process ``from_process`` to every process.
+
+    The tensors are overwritten in place (on device-only backends such as nccl a CPU tensor is
+    first copied to the process's device and that copy is returned).
+
+    Args:
+        tensor: A tensor or a nested list/tuple/dict of tensors, with the same structure,
+            shapes and dtypes on every process.
+        from_process: Index of the process whose values are sent.
+
+    Returns:
+        The same structure holding ``from_process``'s values.
+
+    Raises:
+        ValueError: if ``from_process`` is not a process index.
+        DistributedOperationException: in debug mode, if the processes pass different
+            structures, shapes or dtypes.
+    """
+    state = _get_state()
+    n = state.num_processes
+    _check_source("broadcast", from_process, n)
+    if n == 1:
+        return tensor
+    if state.debug:
+        verify_operation(
+            "broadcast",
+            tensor,
+            rule="every process must pass the same structure of tensors with the same shapes "
+            "and dtypes",
+            fix="Allocate receiving tensors of the sender's shapes and dtypes on every process.",
+        )
+    if isinstance(tensor, torch.Tensor):
+        return _broadcast_one(tensor, from_process, state)
+    return recursively_apply(_broadcast_one, tensor, from_process, state, error_on_other_type=True)
+
+
+def broadcast_object_list(object_list: list[Any], from_process: int = 0) -> list[Any]:
+    """Replace, in place, the items of ``object_list`` by those of process ``from_process``.
+
+    Args:
+        object_list: A list of picklable objects, of the same length on every process (the
+            receivers' items are placeholders, e.g. ``[None] * n``).
+        from_process: Index of the process whose objects are sent.
+
+    Returns:
+        ``object_list``, now holding ``from_process``'s objects.
+
+    Raises:
+        ValueError: if ``from_process`` is not a process index.
+        DistributedOperationException: in debug mode, if the lists differ in length.
+    """
+    state = _get_state()
+    n = state.num_processes
+    _check_source("broadcast_object_list", from_process, n)
+    if n == 1:
+        return object_list
+    if state.debug:
+        verify_same_length("broadcast_object_list", object_list)
+    dist.broadcast_object_list(object_list, src=from_process)
+    return object_list
+
+
+def copy_tensor_to_devices(tensor: torch.Tensor | None = None) -> torch.Tensor:
+    """Copy a tensor that exists on one process only to every process.
+
+    Unlike :func:`broadcast`, the receivers pass ``None`` and need not know the shape or dtype.
+    When several processes pass a tensor, the lowest process index wins.
+
+    Args:
+        tensor: The tensor on the process that holds it, ``None`` on the others.
+
+    Returns:
+        The tensor, on every process.
+
+    Raises:
+        ValueError: if no process passes a tensor.
+    """
+    state = _get_state()
+    if state.num_processes == 1:
+        if tensor is None:
+            raise ValueError(
+                "copy_tensor_to_devices needs a tensor on at least one process; got None on "
+                "the only process. Pass the tensor to copy."
+            )
+        return tensor
+    meta = None if tensor is None else (tuple(tensor.shape), tensor.dtype)
+    metas: list[Any] = [None] * state.num_processes
+    dist.all_gather_object(metas, meta)
+    holders = [rank for rank, m in enumerate(metas) if m is not None]
+    if not holders:
+        raise ValueError(
+            "copy_tensor_to_devices needs a tensor on at least one process; every process "
+            "passed None. Pass the tensor on the process that holds it."
+        )
+    source = holders[0]
+    if state.process_index == source:
+        assert tensor is not None
+        buffer = _comm_tensor(tensor, state)
+    else:
+        shape, dtype = metas[source]
+        device = state.device if state.backend in _DEVICE_BACKENDS else torch.device("cpu")
+        buffer = torch.empty(shape, dtype=dtype, device=device)
+    dist.broadcast(buffer, src=source)
+    return buffer
+
+
+# --------------------------------------------------------------------------------- reduce
+def _reduce_one(
+    tensor: torch.Tensor, reduction: str, scale: float, state: PartialState
+) -> torch.Tensor:
+    n = state.num_processes
+    if n > 1 and reduction != "none":
+        moved = _comm_tensor(tensor, state)
+        # Reduce into a copy: the caller's tensor is left alone.
+        out = moved.clone() if moved is tensor else moved
+        dist.all_reduce(out)
+    else:
+        out = tensor.clone(memory_format=torch.contiguous_format)
+    exact = out.is_floating_point() or out.is_complex()
+    if reduction == "mean" and (n > 1 or not exact):
+        out = out.div_(n) if exact else out / n
+    if scale != 1.0:
+        out = out.mul_(scale) if exact else out * scale
+    return out
+
+
+def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
+    """Reduce the tensors of a nested list/tuple/dict across every process.
+
+    Every process receives the result; the inputs are not modified.
+
+    Args:
+        tensor: A tensor or a nested list/tuple/dict of tensors, with the same structure,
+            shapes and dtypes on every process.
+        reduction: ``"mean"`` (sum divided by the number of processes; integer tensors give
+            floating-point means), ``"sum"``, or ``"none"`` (a copy of the local tensors).
+        scale: A factor applied to the result after the reduction.
+
+    Returns:
+        The same structure holding the reduced tensors.
+
+    Raises:
+        ValueError: if ``reduction`` is not one of ``"sum"``, ``"mean"``, ``"none"``.
+        DistributedOperationException: in debug mode, if the processes pass different
+            structures, shapes or dtypes.
+
+    Example:
+        >>> reduce(torch.arange(2) + 1 + 2 * state.process_index, reduction="sum")  # 2 processes
+        tensor([4, 6])
+    """
+    if reduction not in _REDUCTIONS:
+        raise ValueError(
+            f"reduce: reduction must be one of {list(_REDUCTIONS)}; got {reduction!r}. "
+            'Use "mean", "sum" or "none".'
+        )
+    state = _get_state()
+    if state.debug and state.num_processes > 1:
+        verify_operation(
+            "reduce",
+            tensor,
+            rule="every process must pass the same structure of tensors with the same shapes "
+            "and dtypes",
+            fix="Make the shapes agree before reducing (reduce works element by element).",
+        )
+    if isinstance(tensor, torch.Tensor):
+        return _reduce_one(tensor, reduction, scale, state)
+    return recursively_apply(_reduce_one, tensor, reduction, scale, state, error_on_other_type=True)
+
+
+# --------------------------------------------------------------------------------- padding
+def _pad_dim(tensor: torch.Tensor, dim: int) -> int | None:
+    """Return ``dim`` as a non-negative index of ``tensor``, or None if it cannot be padded."""
+    if tensor.is_nested:
+        return None
+    ndim = tensor.ndim
+    d = dim + ndim if dim < 0 else dim
+    return d if 0 <= d < ndim else None
+
+
+def _warn_if_nested(tensor: torch.Tensor) -> None:
+    if tensor.is_nested:
+        warnings.warn(
+            "pad_across_processes cannot pad a nested tensor; it is returned unchanged. "
+            "Pad its components before nesting them.",
+            stacklevel=3,
+        )
+
+
+def _pad_to(
+    tensor: torch.Tensor, dim: int, size: int, pad_index: Any, pad_first: bool
+) -> torch.Tensor:
+    current = tensor.shape[dim]
+    if current >= size:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = size
+    out = tensor.new_zeros(shape) if pad_index == 0 else tensor.new_full(shape, pad_index)
+    out.narrow(dim, size - current if pad_first else 0, current).copy_(tensor)
+    return out
+
+
+def pad_across_processes(
+    tensor: Any, dim: int = 0, pad_index: Any = 0, pad_first: bool = False
+) -> Any:
+    """Pad the tensors of a nested list/tuple/dict to the same size in ``dim`` on every process.
+
+    Each tensor is padded with ``pad_index`` up to the largest size any process has for it in
+    ``dim``, so that the results can be gathered. The sizes of all the tensors of the structure
+    are exchanged in a single collective. Tensors with fewer than ``dim + 1`` dimensions, and
+    tensors already at the largest size, are returned unchanged.
+
+    Args:
+        tensor: A tensor or a nested list/tuple/dict of tensors, with the same structure on
+            every process.
+        dim: The dimension to pad.
+        pad_index: The value of the padding.
+        pad_first: Pad at the beginning instead of the end.
+
+    Returns:
+        The same structure holding the padded tensors.
+
+    Raises:
+        DistributedOperationException: in debug mode, if the processes pass different
+            structures, dtypes, or shapes that differ outside ``dim``.
+
+    Example:
+        >>> pad_across_processes(torch.arange(state.process_index + 1)).shape  # 2 processes
+        torch.Size([2])
+    """
+    state = _get_state()
+    if state.num_processes == 1:
+        return tensor
+    if state.debug:
+        verify_operation(
+            "pad_across_processes",
+            tensor,
+            free_dim=dim,
+            rule=f"every process must pass the same structure of tensors whose shapes differ "
+            f"only in dim {dim}",
+            fix="Make the other dimensions agree, or pad along the dimension that differs "
+            "(dim=...).",
+        )
+    if isinstance(tensor, torch.Tensor):
+        # The common case: one tensor, one size to exchange.
+        d = _pad_dim(tensor, dim)
+        if d is None:
+            _warn_if_nested(tensor)
+            return tensor
+        everyone = _gather_one(torch.tensor([tensor.shape[d]], dtype=torch.int64), state)
+        return _pad_to(tensor, d, max(everyone.tolist()), pad_index, pad_first)
+    sizes: list[int] = []
+    for _, leaf in iter_leaves(tensor):
+        if isinstance(leaf, torch.Tensor):
+            d = _pad_dim(leaf, dim)
+            if d is not None:
+                sizes.append(leaf.shape[d])
+            else:
+                _warn_if_nested(leaf)
+    if not sizes:
+        return tensor
+    everyone = _gather_one(torch.tensor(sizes, dtype=torch.int64), state)
+    targets = iter(everyone.view(state.num_processes, -1).amax(dim=0).tolist())
+
+    def pad_one(leaf: torch.Tensor) -> torch.Tensor:
+        d = _pad_dim(leaf, dim)
+        if d is None:
+            return leaf
+        return _pad_to(leaf, d, next(targets), pad_index, pad_first)
+
+    return recursively_apply(pad_one, tensor)
