@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from accel_collectives import send_to_device
 from accel_state import GradientState, RNGType, synchronize_rng_states
 from torch.utils.data import DataLoader
 
-from ._comm import send_to_device
 from ._iterable import IterableDatasetShard
 from ._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
 
