@@ -52,9 +52,8 @@ def samples_per_second(loader, epochs: int) -> float:
 
 
 def run(args: argparse.Namespace) -> None:
-    from accel_state import PartialState
-
     from accel_data import prepare_data_loader
+    from accel_state import PartialState
 
     state = PartialState()
     n, rank = state.num_processes, state.process_index
