@@ -33,7 +33,7 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], data: Any) -> Any:
     if isinstance(data, (list, tuple)):
         return _rebuild(data, [map_tensors(fn, d) for d in data])
     if isinstance(data, Mapping):
-        return type(data)({k: map_tensors(fn, v) for k, v in data.items()})
+        return type(data)({k: map_tensors(fn, v) for k, v in data.items()})  # type: ignore[call-arg]
     return data
 
 
@@ -73,7 +73,7 @@ def slice_batch(data: Any, index: slice) -> Any:
     if isinstance(data, (list, tuple)):
         return _rebuild(data, [slice_batch(d, index) for d in data])
     if isinstance(data, Mapping):
-        return type(data)({k: slice_batch(v, index) for k, v in data.items()})
+        return type(data)({k: slice_batch(v, index) for k, v in data.items()})  # type: ignore[call-arg]
     return data
 
 
@@ -89,7 +89,7 @@ def concat_batches(batches: list[Any]) -> Any:
     if isinstance(first, (list, tuple)):
         return _rebuild(first, [concat_batches([b[i] for b in batches]) for i in range(len(first))])
     if isinstance(first, Mapping):
-        return type(first)({k: concat_batches([b[k] for b in batches]) for k in first})
+        return type(first)({k: concat_batches([b[k] for b in batches]) for k in first})  # type: ignore[call-arg]
     return first
 
 

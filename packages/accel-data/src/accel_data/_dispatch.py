@@ -136,7 +136,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
     @property
     def total_dataset_length(self) -> int:
         """Length of the dataset."""
-        return len(self.dataset)
+        return len(self.dataset)  # type: ignore[arg-type]
 
     def __len__(self) -> int:
         length = super().__len__()
@@ -233,7 +233,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         per = total // n if total is not None else math.ceil(size / n)
         return self.slice_fn(batch, slice(i * per, (i + 1) * per), i, n)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         skip = self._start_pass()
         self.begin()
         position = self._position

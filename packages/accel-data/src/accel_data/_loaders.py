@@ -93,7 +93,7 @@ class _PreparedLoaderMixin:
             sampler = getattr(self, "sampler", None)
         set_sampler_epoch(sampler, epoch)
         dataset = getattr(self, "dataset", None)
-        if hasattr(dataset, "set_epoch"):
+        if dataset is not None and hasattr(dataset, "set_epoch"):
             dataset.set_epoch(epoch)
 
     def _order_sampler(self) -> Any:
@@ -297,10 +297,10 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         dataset = self.dataset
         if isinstance(dataset, IterableDatasetShard):
             dataset = dataset.dataset
-        return len(dataset)
+        return len(dataset)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------------ iteration
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         if self.rng_types:
             synchronize_rng_states(self.rng_types, self.synchronized_generator)
         skip = self._start_pass()
