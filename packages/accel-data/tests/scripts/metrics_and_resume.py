@@ -3,7 +3,6 @@ mid-epoch resume. Prints one line per failure and exits 1 if any."""
 
 from __future__ import annotations
 
-import faulthandler
 import sys
 
 import torch
@@ -12,7 +11,6 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from accel_data import gather_for_metrics, prepare_data_loader, skip_first_batches
 
-faulthandler.dump_traceback_later(40, exit=True)
 state = PartialState()
 rank, world = state.process_index, state.num_processes
 assert world == 2, world
