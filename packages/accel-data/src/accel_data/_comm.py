@@ -1,8 +1,10 @@
-"""Operations on nested batches used by the loaders: device moves, slicing, concatenation and
-the few collectives of the dispatcher and of ``gather_for_metrics``.
+"""Operations on nested batches used by the loaders: slicing and concatenation along the batch
+axis, and the broadcasts of the dispatcher (built on ``accel_collectives``).
 
 Batches are nests of tuples, lists, dicts and leaves. A *per-sample* list (the collated form of
-strings, for example) is sliced and concatenated like a tensor along its first axis.
+strings, for example) is sliced and concatenated like a tensor along its first axis, which is
+why these helpers exist next to ``accel_collectives.slice_tensors`` / ``concatenate`` (tensors
+only).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-import torch.distributed as dist
+from accel_collectives import broadcast, broadcast_object_list
 
 
 def _is_namedtuple(data: Any) -> bool:
@@ -31,22 +33,8 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], data: Any) -> Any:
     if isinstance(data, (list, tuple)):
         return _rebuild(data, [map_tensors(fn, d) for d in data])
     if isinstance(data, Mapping):
-        return type(data)({k: map_tensors(fn, v) for k, v in data.items()})
+        return type(data)({k: map_tensors(fn, v) for k, v in data.items()})  # type: ignore[call-arg]
     return data
-
-
-def send_to_device(data: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
-    """Move every tensor of a nest to ``device`` (objects with ``.to`` are moved too)."""
-
-    def move(t: Any) -> Any:
-        return t.to(device, non_blocking=non_blocking)
-
-    if hasattr(data, "to") and not isinstance(data, (torch.Tensor, list, tuple, Mapping)):
-        try:
-            return data.to(device, non_blocking=non_blocking)
-        except TypeError:
-            return data.to(device)
-    return map_tensors(move, data)
 
 
 def _is_sample_list(data: Any) -> bool:
@@ -85,7 +73,7 @@ def slice_batch(data: Any, index: slice) -> Any:
     if isinstance(data, (list, tuple)):
         return _rebuild(data, [slice_batch(d, index) for d in data])
     if isinstance(data, Mapping):
-        return type(data)({k: slice_batch(v, index) for k, v in data.items()})
+        return type(data)({k: slice_batch(v, index) for k, v in data.items()})  # type: ignore[call-arg]
     return data
 
 
@@ -101,63 +89,29 @@ def concat_batches(batches: list[Any]) -> Any:
     if isinstance(first, (list, tuple)):
         return _rebuild(first, [concat_batches([b[i] for b in batches]) for i in range(len(first))])
     if isinstance(first, Mapping):
-        return type(first)({k: concat_batches([b[k] for b in batches]) for k in first})
+        return type(first)({k: concat_batches([b[k] for b in batches]) for k in first})  # type: ignore[call-arg]
     return first
 
 
 # ------------------------------------------------------------------------------ collectives
-def _world() -> tuple[int, int]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    return 1, 0
-
-
-def gather(data: Any) -> Any:
-    """All-gather every tensor of a nest and concatenate along the first axis, in rank order."""
-    world, _ = _world()
-    if world == 1:
-        return data
-
-    def gather_one(tensor: torch.Tensor) -> torch.Tensor:
-        if tensor.ndim == 0:
-            tensor = tensor[None]
-        tensor = tensor.contiguous()
-        parts = [torch.empty_like(tensor) for _ in range(world)]
-        dist.all_gather(parts, tensor)
-        return torch.cat(parts, dim=0)
-
-    return map_tensors(gather_one, data)
-
-
-def gather_object(obj: Any) -> list[Any]:
-    """All-gather a per-process list of objects into one flat list, in rank order."""
-    world, _ = _world()
-    if world == 1:
-        return list(obj)
-    out: list[Any] = [None] * world
-    dist.all_gather_object(out, obj)
-    return [item for part in out for item in part]
-
-
 def broadcast_object(obj: Any, src: int = 0) -> Any:
     """Return ``obj`` of process ``src`` on every process."""
-    world, _ = _world()
-    if world == 1:
-        return obj
-    holder = [obj]
-    dist.broadcast_object_list(holder, src=src)
-    return holder[0]
+    return broadcast_object_list([obj], from_process=src)[0]
 
 
 def broadcast_tensors(data: Any, src: int = 0) -> Any:
-    """Broadcast a nest whose structure is already known everywhere (tensors in place)."""
-    world, _ = _world()
-    if world == 1:
-        return data
+    """Broadcast the tensors of a nest whose structure every process already holds.
 
-    def bcast(tensor: torch.Tensor) -> torch.Tensor:
-        tensor = tensor.contiguous()
-        dist.broadcast(tensor, src=src)
+    Non-tensor leaves (per-sample lists of strings, for example) are left as they are.
+    """
+    leaves: list[torch.Tensor] = []
+
+    def collect(tensor: torch.Tensor) -> torch.Tensor:
+        leaves.append(tensor)
         return tensor
 
-    return map_tensors(bcast, data)
+    map_tensors(collect, data)
+    if not leaves:
+        return data
+    received = iter(broadcast(leaves, from_process=src))
+    return map_tensors(lambda _: next(received), data)

@@ -109,6 +109,8 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         if skip_batches:
             self._first_iter_skip = int(skip_batches)
         base_size = self.batch_size
+        if base_size is None and self.batch_sampler is not None:
+            base_size = getattr(self.batch_sampler, "batch_size", None)
         if split_batches and base_size is not None:
             if base_size % num_processes != 0:
                 raise ValueError(
@@ -119,8 +121,9 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
                 )
         self._base_batch_size = base_size
         _set_loader_attribute(self, "drop_last", _drop_last)
-        if split_batches and base_size is not None:
-            _set_loader_attribute(self, "batch_size", base_size // num_processes)
+        if base_size is not None:
+            per_process = base_size // num_processes if split_batches else base_size
+            _set_loader_attribute(self, "batch_size", per_process)
 
     @property
     def total_batch_size(self) -> int | None:
@@ -133,7 +136,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
     @property
     def total_dataset_length(self) -> int:
         """Length of the dataset."""
-        return len(self.dataset)
+        return len(self.dataset)  # type: ignore[arg-type]
 
     def __len__(self) -> int:
         length = super().__len__()
@@ -230,7 +233,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         per = total // n if total is not None else math.ceil(size / n)
         return self.slice_fn(batch, slice(i * per, (i + 1) * per), i, n)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         skip = self._start_pass()
         self.begin()
         position = self._position

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from accel_collectives import send_to_device
 from accel_state import GradientState, RNGType, synchronize_rng_states
 from torch.utils.data import DataLoader
 
-from ._comm import send_to_device
 from ._iterable import IterableDatasetShard
 from ._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
 
@@ -93,7 +93,7 @@ class _PreparedLoaderMixin:
             sampler = getattr(self, "sampler", None)
         set_sampler_epoch(sampler, epoch)
         dataset = getattr(self, "dataset", None)
-        if hasattr(dataset, "set_epoch"):
+        if dataset is not None and hasattr(dataset, "set_epoch"):
             dataset.set_epoch(epoch)
 
     def _order_sampler(self) -> Any:
@@ -140,6 +140,10 @@ class _PreparedLoaderMixin:
         sampler = self._order_sampler()
         position = self._position
         state = position.generator_state
+        if state is None:
+            # Between passes: the next pass starts from the generator's current state.
+            generator = self._order_generator()
+            state = None if generator is None else generator.get_state()
         return {
             "version": _STATE_VERSION,
             "epoch": position.epoch,
@@ -293,10 +297,10 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         dataset = self.dataset
         if isinstance(dataset, IterableDatasetShard):
             dataset = dataset.dataset
-        return len(dataset)
+        return len(dataset)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------------ iteration
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         if self.rng_types:
             synchronize_rng_states(self.rng_types, self.synchronized_generator)
         skip = self._start_pass()

@@ -8,9 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
+from accel_collectives import gather, gather_object
 from accel_state import GradientState
 
-from ._comm import gather, gather_object, map_tensors
+from ._comm import map_tensors
 
 
 def _all_tensors(data: Any) -> bool:

@@ -65,13 +65,13 @@ def _order_sampler(
             base = sampler.generator
             seed = int(base.initial_seed()) if base is not None else torch.random.initial_seed()
             seed = _agreed_seed(seed)
-        new = SeedableRandomSampler(
+        seedable = SeedableRandomSampler(
             sampler.data_source,
             replacement=sampler.replacement,
             num_samples=sampler._num_samples,
             data_seed=seed,
         )
-        return new, None
+        return seedable, None
     generator = torch.Generator()
     generator.manual_seed(_agreed_seed(_draw_seed(sampler.generator)))
     new = RandomSampler(
@@ -226,6 +226,7 @@ def prepare_data_loader(
             settings, batch_size=batch_size, drop_last=dataloader.drop_last
         )
     else:
+        assert batch_sampler is not None
         shard = BatchSamplerShard(
             batch_sampler,
             num_processes=num_processes,

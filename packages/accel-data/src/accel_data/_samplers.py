@@ -120,8 +120,8 @@ class BatchSamplerShard(BatchSampler):
                     "or split_batches=False."
                 )
         self.batch_sampler = batch_sampler
-        self.sampler = getattr(batch_sampler, "sampler", None)
-        self.batch_size = batch_size
+        self.sampler = getattr(batch_sampler, "sampler", None)  # type: ignore[assignment]
+        self.batch_size = batch_size  # type: ignore[assignment]
         self.drop_last = bool(getattr(batch_sampler, "drop_last", False))
         self.num_processes = num_processes
         self.process_index = process_index

@@ -41,8 +41,8 @@ class SkipBatchSampler(BatchSampler):
     def __init__(self, batch_sampler: Iterable[list[int]], skip_batches: int = 0) -> None:
         self.batch_sampler = batch_sampler
         self.skip_batches = _check_count(skip_batches)
-        self.sampler = getattr(batch_sampler, "sampler", None)
-        self.batch_size = getattr(batch_sampler, "batch_size", None)
+        self.sampler = getattr(batch_sampler, "sampler", None)  # type: ignore[assignment]
+        self.batch_size = getattr(batch_sampler, "batch_size", None)  # type: ignore[assignment]
         self.drop_last = bool(getattr(batch_sampler, "drop_last", False))
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -74,7 +74,7 @@ class SkipDataLoader(DataLoader):
         super().__init__(dataset, **kwargs)
         self.skip_batches = _check_count(skip_batches)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         skip, self.skip_batches = self.skip_batches, 0
         yield from itertools.islice(super().__iter__(), skip, None)
 

@@ -1,0 +1,20 @@
+"""Checks that need real processes: 2 gloo processes through torchrun."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from accel_state.testing import run_distributed
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+@pytest.mark.multiprocess
+def test_gather_for_metrics_exact_and_resume_on_two_processes() -> None:
+    result = run_distributed(SCRIPTS / "metrics_and_resume.py", num_processes=2, timeout=240)
+    summaries = dict(re.findall(r"rank (\d): (\d+) gather cases, 0 failures", result.stdout))
+    assert set(summaries) == {"0", "1"}, result.stdout
+    assert all(int(count) > 1000 for count in summaries.values()), summaries
+    assert "FAIL" not in result.stdout, result.stdout
