@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 import torch
 from safetensors.torch import save_file
 from torch import nn

@@ -6,7 +6,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from bigmodel_helpers import TinyLM  # noqa: E402
+from bigmodel_helpers import TinyLM
 
 
 @pytest.fixture

@@ -73,7 +73,10 @@ def test_small_layers_on_disk_need_only_their_own_room():
 def test_tied_parameters_stay_together(skeleton):
     s = _sizes(skeleton)
     device_map = infer_auto_device_map(
-        skeleton, {"cpu": s["embed"] + s["blocks.0"] * 2, "disk": "1GB"}, ["Block"], clean_result=False
+        skeleton,
+        {"cpu": s["embed"] + s["blocks.0"] * 2, "disk": "1GB"},
+        ["Block"],
+        clean_result=False,
     )
     assert device_map["embed"] == device_map["head"]
 

@@ -1,5 +1,6 @@
 import pytest
 import torch
+from bigmodel_helpers import TinyLM
 from torch import nn
 
 from accel_bigmodel import (
@@ -12,8 +13,6 @@ from accel_bigmodel import (
     get_max_memory,
     init_empty_weights,
 )
-
-from bigmodel_helpers import TinyLM
 
 
 @pytest.mark.parametrize(
@@ -70,7 +69,9 @@ def test_compute_module_sizes_counts_tied_weights_once():
     assert sizes[""] == embed + 2 * block + 16 * 4
     half = compute_module_sizes(model, dtype=torch.float16)
     assert half[""] == sizes[""] // 2
-    special = compute_module_sizes(model, dtype="float16", special_dtypes={"embed.weight": "float32"})
+    special = compute_module_sizes(
+        model, dtype="float16", special_dtypes={"embed.weight": "float32"}
+    )
     assert special["embed"] == embed and special["blocks.0"] == block // 2
 
 

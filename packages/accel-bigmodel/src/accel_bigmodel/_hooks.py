@@ -226,7 +226,10 @@ class AlignDevicesHook(ModelHook):
         if target is not None and target.type == "meta":
             self.tied_params_map = None
         if not self.offload and target is not None:
-            for name, _ in named_module_tensors(module, recurse=self.place_submodules):
+            for name, tensor in named_module_tensors(module, recurse=self.place_submodules):
+                if tensor.device.type == "meta" and target.type != "meta":
+                    # Weights of an offloaded submodule: its own hook brings them in.
+                    continue
                 set_module_tensor_to_device(
                     module, name, target, tied_params_map=self.tied_params_map
                 )
