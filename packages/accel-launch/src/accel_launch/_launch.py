@@ -171,6 +171,9 @@ def launch(args: argparse.Namespace) -> int:
             target, module, no_python = _target(args)
             command = build_command(plan, target, module, no_python, _port(plan))
             print(f"\nlauncher: {command.launcher}\ncommand: {command.display()}")
+            print("environment of the processes:")
+            for name, value in sorted(command.env.items()):
+                print(f"  {name}={value}")
         return 0
     target, module, no_python = _target(args)
     config = plan.config

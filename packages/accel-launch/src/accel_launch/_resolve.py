@@ -198,7 +198,7 @@ def _apply_slurm(
         per_node = slurm.gpus_on_node or _local_accelerators() or 1
         values["num_processes"] = (
             per_node * slurm.num_nodes,
-            f"SLURM: {per_node} per machine x SLURM_NNODES",
+            f"{per_node} per machine x SLURM_NNODES",
         )
     if config.main_process_port in (None, 0) and "main_process_port" not in given:
         values["main_process_port"] = (slurm.port, "SLURM_JOB_ID (20000 + id % 10000)")
