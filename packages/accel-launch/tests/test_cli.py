@@ -110,7 +110,35 @@ def test_busy_port_is_a_clear_error():
 
 
 @pytest.mark.multiprocess
-def test_two_machines_on_loopback():
+def test_max_restarts_restarts_the_group_and_engine_options_reach_it():
+    out = accel(
+        "launch",
+        "--num_processes",
+        "2",
+        "--max_restarts",
+        "1",
+        "--use_fsdp",
+        "--fsdp_version",
+        "2",
+        "--fsdp_offload_params",
+        "--fsdp_state_dict_type",
+        "SHARDED_STATE_DICT",
+        str(SCRIPTS / "fail_first_attempt.py"),
+        timeout=150,
+    ).stdout
+    rows = reports(out)
+    assert [r["process_index"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["restart"] == "1"  # the group was restarted once, then succeeded
+        assert r["ACCEL_USE_FSDP"] == "1" and r["ACCEL_DISTRIBUTED_TYPE"] == "FSDP"
+        assert r["ACCEL_FSDP_VERSION"] == "2" and r["ACCEL_FSDP_OFFLOAD_PARAMS"] == "1"
+        assert r["ACCEL_FSDP_STATE_DICT_TYPE"] == "SHARDED_STATE_DICT"
+        assert "ACCEL_USE_DEEPSPEED" not in r
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("backend", ["static", "c10d"])
+def test_two_machines_on_loopback(backend):
     import subprocess
     import sys
 
@@ -127,6 +155,8 @@ def test_two_machines_on_loopback():
         "127.0.0.1",
         "--main_process_port",
         str(port),
+        "--rdzv_backend",
+        backend,
         str(SCRIPTS / "report_env.py"),
     ]
     procs = [
