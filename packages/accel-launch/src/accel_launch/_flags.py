@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import functools
 import inspect
 
 from ._engines import (
@@ -41,9 +40,13 @@ def _bool_word(text: str) -> bool:
     return lowered in ("1", "true", "yes", "on", "y")
 
 
-@functools.cache
+_DOCS: dict[type, dict[str, str]] = {}
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring written under each field of a dataclass, by field name."""
+    if cls in _DOCS:
+        return _DOCS[cls]
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
@@ -56,6 +59,7 @@ def field_docs(cls: type) -> dict[str, str]:
             and isinstance(following.value.value, str)
         ):
             docs[node.target.id] = " ".join(following.value.value.split())
+    _DOCS[cls] = docs
     return docs
 
 

@@ -53,7 +53,7 @@ class Prompter:
     def ask(
         self,
         question: str,
-        default: T,
+        default: T | None,
         convert: Callable[[str], T] = str,  # type: ignore[assignment]
         check: Callable[[T], str | None] | None = None,
     ) -> T:

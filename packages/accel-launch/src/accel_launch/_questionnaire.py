@@ -150,7 +150,7 @@ def _ask_machines(ask: Prompter, config: LaunchConfig, kind: str) -> None:
         check=lambda r: None if 0 <= r < machines else f"the rank must be in 0..{machines - 1}",
     )
     config.main_process_ip = ask.ask(
-        "What is the IP address of the machine that hosts the main process?", None
+        "What is the IP address of the machine that hosts the main process?", None, str
     )
     config.main_process_port = ask.ask("Which port does the main process use?", 29500, int)
     config.same_network = ask.yes_no("Are all the machines on the same local network?", True)
@@ -159,7 +159,7 @@ def _ask_machines(ask: Prompter, config: LaunchConfig, kind: str) -> None:
     ]
     if kind == "multi-CPU" and ask.yes_no("Start the processes with mpirun?", False):
         config.mpirun_hostfile = ask.ask(
-            "Path of the MPI hostfile (`host slots=N` lines)?", None, check=_existing_file
+            "Path of the MPI hostfile (`host slots=N` lines)?", None, str, check=_existing_file
         )
 
 
@@ -183,7 +183,7 @@ def _ask_deepspeed(ask: Prompter, machines: int) -> DeepSpeedConfig:
     ds = DeepSpeedConfig()
     if ask.yes_no("Do you want to give a DeepSpeed JSON config file?", False):
         ds.deepspeed_config_file = ask.ask(
-            "Path of the DeepSpeed JSON config file?", None, check=_existing_file
+            "Path of the DeepSpeed JSON config file?", None, str, check=_existing_file
         )
     else:
         ds.zero_stage = ask.choose("Which ZeRO stage?", ["0", "1", "2", "3"], default=2)
@@ -192,13 +192,15 @@ def _ask_deepspeed(ask: Prompter, machines: int) -> DeepSpeedConfig:
                 ask.choose("Where should optimizer states be offloaded?", OFFLOAD_DEVICES)
             ]
             if ds.offload_optimizer_device == "nvme":
-                ds.offload_optimizer_nvme_path = ask.ask("NVMe folder for optimizer states?", None)
+                ds.offload_optimizer_nvme_path = ask.ask(
+                    "NVMe folder for optimizer states?", None, str
+                )
         if ds.zero_stage == 3:
             ds.offload_param_device = OFFLOAD_DEVICES[
                 ask.choose("Where should parameters be offloaded?", OFFLOAD_DEVICES)
             ]
             if ds.offload_param_device == "nvme":
-                ds.offload_param_nvme_path = ask.ask("NVMe folder for parameters?", None)
+                ds.offload_param_nvme_path = ask.ask("NVMe folder for parameters?", None, str)
             ds.zero3_save_16bit_model = ask.yes_no(
                 "Save 16-bit model weights when using ZeRO stage 3?", False
             )
@@ -217,7 +219,7 @@ def _ask_deepspeed(ask: Prompter, machines: int) -> DeepSpeedConfig:
         ]
         if ds.deepspeed_multinode_launcher != "standard":
             ds.deepspeed_hostfile = ask.ask(
-                "Path of the DeepSpeed hostfile (`host slots=N` lines)?", None
+                "Path of the DeepSpeed hostfile (`host slots=N` lines)?", None, str
             )
             ds.deepspeed_inclusion_filter = (
                 ask.ask("Hosts to include (e.g. host1:0,1)?", "") or None
