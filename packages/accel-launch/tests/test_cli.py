@@ -82,14 +82,20 @@ def test_module_flag_runs_a_module():
 
 @pytest.mark.multiprocess
 def test_failing_rank_stops_all_promptly():
-    start = time.perf_counter()
     r = accel(
-        "launch", "--num_processes", "2", str(SCRIPTS / "fail_on_rank1.py"), check=False, timeout=90
+        "launch",
+        "--num_processes",
+        "2",
+        str(SCRIPTS / "fail_on_rank1.py"),
+        check=False,
+        timeout=150,
     )
-    elapsed = time.perf_counter() - start
+    ended = time.time()
     assert r.returncode != 0
     assert "global rank 1 failed" in r.stderr and "rank 1 failed on purpose" in r.stderr
-    assert elapsed < 45, f"launcher took {elapsed:.0f}s to stop after a failure"
+    failed_at = float(r.stderr.split("FAILED_AT ")[1].split()[0])
+    # Rank 0 waits forever in a collective: only the launcher can stop it.
+    assert ended - failed_at < 30, f"launcher took {ended - failed_at:.0f}s to stop after a failure"
 
 
 def test_busy_port_is_a_clear_error():

@@ -35,11 +35,13 @@ def test_estimate_memory_of_a_class(tmp_path):
     assert "float32" in table and "3.86 MiB" in table and "int8" not in table
 
 
-def test_estimate_memory_errors(tmp_path):
-    r = accel("estimate-memory", "no_such_module_x:Model", check=False)
-    assert r.returncode == 2 and "cannot be imported" in r.stderr
-    r = accel("estimate-memory", "not-a-path-nor-class", check=False)
-    assert r.returncode == 2 and "download the config first" in r.stderr
+def test_estimate_memory_errors(capsys):
+    from accel_launch.cli import main
+
+    assert main(["estimate-memory", "no_such_module_x:Model"]) == 2
+    assert "cannot be imported" in capsys.readouterr().err
+    assert main(["estimate-memory", "not-a-path-nor-class"]) == 2
+    assert "download the config first" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(
@@ -78,15 +80,18 @@ def test_merge_weights_of_a_two_process_checkpoint(tmp_path):
         timeout=150,
     )
     assert len(list(ckpt.glob("*.distcp"))) == 2  # really sharded over two processes
-    out = accel("merge-weights", str(ckpt), str(tmp_path / "merged")).stdout
-    assert "model.safetensors" in out
+    from accel_launch.cli import main  # in this process: torch is already imported here
+
+    assert main(["merge-weights", str(ckpt), str(tmp_path / "merged")]) == 0
     merged = load_file(tmp_path / "merged" / "model.safetensors")
     full = torch.load(reference)
     assert sorted(merged) == sorted(full)  # `model.` dropped, `step` (not a tensor) skipped
     for key, value in full.items():
         assert torch.equal(merged[key], value), key
     # Small shards: several files and an index naming where each tensor is.
-    accel("merge-weights", str(ckpt), str(tmp_path / "sharded"), "--max_shard_size", "60")
+    assert (
+        main(["merge-weights", str(ckpt), str(tmp_path / "sharded"), "--max_shard_size", "60"]) == 0
+    )
     index = json.loads((tmp_path / "sharded" / "model.safetensors.index.json").read_text())
     assert index["metadata"]["total_size"] == sum(v.numel() * 4 for v in full.values())
     files = sorted(set(index["weight_map"].values()))
