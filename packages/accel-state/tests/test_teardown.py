@@ -41,6 +41,7 @@ def _start_pair() -> list[subprocess.Popen]:
 
 @pytest.mark.multiprocess
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 40 interpreter starts: minutes on a loaded 2-core machine
 def test_twenty_runs_exit_cleanly():
     failures = []
     for run in range(RUNS):
