@@ -154,7 +154,8 @@ def _build(
     logging_dir: str | os.PathLike[str] | None,
     kwargs: dict[str, Any],
 ) -> GeneralTracker:
-    cls = get_tracker_class(name)
+    # Adapters take (project_name, [logging_dir], **options); the base class does not.
+    cls: Any = get_tracker_class(name)
     if cls.requires_logging_directory:
         return cls(project_name, logging_dir, **kwargs)
     if logging_dir is not None and "logging_dir" not in kwargs:
