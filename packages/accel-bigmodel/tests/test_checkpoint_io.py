@@ -245,3 +245,27 @@ def test_load_state_dict(tiny, tmp_path):
     torch.save(checkpoint_state(tiny), str(tmp_path / "w.bin"))
     state = load_state_dict(str(tmp_path / "w.bin"))
     torch.testing.assert_close(state["blocks.1.down.weight"], tiny.blocks[1].down.weight)
+
+
+def test_cpu_weights_are_memory_mapped_copy_on_write(tiny, tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_file(checkpoint_state(tiny), str(path))
+    before = path.read_bytes()
+    model = _empty()
+    load_checkpoint_in_model(model, str(path))
+    storage = model.blocks[0].up.weight.untyped_storage()
+    assert storage.nbytes() == len(before)  # a view of the whole mapped file
+    with torch.no_grad():
+        model.blocks[0].up.weight.add_(1.0)
+    assert path.read_bytes() == before  # the file is never written
+    torch.testing.assert_close(model.blocks[0].up.weight, tiny.blocks[0].up.weight + 1)
+
+
+def test_mmap_false_reads_into_private_memory(tiny, tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_file(checkpoint_state(tiny), str(path))
+    model = _empty()
+    load_checkpoint_in_model(model, str(path), mmap=False, num_threads=2)
+    weight = model.blocks[0].up.weight
+    assert weight.untyped_storage().nbytes() == weight.numel() * 4
+    _assert_same_weights(model, tiny)
