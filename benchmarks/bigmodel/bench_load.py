@@ -39,10 +39,9 @@ def _peak_rss() -> int:
 
 def write_checkpoint(folder: str) -> list[str]:
     import torch
-    from safetensors.torch import save_file
-
     from _models import bench_model
     from accel_bigmodel import SAFE_WEIGHTS_INDEX_NAME, init_empty_weights, shard_checkpoint
+    from safetensors.torch import save_file
 
     with init_empty_weights():
         model = bench_model()
@@ -50,9 +49,7 @@ def write_checkpoint(folder: str) -> list[str]:
     meta = {k: v for k, v in model.state_dict().items()}
     shards, index = shard_checkpoint(meta, "600MB", weights_name="model.safetensors")
     for file_name, shard in shards.items():
-        tensors = {
-            k: (torch.randn(v.shape, generator=generator) * 0.02) for k, v in shard.items()
-        }
+        tensors = {k: (torch.randn(v.shape, generator=generator) * 0.02) for k, v in shard.items()}
         save_file(tensors, os.path.join(folder, file_name), metadata={"format": "pt"})
         del tensors
     with open(os.path.join(folder, SAFE_WEIGHTS_INDEX_NAME), "w") as handle:
@@ -76,7 +73,11 @@ def worker(lib: str, mode: str, checkpoint: str, offload: str) -> dict:
     from _models import bench_model
 
     if lib == "accel":
-        from accel_bigmodel import compute_module_sizes, init_empty_weights, load_checkpoint_and_dispatch
+        from accel_bigmodel import (
+            compute_module_sizes,
+            init_empty_weights,
+            load_checkpoint_and_dispatch,
+        )
     else:
         from accelerate import init_empty_weights, load_checkpoint_and_dispatch
         from accelerate.utils import compute_module_sizes
@@ -91,6 +92,8 @@ def worker(lib: str, mode: str, checkpoint: str, offload: str) -> dict:
         kwargs = {"max_memory": {"cpu": half, "disk": 10**12}, "offload_folder": offload}
     else:
         kwargs = {"max_memory": {"cpu": 10**11}}
+    if mode == "ramcopy":
+        kwargs["mmap"] = False
     start = time.perf_counter()
     model = load_checkpoint_and_dispatch(
         model,
@@ -128,7 +131,8 @@ def run_worker(lib: str, mode: str, checkpoint: str, files: list[str]) -> dict:
     try:
         proc = subprocess.run(
             [sys.executable, __file__, "--worker", lib, mode, checkpoint, offload],
-            capture_output=True, text=True,
+            capture_output=True,
+            text=True,
             env={**os.environ, "ACCEL_BIGMODEL_QUIET": "1"},
         )
     finally:
@@ -145,8 +149,10 @@ def main() -> dict:
         size = sum(os.path.getsize(f) for f in files)
         cat = cat_seconds(files)
         results = {"checkpoint_bytes": size, "cat_seconds": cat, "runs": {}}
-        for mode in ("ram", "disk"):
+        for mode in ("ram", "ramcopy", "disk"):
             for lib in ("accel", "accelerate"):
+                if mode == "ramcopy" and lib == "accelerate":
+                    continue  # the reference has no such option
                 results["runs"][f"{lib}/{mode}"] = run_worker(lib, mode, root, files)
         return results
     finally:
