@@ -102,5 +102,8 @@ def bench_model() -> LlamaLike:
 
 
 def moe_100k() -> MoEDecoder:
-    """A mixture-of-experts decoder with ~100k modules (32 layers x 768 experts)."""
-    return MoEDecoder(vocab=32000, width=1024, hidden=512, layers=32, experts=768)
+    """A mixture-of-experts decoder with ~100k modules (32 layers x 768 experts).
+
+    As in real MoE models, one expert is the largest unsplittable layer.
+    """
+    return MoEDecoder(vocab=32000, width=1024, hidden=1024, layers=32, experts=768)

@@ -18,7 +18,7 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-REFERENCE_TIMEOUT = 240.0
+REFERENCE_TIMEOUT = 150.0
 
 
 def _summary(device_map: dict, sizes: dict) -> dict:
@@ -62,7 +62,7 @@ def measure(lib: str, which: str) -> dict:
     queue = multiprocessing.get_context("spawn").Queue()
     process = multiprocessing.get_context("spawn").Process(target=_run, args=(lib, which, queue))
     process.start()
-    timeout = REFERENCE_TIMEOUT + 120
+    timeout = REFERENCE_TIMEOUT + 90  # + time to build the skeleton
     process.join(timeout)
     if process.is_alive():
         process.kill()
