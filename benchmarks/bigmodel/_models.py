@@ -104,6 +104,7 @@ def bench_model() -> LlamaLike:
 def moe_100k() -> MoEDecoder:
     """A mixture-of-experts decoder with ~100k modules (32 layers x 768 experts).
 
-    As in real MoE models, one expert is the largest unsplittable layer.
+    As in real MoE models (Mixtral: 176M-parameter experts, 131M-parameter embedding), one expert
+    is the largest unsplittable layer.
     """
-    return MoEDecoder(vocab=32000, width=1024, hidden=1024, layers=32, experts=768)
+    return MoEDecoder(vocab=2048, width=1024, hidden=1024, layers=32, experts=768)

@@ -21,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-TOKENS = 32
+TOKENS = 8
 REPEATS = 3
 
 
