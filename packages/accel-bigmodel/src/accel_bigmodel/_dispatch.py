@@ -21,7 +21,6 @@ from ._hooks import (
     add_hook_to_module,
     attach_align_device_hook,
     attach_align_device_hook_on_blocks,
-    attach_prefetcher,
 )
 from ._offload import (
     INDEX_FILE,
@@ -30,6 +29,7 @@ from ._offload import (
     save_offload_index,
     write_offload_file,
 )
+from ._prefetch import attach_prefetcher
 from ._sizes import DeviceKey
 from ._tensors import Device, find_tied_parameters, retie_parameters
 
