@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -12,26 +13,37 @@ from torch import nn
 
 from ._sizes import (
     DeviceKey,
-    compute_module_sizes,
     get_balanced_memory,
     get_max_memory,
+    sizes_of_walk,
+    walk_modules,
 )
-from ._tensors import find_tied_parameters
 
 logger = logging.getLogger("accel_bigmodel")
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
-def _layer_sizes(model: nn.Module, sizes: Mapping[str, int], no_split: set[str]) -> dict[str, int]:
+def _tied_groups(modules: list[tuple[str, nn.Module]]) -> list[list[str]]:
+    by_id: dict[int, list[str]] = {}
+    for name, module in modules:
+        prefix = f"{name}." if name else ""
+        for key, param in module._parameters.items():
+            if param is not None:
+                by_id.setdefault(id(param), []).append(prefix + key)
+    return sorted(sorted(g) for g in by_id.values() if len(g) > 1)
+
+
+def _layer_sizes(
+    modules: list[tuple[str, nn.Module]], sizes: Mapping[str, int], no_split: set[str]
+) -> dict[str, int]:
     """Largest block executed at once inside each module (one pass, bottom-up).
 
     A leaf or an unsplittable module counts whole; a splittable module counts its largest child
     or the total of its own direct tensors (loaded together by its own hook).
     """
-    names: list[tuple[str, nn.Module]] = list(model.named_modules(remove_duplicate=False))
     result: dict[str, int] = {}
-    for name, module in reversed(names):
+    for name, module in reversed(modules):
         children = module._modules
         if not children or type(module).__name__ in no_split:
             result[name] = sizes.get(name, 0)
@@ -238,11 +250,30 @@ def infer_auto_device_map(
             "max_memory must name at least one device; got an empty mapping. Pass e.g. "
             "max_memory={'cpu': '8GiB', 'disk': '100GiB'}."
         )
-    sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
-    layer_sizes = _layer_sizes(model, sizes, no_split)
-    placer = _Placer(
-        model, budget, sizes, layer_sizes, no_split, find_tied_parameters(model), verbose
-    )
+    # The cyclic GC would rescan the whole module graph many times while the planner allocates
+    # small objects; pausing it keeps the cost linear on 100k-module models.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _infer(model, budget, no_split, dtype, special_dtypes, verbose, clean_result)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _infer(
+    model: nn.Module,
+    budget: dict[DeviceKey, int],
+    no_split: set[str],
+    dtype: Union[str, torch.dtype, None],
+    special_dtypes: Mapping[str, Union[str, torch.dtype]] | None,
+    verbose: bool,
+    clean_result: bool,
+) -> dict[str, DeviceKey]:
+    modules = walk_modules(model)
+    sizes = sizes_of_walk(modules, dtype=dtype, special_dtypes=special_dtypes)
+    layer_sizes = _layer_sizes(modules, sizes, no_split)
+    placer = _Placer(model, budget, sizes, layer_sizes, no_split, _tied_groups(modules), verbose)
     devices = list(budget)
     gpus = [d for d in devices if d not in ("cpu", "disk")]
     main = gpus[0] if gpus else "cpu"

@@ -600,34 +600,3 @@ class UserCpuOffloadHook:
     def remove(self) -> None:
         """Removes the hook from the model."""
         remove_hook_from_module(self.model)
-
-
-def offloaded_hooks(model: nn.Module) -> list[AlignDevicesHook]:
-    """The offloading :class:`AlignDevicesHook` objects of a model, in module order."""
-    found: list[AlignDevicesHook] = []
-    for module in model.modules():
-        hook = getattr(module, "_hf_hook", None)
-        stack = [hook]
-        while stack:
-            current = stack.pop(0)
-            if isinstance(current, SequentialHook):
-                stack = list(current.hooks) + stack
-            elif (
-                isinstance(current, AlignDevicesHook)
-                and current.offload
-                and current.offloaded_names
-            ):
-                found.append(current)
-    return found
-
-
-def attach_prefetcher(model: nn.Module) -> Prefetcher | None:
-    """Links the offloaded hooks of ``model`` so each prepares the next one's weights."""
-    hooks = offloaded_hooks(model)
-    if len(hooks) < 2:
-        return None
-    prefetcher = Prefetcher(hooks)
-    for hook in hooks:
-        hook.prefetcher = prefetcher
-    model._accel_prefetcher = prefetcher
-    return prefetcher

@@ -9,6 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import nn
 
 if TYPE_CHECKING:
     from ._hooks import AlignDevicesHook
@@ -98,3 +99,36 @@ class Prefetcher:
         with self.lock:
             self.pending.clear()
         self._finalizer()
+
+
+def offloaded_hooks(model: nn.Module) -> list[AlignDevicesHook]:
+    """The offloading :class:`AlignDevicesHook` objects of a model, in module order."""
+    from ._hooks import AlignDevicesHook, SequentialHook
+
+    found: list[AlignDevicesHook] = []
+    for module in model.modules():
+        hook = getattr(module, "_hf_hook", None)
+        stack = [hook]
+        while stack:
+            current = stack.pop(0)
+            if isinstance(current, SequentialHook):
+                stack = list(current.hooks) + stack
+            elif (
+                isinstance(current, AlignDevicesHook)
+                and current.offload
+                and current.offloaded_names
+            ):
+                found.append(current)
+    return found
+
+
+def attach_prefetcher(model: nn.Module) -> Prefetcher | None:
+    """Links the offloaded hooks of ``model`` so each prepares the next one's weights."""
+    hooks = offloaded_hooks(model)
+    if len(hooks) < 2:
+        return None
+    prefetcher = Prefetcher(hooks)
+    for hook in hooks:
+        hook.prefetcher = prefetcher
+    model._accel_prefetcher = prefetcher
+    return prefetcher

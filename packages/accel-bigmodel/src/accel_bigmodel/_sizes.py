@@ -166,6 +166,24 @@ def get_non_persistent_buffers(module: nn.Module, recurse: bool = False) -> set[
     return names
 
 
+def walk_modules(model: nn.Module, remove_duplicate: bool = True) -> list[tuple[str, nn.Module]]:
+    """``named_modules()`` in the same (pre-)order, iteratively: fast on 100k-module models."""
+    found: list[tuple[str, nn.Module]] = []
+    seen: set[int] = set()
+    stack: list[tuple[str, nn.Module]] = [("", model)]
+    while stack:
+        name, module = stack.pop()
+        if remove_duplicate:
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+        found.append((name, module))
+        prefix = f"{name}." if name else ""
+        children = [(prefix + k, m) for k, m in module._modules.items() if m is not None]
+        stack.extend(reversed(children))
+    return found
+
+
 def compute_module_sizes(
     model: nn.Module,
     dtype: Union[str, torch.dtype, None] = None,
@@ -175,7 +193,8 @@ def compute_module_sizes(
     """Computes the size in bytes of every submodule, parameter and buffer of a model.
 
     Works on meta tensors (a model built under :func:`init_empty_weights`). A tensor shared by
-    several modules (tied weights) is counted once, where it first appears.
+    several modules (tied weights) is counted once, where it first appears. One pass over the
+    modules, so the cost is linear in the model's size.
 
     Args:
         model: The model to analyze.
@@ -186,23 +205,53 @@ def compute_module_sizes(
     Returns:
         A mapping from dotted names (``""`` for the whole model) to bytes; missing names read 0.
     """
+    return sizes_of_walk(walk_modules(model), dtype, special_dtypes, buffers_only)
+
+
+def sizes_of_walk(
+    modules: list[tuple[str, nn.Module]],
+    dtype: Union[str, torch.dtype, None] = None,
+    special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
+    buffers_only: bool = False,
+) -> dict[str, int]:
+    """:func:`compute_module_sizes` over the output of :func:`walk_modules`."""
     target = resolve_dtype(dtype)
     special = {k: resolve_dtype(v) for k, v in (special_dtypes or {}).items()}
     sizes: dict[str, int] = defaultdict(int)
-    tensors: Iterable[tuple[str, torch.Tensor]]
-    if buffers_only:
-        tensors = model.named_buffers()
-    else:
-        tensors = named_module_tensors(model, recurse=True)
-    for name, tensor in tensors:
-        size = _tensor_size(tensor, special.get(name, target))
-        sizes[name] += size
-        prefix = name
-        while "." in prefix:
-            prefix = prefix.rsplit(".", 1)[0]
-            sizes[prefix] += size
-        sizes[""] += size
-    sizes.setdefault("", 0)
+    seen: set[int] = set()
+    direct: list[int] = []
+    itemsizes: dict[tuple[torch.dtype, bool], float] = {}
+
+    def itemsize(tensor: torch.Tensor, override: torch.dtype | None) -> float:
+        floating = tensor.is_floating_point()
+        key = (override or tensor.dtype, floating)
+        value = itemsizes.get(key)
+        if value is None:
+            chosen = override if override is not None and floating else tensor.dtype
+            value = itemsizes[key] = dtype_byte_size(chosen)
+        return value
+
+    for name, module in modules:
+        prefix = f"{name}." if name else ""
+        own = 0
+        groups = (module._buffers,) if buffers_only else (module._parameters, module._buffers)
+        for group in groups:
+            for key, tensor in group.items():
+                if tensor is None or id(tensor) in seen:
+                    continue
+                seen.add(id(tensor))
+                full = prefix + key
+                override = special.get(full, target) if special else target
+                size = int(tensor.numel() * itemsize(tensor, override))
+                sizes[full] = size
+                own += size
+        direct.append(own)
+    for (name, _), own in zip(reversed(modules), reversed(direct)):
+        total = sizes[name] + own
+        sizes[name] = total
+        if name:
+            parent = name.rsplit(".", 1)[0] if "." in name else ""
+            sizes[parent] += total
     return sizes
 
 

@@ -161,9 +161,14 @@ def find_tied_parameters(model: nn.Module, **kwargs: Any) -> list[list[str]]:
         >>> find_tied_parameters(model)
         [['0.weight', '1.weight']]
     """
+    from ._sizes import walk_modules
+
     by_id: dict[int, list[str]] = {}
-    for name, param in model.named_parameters(remove_duplicate=False):
-        by_id.setdefault(id(param), []).append(name)
+    for module_name, module in walk_modules(model, remove_duplicate=False):
+        prefix = f"{module_name}." if module_name else ""
+        for key, param in module._parameters.items():
+            if param is not None:
+                by_id.setdefault(id(param), []).append(prefix + key)
     groups = [sorted(set(names)) for names in by_id.values() if len(set(names)) > 1]
     return sorted(groups)
 
