@@ -8,11 +8,12 @@ import sys
 import pytest
 
 import accel
+import accel.hooks
 import accel.inference
 import accel.utils
 
 
-@pytest.mark.parametrize("module", [accel, accel.utils, accel.inference])
+@pytest.mark.parametrize("module", [accel, accel.utils, accel.inference, accel.hooks])
 def test_every_exported_name_resolves(module):
     for name in module.__all__:
         assert getattr(module, name) is not None, name

@@ -20,7 +20,21 @@ __all__ = ["__version__", *sorted(_TOP_LEVEL)]
 __getattr__, __dir__ = lazy_module(globals(), _TOP_LEVEL)
 
 if TYPE_CHECKING:
-    from accel_data import DataLoaderConfiguration, skip_first_batches
+    from accel_bigmodel import (
+        cpu_offload,
+        cpu_offload_with_hook,
+        disk_offload,
+        dispatch_model,
+        infer_auto_device_map,
+        init_empty_weights,
+        init_on_device,
+        load_checkpoint_and_dispatch,
+        load_checkpoint_in_model,
+    )
+    from accel_data import (
+        DataLoaderConfiguration,
+        skip_first_batches,
+    )
     from accel_state import (
         AcceleratorState,
         AutocastKwargs,
@@ -34,6 +48,13 @@ if TYPE_CHECKING:
         find_executable_batch_size,
     )
 
-    from ._accelerator import Accelerator
-    from ._accelerator_prepare import compile_regions
-    from ._optim import AcceleratedOptimizer, AcceleratedScheduler
+    from ._accelerator import (
+        Accelerator,
+    )
+    from ._accelerator_prepare import (
+        compile_regions,
+    )
+    from ._optim import (
+        AcceleratedOptimizer,
+        AcceleratedScheduler,
+    )

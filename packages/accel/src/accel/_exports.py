@@ -60,10 +60,34 @@ TRACKERS = _names(
     MLflowTracker AimTracker ClearMLTracker filter_trackers register_tracker""",
 )
 
+BIGMODEL = _names(
+    "accel_bigmodel",
+    """SAFE_WEIGHTS_INDEX_NAME SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME WEIGHTS_NAME
+    AlignDevicesHook CorruptSafetensorsError CpuOffload LoadReport MemoryEstimate ModelHook
+    OffloadedWeightsLoader PrefixedDataset SequentialHook UserCpuOffloadHook
+    add_hook_to_module attach_align_device_hook attach_align_device_hook_on_blocks
+    attach_execution_device_hook calculate_maximum_sizes check_device_map clean_device_map
+    compute_module_sizes convert_file_size_to_int cpu_offload cpu_offload_with_hook
+    disk_offload dispatch_model dtype_byte_size estimate_memory
+    extract_submodules_state_dict find_tied_parameters format_memory_table
+    get_balanced_memory get_max_layer_size get_max_memory infer_auto_device_map
+    init_empty_weights init_on_device load_checkpoint_and_dispatch load_checkpoint_in_model
+    load_offloaded_weight load_offloaded_weights load_state_dict named_module_tensors
+    offload_state_dict offload_weight remove_hook_from_module remove_hook_from_submodules
+    retie_parameters save_offload_index set_module_tensor_to_device shard_checkpoint
+    write_safetensors""",
+)
+
 PRECISION = _names("accel_precision", "convert_outputs_to_fp32")
 
 # Names at ``accel.*`` (seeds 002 and 004).
 TOP_LEVEL: dict[str, str] = {
+    **{
+        name: "accel_bigmodel"
+        for name in """init_empty_weights init_on_device load_checkpoint_and_dispatch
+        load_checkpoint_in_model infer_auto_device_map dispatch_model cpu_offload
+        cpu_offload_with_hook disk_offload""".split()
+    },
     **FACADE,
     "DataLoaderConfiguration": "accel_data",
     "skip_first_batches": "accel_data",
@@ -77,7 +101,24 @@ TOP_LEVEL: dict[str, str] = {
 }
 
 # Names at ``accel.utils.*`` (seed 003).
-UTILS: dict[str, str] = {**STATE, **COLLECTIVES, **LAUNCH, **DATA, **PRECISION, **TRACKERS}
+UTILS: dict[str, str] = {
+    **BIGMODEL,
+    **STATE,
+    **COLLECTIVES,
+    **LAUNCH,
+    **DATA,
+    **PRECISION,
+    **TRACKERS,
+}
+
+# Names at ``accel.hooks.*`` (the hooks of accel-bigmodel, as the reference lays them out).
+HOOKS: dict[str, str] = {
+    name: "accel_bigmodel"
+    for name in """ModelHook SequentialHook AlignDevicesHook CpuOffload UserCpuOffloadHook
+    add_hook_to_module remove_hook_from_module remove_hook_from_submodules
+    attach_align_device_hook attach_align_device_hook_on_blocks
+    attach_execution_device_hook""".split()
+}
 
 # Names at ``accel.inference.*`` (seed 000).
 INFERENCE: dict[str, str] = {}
