@@ -233,10 +233,15 @@ def _run_torchrun(argv: list[str], env: dict[str, Any], quiet: bool) -> int:
         run(torch_args)
     except ChildFailedError as err:
         rank, failure = err.get_first_failure()
+        reason = failure.message or ""
+        if not reason or reason.startswith("To enable traceback"):
+            # torchrun's placeholder: the real traceback was printed by the process itself.
+            reason = "see its traceback above"
+        if failure.exitcode is not None and failure.exitcode < 0:
+            reason = f"killed by signal {-failure.exitcode}; {reason}"
         print(
             f"accel launch: process of global rank {rank} failed with exit code "
-            f"{failure.exitcode} ({failure.message or 'see its traceback above'}); "
-            "every other process was stopped.",
+            f"{failure.exitcode} ({reason}); every other process was stopped.",
             file=sys.stderr,
         )
         return failure.exitcode if failure.exitcode and failure.exitcode > 0 else 1
