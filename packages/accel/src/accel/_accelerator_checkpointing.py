@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Union
 
@@ -62,6 +63,9 @@ class CheckpointingMixin:
         Returns:
             A handle whose ``remove()`` unregisters the hook.
         """
+        if not isinstance(self._save_model_state_pre_hook, OrderedDict):
+            # RemovableHandle keeps a weak reference, which a plain dict does not support.
+            self._save_model_state_pre_hook = OrderedDict(self._save_model_state_pre_hook)
         handle = RemovableHandle(self._save_model_state_pre_hook)
         self._save_model_state_pre_hook[handle.id] = hook
         return handle
@@ -76,6 +80,8 @@ class CheckpointingMixin:
         Returns:
             A handle whose ``remove()`` unregisters the hook.
         """
+        if not isinstance(self._load_model_state_pre_hook, OrderedDict):
+            self._load_model_state_pre_hook = OrderedDict(self._load_model_state_pre_hook)
         handle = RemovableHandle(self._load_model_state_pre_hook)
         self._load_model_state_pre_hook[handle.id] = hook
         return handle
