@@ -39,7 +39,7 @@ def fresh_accelerator(project_dir, seed, **kwargs):
     return accelerator
 
 
-def build(accelerator):
+def build(accelerator, batch_size=BATCH):
     """Model, optimizer, scheduler, loader and progress, prepared and registered."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(SAMPLES, 4, generator=g)
@@ -50,7 +50,7 @@ def build(accelerator):
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.05)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.7)
-    loader = DataLoader(dataset, batch_size=BATCH, shuffle=True)
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
     model, optimizer, scheduler, loader = accelerator.prepare(model, optimizer, scheduler, loader)
     progress = Progress()
     accelerator.register_for_checkpointing(progress)
