@@ -30,7 +30,9 @@ def test_two_processes_resume_exactly_and_fail_loudly(tmp_path):
     )
     for check in ("exact_resume", "failure_reported", "one_process_call"):
         for rank in (0, 1):
-            assert f"PASSED check_{check} rank={rank}" in result.stdout, result.stdout + result.stderr
+            assert f"PASSED check_{check} rank={rank}" in result.stdout, (
+                result.stdout + result.stderr
+            )
 
     manifest = json.loads((tmp_path / "checkpoints/checkpoint_0/accel_checkpoint.json").read_text())
     assert manifest["world_size"] == 2

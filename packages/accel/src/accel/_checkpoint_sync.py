@@ -50,6 +50,10 @@ class Rendezvous:
         sequence: Number of the operation in this run (the same on every process).
     """
 
+    _previous: Rendezvous | None = None
+    """The last operation of this process; its keys are deleted once every process has
+    entered the next one (by then all have read them)."""
+
     def __init__(self, operation: str, sequence: int) -> None:
         self.operation = operation
         self.sequence = sequence
@@ -100,6 +104,11 @@ class Rendezvous:
                 "slow processes)."
             ) from None
         values = [self._store.get(k).decode() for k in keys]
+        previous = Rendezvous._previous
+        if previous is not self:
+            if previous is not None:
+                previous.cleanup()
+            Rendezvous._previous = self
         failures = [(r, v[len(_ERROR) :]) for r, v in enumerate(values) if v.startswith(_ERROR)]
         if failures:
             detail = "; ".join(f"process {r}: {msg}" for r, msg in failures)

@@ -131,7 +131,6 @@ def write_files(
     stage: str,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],
-    output_dir: str,
 ) -> dict[str, Any]:
     """Run the save hooks and write this process's files into ``stage``.
 
@@ -218,7 +217,7 @@ def save_checkpoint(
             raise
     rendezvous.meet("enter")
     try:
-        counts = write_files(accelerator, stage, safe_serialization, hooks, output_dir)
+        counts = write_files(accelerator, stage, safe_serialization, hooks)
     except BaseException as exc:
         rendezvous.meet("written", error=_describe(exc))
         raise
