@@ -22,6 +22,8 @@ class CheckpointingMixin:
     """Methods that save and restore a training run."""
 
     _checkpoint_sequence: int = 0
+    _save_model_state_pre_hook: dict[Any, Any]
+    _load_model_state_pre_hook: dict[Any, Any]
 
     # --------------------------------------------------------------------- registration
     def register_for_checkpointing(self: Accelerator, *objects: Any) -> None:
