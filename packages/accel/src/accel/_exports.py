@@ -80,6 +80,14 @@ BIGMODEL = _names(
 
 PRECISION = _names("accel_precision", "convert_outputs_to_fp32")
 
+CHECKPOINT = _names(
+    "accel._checkpoint_io",
+    """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_NAME
+    SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME SAFE_WEIGHTS_INDEX_NAME""",
+)
+CHECKPOINT.update(_names("accel._save_model", "save"))
+CHECKPOINT.update(_names("accel_bigmodel", "shard_checkpoint"))
+
 # Names at ``accel.*`` (seeds 002 and 004).
 TOP_LEVEL: dict[str, str] = {
     **{
@@ -109,6 +117,7 @@ UTILS: dict[str, str] = {
     **DATA,
     **PRECISION,
     **TRACKERS,
+    **CHECKPOINT,
 }
 
 # Names at ``accel.hooks.*`` (the hooks of accel-bigmodel, as the reference lays them out).
