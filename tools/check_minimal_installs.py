@@ -85,6 +85,9 @@ def check(package: str, wheels: Path, constraints: Path, workdir: Path) -> tuple
             "-q",
             "-p",
             "no:cacheprovider",
+            # Soak tests (marked slow) already ran in the workspace suite.
+            "-m",
+            "not slow",
             "--import-mode=importlib",
             "--rootdir",
             str(run_dir),
