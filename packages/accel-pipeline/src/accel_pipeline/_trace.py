@@ -1,0 +1,166 @@
+"""Tracing a model into pipeline stages with ``torch.distributed.pipelining``."""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+BACKEND = "torch.distributed.pipelining"
+"""The pipeline runtime that ``prepare_pippy`` uses (PyTorch's own, not the torchpippy package)."""
+
+_warned_about_torchpippy = False
+
+
+class PipelineTraceError(RuntimeError):
+    """Raised when a model's forward pass cannot be captured as one graph for pipelining.
+
+    Attributes:
+        module_name: Dotted name of the innermost submodule whose forward failed (``""`` for the
+            model itself, ``None`` when it could not be told).
+        module_class: Class name of that module.
+    """
+
+    def __init__(self, message: str, module_name: str | None, module_class: str | None) -> None:
+        super().__init__(message)
+        self.module_name = module_name
+        self.module_class = module_class
+
+
+def pipelining_api() -> Any:
+    """Imports ``torch.distributed.pipelining``, saying which package is used.
+
+    Raises:
+        ImportError: When the installed torch has no ``torch.distributed.pipelining``.
+    """
+    global _warned_about_torchpippy
+    try:
+        import torch.distributed.pipelining as pipelining
+    except ImportError as err:
+        raise ImportError(
+            f"prepare_pippy runs on {BACKEND}, which needs torch>=2.4; found torch "
+            f"{torch.__version__}. The torchpippy package is not used. Upgrade torch: "
+            "pip install 'torch>=2.4'."
+        ) from err
+    if not _warned_about_torchpippy and importlib.util.find_spec("pippy") is not None:
+        _warned_about_torchpippy = True
+        warnings.warn(
+            f"torchpippy is installed but not used: prepare_pippy runs on {BACKEND} "
+            f"(torch {torch.__version__}).",
+            stacklevel=3,
+        )
+    return pipelining
+
+
+def _innermost_module(model: nn.Module, error: BaseException) -> tuple[str, nn.Module] | None:
+    """The deepest submodule of ``model`` whose ``forward`` is on the failing call stack."""
+    names = {id(module): (name, module) for name, module in model.named_modules()}
+    found: tuple[str, nn.Module] | None = None
+    depth = -1
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        tb = current.__traceback__
+        while tb is not None:
+            owner = tb.tb_frame.f_locals.get("self")
+            if owner is not None and id(owner) in names:
+                name, module = names[id(owner)]
+                level = name.count(".") + 1 if name else 0
+                if level >= depth:
+                    found, depth = (name, module), level
+            tb = tb.tb_next
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    seen: set[int] = set()
+    while id(error) not in seen:
+        seen.add(id(error))
+        following = error.__cause__ or error.__context__
+        if following is None:
+            break
+        error = following
+    return error
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    line = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {line}" if line else type(error).__name__
+
+
+def trace_pipeline(
+    model: nn.Module,
+    split_points: Sequence[str],
+    chunk_args: tuple[Any, ...],
+    chunk_kwargs: Mapping[str, Any] | None,
+) -> Any:
+    """Traces ``model`` on one chunk of inputs and cuts it before each split point.
+
+    The split points are marked on the model only while tracing; the model's modules are left
+    as they were.
+
+    Args:
+        model: The model.
+        split_points: Names of the modules that start stages 1, 2, ...
+        chunk_args: Positional inputs of one chunk.
+        chunk_kwargs: Keyword inputs of one chunk.
+
+    Returns:
+        The ``torch.distributed.pipelining.Pipe``.
+
+    Raises:
+        PipelineTraceError: When the forward pass cannot be captured, naming the module.
+    """
+    pipelining = pipelining_api()
+    split_spec = {name: pipelining.SplitPoint.BEGINNING for name in split_points}
+    marked = [model.get_submodule(name) for name in split_points]
+    before = [
+        (module.__dict__.get("forward"), module.__dict__.get("_orig_forward")) for module in marked
+    ]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return pipelining.pipeline(
+                model,
+                mb_args=tuple(chunk_args),
+                mb_kwargs=dict(chunk_kwargs) if chunk_kwargs else None,
+                split_spec=split_spec or None,
+            )
+    except Exception as err:
+        raise _trace_error(model, err) from err
+    finally:
+        for module, (forward, orig) in zip(marked, before):
+            for attribute, value in (("forward", forward), ("_orig_forward", orig)):
+                if value is None:
+                    module.__dict__.pop(attribute, None)
+                else:
+                    module.__dict__[attribute] = value
+
+
+def _trace_error(model: nn.Module, err: Exception) -> PipelineTraceError:
+    located = _innermost_module(model, err)
+    reason = _first_line(_root_cause(err))
+    model_class = type(model).__name__
+    if located is None:
+        where = f"the forward pass of {model_class}"
+        name, cls = None, None
+    else:
+        name, module = located
+        cls = type(module).__name__
+        where = f"{cls}.forward of submodule {name!r}" if name else f"{model_class}.forward"
+    return PipelineTraceError(
+        f"prepare_pippy captures the whole forward pass as one graph with torch.export, which "
+        f"needs code without tensor-dependent Python control flow or untraceable outputs; "
+        f"capturing {model_class} failed in {where}: {reason}. Rewrite that code with tensor "
+        "operations (torch.where, torch.cond), return only tensors and containers of tensors, "
+        "or run this model without pipeline parallelism.",
+        module_name=name,
+        module_class=cls,
+    )
