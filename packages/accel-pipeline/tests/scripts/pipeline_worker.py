@@ -12,9 +12,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from accel_pipeline import PipelineTraceError, prepare_pippy  # noqa: E402
-from accel_state import PartialState  # noqa: E402
-from toy_models import ToyLM, Untraceable, toy_inputs  # noqa: E402
+from accel_state import PartialState
+from toy_models import ToyLM, Untraceable, toy_inputs
+
+from accel_pipeline import PipelineTraceError, prepare_pippy
 
 # Chunks change the batch size of each matrix product, which may change float rounding.
 ATOL = RTOL = 1e-5
@@ -63,7 +64,11 @@ ok("auto")
 torch.manual_seed(1)
 model = ToyLM(widths=(8, 64, 8)).eval()
 model = prepare_pippy(
-    model, split_points=["blocks.1"], example_args=(toy_inputs(4),), num_chunks=4, gather_output=True
+    model,
+    split_points=["blocks.1"],
+    example_args=(toy_inputs(4),),
+    num_chunks=4,
+    gather_output=True,
 )
 for batch in (4, 7, 9):
     x = toy_inputs(batch, seed=10 + batch)

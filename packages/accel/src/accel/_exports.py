@@ -80,4 +80,4 @@ TOP_LEVEL: dict[str, str] = {
 UTILS: dict[str, str] = {**STATE, **COLLECTIVES, **LAUNCH, **DATA, **PRECISION, **TRACKERS}
 
 # Names at ``accel.inference.*`` (seed 000).
-INFERENCE: dict[str, str] = {}
+INFERENCE: dict[str, str] = {"prepare_pippy": "accel_pipeline"}
