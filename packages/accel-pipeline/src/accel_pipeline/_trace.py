@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 
 BACKEND = "torch.distributed.pipelining"
 """The pipeline runtime that ``prepare_pippy`` uses (PyTorch's own, not the torchpippy package)."""
@@ -54,6 +55,24 @@ def pipelining_api() -> Any:
             stacklevel=3,
         )
     return pipelining
+
+
+class _InputsEnterFirst(nn.Module):
+    """Runs ``model`` on copies of its tensor inputs made at the very start of the graph.
+
+    ``torch.distributed.pipelining`` feeds the model's inputs to the first stage only; a later
+    stage that reads an input directly (e.g. a classification head that finds the last real token
+    in ``input_ids``) cannot run. The copies belong to the first stage and reach later stages as
+    ordinary activations.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.inner = model
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        args, kwargs = pytree.tree_map_only(torch.Tensor, torch.clone, (args, kwargs))
+        return self.inner(*args, **kwargs)
 
 
 def _innermost_module(model: nn.Module, error: BaseException) -> tuple[str, nn.Module] | None:
@@ -119,7 +138,7 @@ def trace_pipeline(
         PipelineTraceError: When the forward pass cannot be captured, naming the module.
     """
     pipelining = pipelining_api()
-    split_spec = {name: pipelining.SplitPoint.BEGINNING for name in split_points}
+    split_spec = {f"inner.{name}": pipelining.SplitPoint.BEGINNING for name in split_points}
     marked = [model.get_submodule(name) for name in split_points]
     before = [
         (module.__dict__.get("forward"), module.__dict__.get("_orig_forward")) for module in marked
@@ -128,7 +147,7 @@ def trace_pipeline(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             return pipelining.pipeline(
-                model,
+                _InputsEnterFirst(model),
                 mb_args=tuple(chunk_args),
                 mb_kwargs=dict(chunk_kwargs) if chunk_kwargs else None,
                 split_spec=split_spec or None,
