@@ -79,10 +79,17 @@ def test_untraceable_forward_names_the_module_and_leaves_the_model_unchanged() -
     assert model(x).shape == (1, 6, 3)
 
 
-def test_tracing_leaves_split_modules_unchanged() -> None:
+def test_tracing_leaves_split_modules_unchanged_and_stages_compute_the_model() -> None:
     model = ToyLM().eval()
-    pipe = trace_pipeline(model, ["blocks.2"], (toy_inputs(1),), None)
+    x = toy_inputs(1)
+    pipe = trace_pipeline(model, ["blocks.2"], (x,), None)
     assert pipe.num_stages == 2
     assert "forward" not in model.blocks[2].__dict__
+    # The stages, run one after the other in this process: the no_grad region of
+    # ``positions`` is inlined and the head (stage 1) still reads the input ids.
+    with torch.no_grad():
+        logits, hidden = pipe(x)
+    expected = model(x)
+    assert torch.equal(logits, expected["logits"]) and torch.equal(hidden, expected["hidden"])
     # A second trace of the same model works (the split mark was removed).
     assert trace_pipeline(model, ["blocks.1"], (toy_inputs(1),), None).num_stages == 2

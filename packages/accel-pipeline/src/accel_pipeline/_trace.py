@@ -11,6 +11,8 @@ import torch
 from torch import nn
 from torch.utils import _pytree as pytree
 
+from ._graph import inline_inference_wrappers, split_marks
+
 BACKEND = "torch.distributed.pipelining"
 """The pipeline runtime that ``prepare_pippy`` uses (PyTorch's own, not the torchpippy package)."""
 
@@ -138,29 +140,17 @@ def trace_pipeline(
         PipelineTraceError: When the forward pass cannot be captured, naming the module.
     """
     pipelining = pipelining_api()
-    split_spec = {f"inner.{name}": pipelining.SplitPoint.BEGINNING for name in split_points}
-    marked = [model.get_submodule(name) for name in split_points]
-    before = [
-        (module.__dict__.get("forward"), module.__dict__.get("_orig_forward")) for module in marked
-    ]
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), split_marks(model, split_points, pipelining.pipe_split):
             warnings.simplefilter("ignore", FutureWarning)
             return pipelining.pipeline(
                 _InputsEnterFirst(model),
                 mb_args=tuple(chunk_args),
                 mb_kwargs=dict(chunk_kwargs) if chunk_kwargs else None,
-                split_spec=split_spec or None,
+                split_policy=inline_inference_wrappers,
             )
     except Exception as err:
         raise _trace_error(model, err) from err
-    finally:
-        for module, (forward, orig) in zip(marked, before):
-            for attribute, value in (("forward", forward), ("_orig_forward", orig)):
-                if value is None:
-                    module.__dict__.pop(attribute, None)
-                else:
-                    module.__dict__[attribute] = value
 
 
 def _trace_error(model: nn.Module, err: Exception) -> PipelineTraceError:

@@ -19,6 +19,19 @@ class Block(nn.Module):
         return x + self.down(torch.relu(self.up(self.norm(x))))
 
 
+class Positions(nn.Module):
+    """Position features computed without gradients, as rotary embeddings are."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.register_buffer("freq", torch.linspace(0.1, 1.0, dim), persistent=False)
+
+    @torch.no_grad()
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        steps = torch.arange(ids.shape[1], dtype=torch.float32)
+        return torch.sin(steps[:, None] * self.freq)[None]
+
+
 class ToyLM(nn.Module):
     """Embedding, residual blocks of the given widths, a head; returns a dict of two tensors."""
 
@@ -27,13 +40,14 @@ class ToyLM(nn.Module):
     def __init__(self, widths: tuple[int, ...] = (32, 32, 32, 32), dim: int = 16) -> None:
         super().__init__()
         self.embed = nn.Embedding(50, dim)
+        self.positions = Positions(dim)
         self.blocks = nn.ModuleList(Block(dim, w) for w in widths)
         self.head = nn.Linear(dim, 5)
 
     def forward(
         self, ids: torch.Tensor, mask: torch.Tensor | None = None
     ) -> dict[str, torch.Tensor]:
-        h = self.embed(ids)
+        h = self.embed(ids) + self.positions(ids)
         if mask is not None:
             h = h * mask.unsqueeze(-1)
         for block in self.blocks:
