@@ -130,4 +130,4 @@ HOOKS: dict[str, str] = {
 }
 
 # Names at ``accel.inference.*`` (seed 000).
-INFERENCE: dict[str, str] = {}
+INFERENCE: dict[str, str] = {"prepare_pippy": "accel_pipeline"}

@@ -1,0 +1,257 @@
+"""``prepare_pippy``: wraps a model for pipeline-parallel inference, one stage per process."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any, Union
+
+import torch
+from accel_collectives import broadcast, broadcast_object_list, send_to_device
+from accel_state import PartialState
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from ._inputs import (
+    InputSignature,
+    check_call,
+    input_signature,
+    iter_rounds,
+    merge_rounds,
+    number_of_rounds,
+)
+from ._split_points import (
+    check_called_once,
+    check_split_points,
+    find_split_points,
+    probe_forward,
+)
+from ._trace import pipelining_api, trace_pipeline
+
+logger = logging.getLogger("accel_pipeline")
+
+
+class PipelinedForward:
+    """The ``forward`` of a model prepared by :func:`prepare_pippy`.
+
+    Every process calls it with the same inputs; the first process feeds them to the pipeline,
+    which runs them in rounds of ``round_size`` rows (``num_chunks`` chunks each). The output is
+    returned on the last process (on every process with ``gather_output``), ``None`` elsewhere.
+    """
+
+    def __init__(
+        self,
+        *,
+        schedule: Any,
+        original_forward: Any,
+        state: PartialState,
+        signature: InputSignature,
+        round_size: int,
+        num_chunks: int,
+        output_example: Any,
+        gather_output: bool,
+    ) -> None:
+        self.schedule = schedule
+        self.original_forward = original_forward
+        self.state = state
+        self.signature = signature
+        self.round_size = round_size
+        self.num_chunks = num_chunks
+        self.gather_output = gather_output
+        leaves, self._output_spec = pytree.tree_flatten(output_example)
+        self._output_leaves = leaves
+        self._tensor_slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        state = self.state
+        if self.schedule is None:
+            check_call(self.signature, args, kwargs)
+            with torch.no_grad():
+                return self.original_forward(*args, **kwargs)
+        first, last = 0, state.num_processes - 1
+        batch, problem = 0, ""
+        if state.process_index == first:
+            try:
+                batch = check_call(self.signature, args, kwargs)
+            except ValueError as err:
+                problem = str(err)
+        # Every process learns the batch size (or that the call is invalid) before any
+        # point-to-point transfer, so a bad call raises everywhere instead of hanging.
+        verdict = broadcast(torch.tensor([batch], dtype=torch.int64), from_process=first)
+        batch = int(verdict.item())
+        if batch <= 0:
+            message = broadcast_object_list([problem], from_process=first)[0]
+            raise ValueError(message)
+        rounds: list[Sequence[torch.Tensor]] = []
+        with torch.no_grad():
+            if state.process_index == first:
+                inputs = send_to_device((args, kwargs), state.device)
+                for round_args, round_kwargs in iter_rounds(*inputs, batch, self.round_size):
+                    out = self.schedule.step(*round_args, **round_kwargs)
+                    if out is not None:
+                        rounds.append(self._flat(out))
+            else:
+                for _ in range(number_of_rounds(batch, self.round_size)):
+                    out = self.schedule.step()
+                    if out is not None:
+                        rounds.append(self._flat(out))
+        tensors = merge_rounds(rounds, batch) if state.process_index == last else None
+        if self.gather_output and state.num_processes > 1:
+            tensors = self._share(tensors, batch, last)
+        if tensors is None:
+            return None
+        leaves = list(self._output_leaves)
+        for slot, tensor in zip(self._tensor_slots, tensors):
+            leaves[slot] = tensor
+        return pytree.tree_unflatten(leaves, self._output_spec)
+
+    def _flat(self, out: Any) -> list[torch.Tensor]:
+        flat = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(flat) != len(self._tensor_slots):
+            raise RuntimeError(
+                "The last pipeline stage must return one tensor per tensor of the model's output; "
+                f"it returned {len(flat)} values for {len(self._tensor_slots)} output tensors. "
+                "Return tensors (or containers of tensors) only from the model's forward."
+            )
+        return flat
+
+    def _share(self, tensors: list[torch.Tensor] | None, batch: int, source: int) -> Any:
+        if self.state.process_index != source:
+            device = self.state.device
+            tensors = [
+                torch.empty(
+                    (batch, *self._output_leaves[s].shape[1:]),
+                    dtype=self._output_leaves[s].dtype,
+                    device=device,
+                )
+                for s in self._tensor_slots
+            ]
+        return broadcast(tensors, from_process=source)
+
+
+def _disable_cache(model: nn.Module) -> None:
+    config = getattr(model, "config", None)
+    if config is not None and getattr(config, "use_cache", False):
+        # A key/value cache object cannot flow between pipeline stages.
+        config.use_cache = False
+        logger.info("prepare_pippy set %s.config.use_cache = False", type(model).__name__)
+
+
+def _check_num_chunks(num_chunks: Any, num_processes: int) -> int:
+    if num_chunks is None:
+        return num_processes
+    if isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1:
+        raise ValueError(
+            f"num_chunks is the number of chunks each batch is cut into and must be a positive "
+            f"integer; got {num_chunks!r}. Pass e.g. num_chunks={num_processes} (the default)."
+        )
+    return num_chunks
+
+
+def _chunk_of(example: tuple[Any, dict[str, Any]], chunk_size: int) -> Any:
+    return pytree.tree_map_only(torch.Tensor, lambda t: t[:chunk_size].clone(), example)
+
+
+def prepare_pippy(
+    model: nn.Module,
+    split_points: Union[str, list[str]] = "auto",
+    no_split_module_classes: list[str] | None = None,
+    example_args: tuple[Any, ...] | None = (),
+    example_kwargs: dict[str, Any] | None = None,
+    num_chunks: int | None = None,
+    gather_output: bool | None = False,
+) -> nn.Module:
+    """Wraps ``model`` for pipeline-parallel inference: one stage of the model per process.
+
+    The model is traced once on the example inputs with ``torch.distributed.pipelining`` (PyTorch's
+    own pipeline runtime; the torchpippy package is not used), cut before each split point, and
+    each process keeps the stage with its index. Calls then run a GPipe schedule
+    (``ScheduleGPipe``): the batch is cut into ``num_chunks`` chunks that flow through the stages
+    one after the other, so all processes work at once.
+
+    Every process calls the returned model with the same inputs; only the first process's inputs
+    are used. Calls run without gradients. Tracing fixes all shapes but the batch size: inputs
+    must keep the example's structure, keyword names, dtypes and every dimension after the first.
+    Any batch size works: a pipeline step takes ``num_chunks * ceil(example_batch / num_chunks)``
+    rows, and a batch of another size is run in several steps, the last one filled up by
+    repeating its last row; the extra rows never reach the output. A ``transformers`` model gets
+    ``config.use_cache = False`` (a key/value cache cannot cross stages). Put the model in eval
+    mode first: tracing records dropout as it is at that time.
+
+    On a single process the model is not split and runs whole (same input checks).
+
+    Args:
+        model: The model, with its weights on the CPU (each stage moves to its process's
+            device).
+        split_points: ``"auto"`` finds balanced split points from the module sizes of
+            :func:`accel_bigmodel.compute_module_sizes` (one stage per process); otherwise a list
+            of module names, each starting a stage (one fewer than the number of processes).
+        no_split_module_classes: Class names of modules never cut inside by ``"auto"``; defaults
+            to ``model._no_split_modules`` when the model defines it.
+        example_args: Positional example inputs, shaped like a real call (a batch).
+        example_kwargs: Keyword example inputs; every call must then pass the same keywords.
+        num_chunks: Chunks each pipeline step cuts its batch into; defaults to the number of
+            processes.
+        gather_output: Send the output from the last process to every process.
+
+    Returns:
+        ``model`` itself, whose ``forward`` now runs the pipeline. The original forward is kept as
+        ``model._original_forward``; ``model.pippy_split_points`` and ``model.pippy_stage``
+        describe the split.
+
+    Raises:
+        ValueError: On invalid split points, ``num_chunks`` or example inputs.
+        PipelineTraceError: When the forward pass cannot be traced; names the failing module.
+        ImportError: When torch has no ``torch.distributed.pipelining``.
+    """
+    state = PartialState()
+    num_chunks = _check_num_chunks(num_chunks, state.num_processes)
+    args = tuple(send_to_device(tuple(example_args or ()), "cpu"))
+    kwargs = dict(send_to_device(dict(example_kwargs or {}), "cpu"))
+    signature = input_signature(args, kwargs)
+    _disable_cache(model)
+    if split_points == "auto":
+        names = find_split_points(
+            model,
+            state.num_processes,
+            args,
+            kwargs,
+            no_split_module_classes=no_split_module_classes,
+        )
+    else:
+        names = check_split_points(model, split_points, state.num_processes)
+    watch = {name: model.get_submodule(name) for name in names}
+    probe = probe_forward(model, args, kwargs, watch)
+    check_called_once(probe, names)
+    chunk_size = math.ceil(signature.batch_size / num_chunks)
+    original_forward = model.forward
+    model._original_forward = original_forward  # type: ignore[assignment]
+    model.pippy_split_points = names  # type: ignore[assignment]
+    if state.num_processes == 1:
+        schedule: Any = None
+        model.pippy_stage = None  # type: ignore[assignment]
+    else:
+        pipelining = pipelining_api()
+        chunk_args, chunk_kwargs = _chunk_of((args, kwargs), chunk_size)
+        pipe = trace_pipeline(model, names, chunk_args, chunk_kwargs)
+        if pipe.num_stages != state.num_processes:
+            raise ValueError(
+                f"There is one pipeline stage per process; tracing with split points {names} "
+                f"gave {pipe.num_stages} stages for {state.num_processes} processes. Choose "
+                "split points that are called in the forward pass, one fewer than the processes."
+            )
+        stage = pipe.build_stage(state.process_index, device=state.device)
+        schedule = pipelining.ScheduleGPipe(stage, n_microbatches=num_chunks)
+        model.pippy_stage = stage  # type: ignore[assignment]
+    model.forward = PipelinedForward(  # type: ignore[method-assign]
+        schedule=schedule,
+        original_forward=original_forward,
+        state=state,
+        signature=signature,
+        round_size=chunk_size * num_chunks,
+        num_chunks=num_chunks,
+        output_example=probe.output,
+        gather_output=bool(gather_output),
+    )
+    return model

@@ -1,0 +1,47 @@
+"""Pin the public names of accel-pipeline and the seed signature of prepare_pippy."""
+
+from __future__ import annotations
+
+import inspect
+
+import accel_pipeline
+
+
+def test_public_names() -> None:
+    assert sorted(accel_pipeline.__all__) == sorted(
+        ["BACKEND", "PipelineTraceError", "__version__", "find_split_points", "prepare_pippy"]
+    )
+    for name in accel_pipeline.__all__:
+        assert hasattr(accel_pipeline, name), name
+
+
+def test_prepare_pippy_signature_matches_the_reference() -> None:
+    params = inspect.signature(accel_pipeline.prepare_pippy).parameters
+    assert list(params) == [
+        "model",
+        "split_points",
+        "no_split_module_classes",
+        "example_args",
+        "example_kwargs",
+        "num_chunks",
+        "gather_output",
+    ]
+    defaults = {n: p.default for n, p in params.items() if n != "model"}
+    assert defaults == {
+        "split_points": "auto",
+        "no_split_module_classes": None,
+        "example_args": (),
+        "example_kwargs": None,
+        "num_chunks": None,
+        "gather_output": False,
+    }
+
+
+def test_backend_is_torch_pipelining() -> None:
+    assert accel_pipeline.BACKEND == "torch.distributed.pipelining"
+
+
+def test_exposed_at_accel_inference() -> None:
+    import accel.inference
+
+    assert accel.inference.prepare_pippy is accel_pipeline.prepare_pippy
