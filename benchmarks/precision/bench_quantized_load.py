@@ -117,8 +117,32 @@ def child(variant: str, folder: str) -> dict:
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "forward_s": round(forward_s, 3),
         "quantized_weights_mb": round(quantized / 2**20),
-        "logits_checksum": round(float(out.float().abs().mean()), 5),
+        "logits_file": _save_logits(out, folder, variant),
     }
+
+
+def _save_logits(out: object, folder: str, variant: str) -> str:
+    import torch
+
+    path = os.path.join(folder, f"logits-{variant}.pt")
+    torch.save(out.float(), path)  # type: ignore[attr-defined]
+    return path
+
+
+def _add_errors(results: dict) -> None:
+    """Relative L2 error of each variant's logits against accel's float32 logits."""
+    import torch
+
+    base = results.get("accel-fp32", {}).get("logits_file")
+    if base is None:
+        return
+    reference = torch.load(base)
+    for result in results.values():
+        if isinstance(result, dict) and "logits_file" in result:
+            logits = torch.load(result.pop("logits_file"))
+            result["logits_rel_error_vs_fp32"] = round(
+                float((logits - reference).norm() / reference.norm()), 4
+            )
 
 
 def main() -> None:
@@ -155,6 +179,7 @@ def main() -> None:
             lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
             results[variant] = json.loads(lines[-1][7:]) if lines else {"error": run.stderr[-2000:]}
             print(variant, results[variant], file=sys.stderr, flush=True)
+        _add_errors(results)
         print(json.dumps(results, indent=2))
     finally:
         shutil.rmtree(folder, ignore_errors=True)

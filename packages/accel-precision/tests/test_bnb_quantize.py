@@ -227,3 +227,16 @@ def test_save_and_reload_quantized_model(checkpoint, inputs, tmp_path, kwargs):
     fresh.model.rotary_emb.inv_freq = model.model.rotary_emb.inv_freq
     torch.testing.assert_close(logits(fresh, inputs), expected)
     torch.testing.assert_close(logits(fresh, inputs), expected)
+
+
+def test_tied_head_stays_tied_and_unquantized(tmp_path, inputs):
+    config = transformers.LlamaConfig(**{**CONFIG.to_dict(), "tie_word_embeddings": True})
+    torch.manual_seed(0)
+    reference = transformers.LlamaForCausalLM(config).eval()
+    reference.save_pretrained(tmp_path)
+    with init_empty_weights():
+        model = transformers.LlamaForCausalLM(config)
+    assert get_keys_to_not_convert(model) == ["lm_head", "model.embed_tokens"]
+    model = load_and_quantize_model(model, BnbQuantizationConfig(**INT8), tmp_path)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert relative_error(logits(model, inputs), logits(reference, inputs)) < 0.05

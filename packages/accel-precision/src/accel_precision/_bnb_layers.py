@@ -84,7 +84,7 @@ class PendingQuantization(torch.nn.Parameter):
         obj._accel_quant = _accel_quant
         return obj
 
-    def __repr__(self) -> str:
+    def __repr__(self, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
         bits = self._accel_quant.bits if self._accel_quant is not None else "?"
         return f"PendingQuantization({bits}-bit, shape={tuple(self.shape)}, dtype={self.dtype})"
 
@@ -93,7 +93,7 @@ class PendingQuantization(torch.nn.Parameter):
 def _layer_classes() -> tuple[type, type]:
     bnb = require_bnb()
 
-    class Linear8bit(bnb.nn.Linear8bitLt):
+    class Linear8bit(bnb.nn.Linear8bitLt):  # type: ignore[name-defined,misc]
         """``Linear8bitLt`` whose row scales are a buffer, so that they follow the int8 weight
         through device hooks and state dicts."""
 
@@ -107,7 +107,7 @@ def _layer_classes() -> tuple[type, type]:
             state = self.state
             state.is_training = self.training
             state.CB, state.SCB = self.weight.data, self.SCB
-            bias = self.bias
+            bias: Any = self.bias
             if bias is not None and bias.dtype != x.dtype:
                 bias = bias.to(x.dtype)
             try:
@@ -145,14 +145,15 @@ def _layer_classes() -> tuple[type, type]:
                 weight.detach().clone(), requires_grad=False, has_fp16_weights=False
             )
             self.SCB = scales.detach().float().clone()
-            if self.bias is not None and prefix + "bias" in state_dict:
+            has_bias = self._parameters.get("bias") is not None
+            if has_bias and prefix + "bias" in state_dict:
                 self.bias = torch.nn.Parameter(
                     state_dict[prefix + "bias"].detach().clone(), requires_grad=False
                 )
-            elif self.bias is not None:
+            elif has_bias:
                 missing_keys.append(prefix + "bias")
 
-    class Linear4bit(bnb.nn.Linear4bit):
+    class Linear4bit(bnb.nn.Linear4bit):  # type: ignore[name-defined,misc]
         """``Linear4bit`` that reloads its packed weight and quantization state from a state
         dict written by ``state_dict()``.
 
@@ -190,11 +191,12 @@ def _layer_classes() -> tuple[type, type]:
                 weight.detach().clone(), stats, requires_grad=False, device=weight.device
             )
             self.quant_state = self.weight.quant_state
-            if self.bias is not None and prefix + "bias" in state_dict:
+            has_bias = self._parameters.get("bias") is not None
+            if has_bias and prefix + "bias" in state_dict:
                 self.bias = torch.nn.Parameter(
                     state_dict[prefix + "bias"].detach().clone(), requires_grad=False
                 )
-            elif self.bias is not None:
+            elif has_bias:
                 missing_keys.append(prefix + "bias")
 
     Linear8bit.__qualname__ = Linear8bit.__name__ = "Linear8bitLt"
@@ -315,7 +317,7 @@ def _make_layer(
             compress_statistics=config.bnb_4bit_use_double_quant,
         )
     new.requires_grad_(False)
-    dtype = config.torch_dtype
+    dtype: torch.dtype = config.torch_dtype  # type: ignore[assignment]
     weight_dtype = child.weight.dtype if device.type != "meta" else dtype
     new._parameters["weight"] = PendingQuantization(
         torch.empty(child.weight.shape, dtype=weight_dtype, device="meta"), _accel_quant=spec

@@ -200,11 +200,38 @@ def load_and_quantize_model(
         offload_state_dict=offload_state_dict,
         keep_in_fp32_modules=keep_fp32,
     )
+    _own_unquantized_tensors(model)
     if resolved is None:
         return model
     if config.load_in_8bit:
         _quantize_offloaded_8bit(model, resolved, offload_folder)
     return dispatch_model(model, device_map=resolved, offload_dir=offload_folder)
+
+
+def _own_unquantized_tensors(model: torch.nn.Module) -> None:
+    """Copy the CPU tensors that stayed full precision into private memory.
+
+    The loader keeps such tensors as views of the memory-mapped checkpoint files; every page of
+    those files was read to quantize the other weights, and a mapping stays resident as long as
+    one view of it lives. Owning the few unquantized tensors (embeddings, norms, head) lets the
+    mappings close, so the process holds the quantized model and nothing more.
+    """
+    owned: dict[int, torch.Tensor] = {}  # shared (tied) tensors are copied once
+    for module in model.modules():
+        for table in (module._parameters, module._buffers):
+            for name, tensor in table.items():
+                if tensor is None or tensor.device.type != "cpu":
+                    continue
+                if isinstance(tensor, PendingQuantization) or (
+                    name == "weight" and tensor.dtype in (torch.int8, torch.uint8)
+                ):
+                    continue
+                if id(tensor) not in owned:
+                    copy = tensor.detach().clone()
+                    if isinstance(tensor, torch.nn.Parameter):
+                        copy = torch.nn.Parameter(copy, requires_grad=tensor.requires_grad)
+                    owned[id(tensor)] = copy
+                table[name] = owned[id(tensor)]  # type: ignore[assignment]
 
 
 def _cast_unquantized(model: torch.nn.Module, dtype: torch.dtype, keep_fp32: list[str]) -> None:
@@ -260,7 +287,7 @@ def _quantize_offloaded_8bit(
         return
     bnb = require_bnb()
     layer8, _ = _layer_classes()
-    targets = [
+    targets: list[tuple[str, Any]] = [
         (name, module)
         for name, module in model.named_modules()
         if isinstance(module, layer8) and _device_of(device_map, name) == "disk"
