@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -20,6 +21,8 @@ def autocast_context(
     mixed_precision: str | PrecisionType,
     device_type: str,
     handler: AutocastKwargs | None = None,
+    fp8_recipe: Any = None,
+    training: bool = True,
 ) -> contextlib.AbstractContextManager[Any]:
     """A ``torch.autocast`` block for the run's precision, or a no-op for full precision.
 
@@ -28,9 +31,15 @@ def autocast_context(
             the FP8 layers).
         device_type: ``"cpu"``, ``"cuda"``, ``"xpu"`` ...
         handler: ``AutocastKwargs`` (``enabled``, ``cache_enabled``).
+        fp8_recipe: With ``"fp8"``, the run's recipe; a Transformer Engine recipe adds
+            ``te.fp8_autocast`` inside the bf16 block.
+        training: Whether the model is in training mode (Transformer Engine runs FP8 only in
+            training unless its recipe says otherwise).
     """
     precision = PrecisionType.parse(mixed_precision, "mixed_precision")
     if precision is PrecisionType.FP8:
+        if fp8_recipe is not None:
+            return _fp8_context(device_type, handler, fp8_recipe, training)
         precision = PrecisionType.BF16
     dtype = _DTYPES.get(precision)
     handler = handler or AutocastKwargs()
@@ -40,6 +49,16 @@ def autocast_context(
     if handler.cache_enabled is not None:
         kwargs["cache_enabled"] = handler.cache_enabled
     return torch.autocast(device_type=device_type, **kwargs)
+
+
+@contextlib.contextmanager
+def _fp8_context(
+    device_type: str, handler: AutocastKwargs | None, recipe: Any, training: bool
+) -> Iterator[None]:
+    from ._fp8 import fp8_forward_context
+
+    with autocast_context("bf16", device_type, handler), fp8_forward_context(recipe, training):
+        yield
 
 
 def make_grad_scaler(

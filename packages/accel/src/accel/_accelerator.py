@@ -167,7 +167,9 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         self.rng_types = rng_types
         self.scaler = _make_scaler(self)
-        self.native_amp = self.mixed_precision in ("fp16", "bf16")
+        self.native_amp = self.mixed_precision in ("fp16", "bf16", "fp8")
+        self.fp8_recipe_handler = _fp8_recipe(self)
+        self._fp8_replaced_params: dict[Any, Any] = {}
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
         self._models: list[torch.nn.Module] = []
@@ -234,6 +236,15 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
     def mixed_precision(self) -> str:
         """``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"``."""
         return self.state.mixed_precision
+
+    @property
+    def fp8_backend(self) -> str:
+        """FP8 engine of the run: ``"AO"`` (torchao), ``"TE"``, ``"MSAMP"``, or ``"NO"``."""
+        if self.fp8_recipe_handler is None:
+            return "NO"
+        from accel_precision import recipe_backend
+
+        return recipe_backend(self.fp8_recipe_handler).value
 
     @property
     def split_batches(self) -> bool:
@@ -339,3 +350,9 @@ def _make_scaler(accelerator: Accelerator) -> torch.amp.GradScaler | None:
         accelerator.device.type,
         accelerator._handler(GradScalerKwargs),
     )
+
+
+def _fp8_recipe(accelerator: Accelerator) -> Any:
+    from accel_precision import resolve_fp8_recipe
+
+    return resolve_fp8_recipe(accelerator.mixed_precision, accelerator._handlers.values())

@@ -40,13 +40,17 @@ class PrepareMixin:
                 f"{len(device_placement)} flags for {len(args)} objects."
             )
         result: list[Any] = list(args)
+        if self.fp8_backend == "MSAMP":
+            from accel_precision import prepare_msamp_objects
+
+            result = prepare_msamp_objects(result, self.fp8_recipe_handler)
         # Models and loaders first, then optimizers, then schedulers (which need the
         # prepared optimizers).
         for kinds in (("model", "loader"), ("optimizer",), ("scheduler",)):
             for i, obj in enumerate(args):
                 kind = _kind(obj)
                 if kind is not None and kind in kinds:
-                    result[i] = self._prepare_one(obj, kind, device_placement[i])
+                    result[i] = self._prepare_one(result[i], kind, device_placement[i])
         return result[0] if len(result) == 1 else tuple(result)
 
     def _prepare_one(self: Accelerator, obj: Any, kind: str, placement: bool) -> Any:
@@ -73,14 +77,20 @@ class PrepareMixin:
         self._models.append(model)
         if device_placement and not _has_device_map(model):
             model = model.to(self.device)
+        if self.fp8_recipe_handler is not None and not evaluation_mode:
+            from accel_precision import convert_model_to_fp8
+
+            self._fp8_replaced_params.update(convert_model_to_fp8(model, self.fp8_recipe_handler))
         if self.native_amp and not hasattr(model, "_accel_original_forward"):
             original = model.forward
             model._accel_original_forward = original  # type: ignore[assignment]
             func = getattr(original, "__func__", original)
             precision, device_type = self.mixed_precision, self.device.type
+            recipe = self.fp8_recipe_handler
 
             def forward(module: Any, *a: Any, **k: Any) -> Any:
-                with autocast_context(precision, device_type, self._handler_autocast()):
+                handler = self._handler_autocast()
+                with autocast_context(precision, device_type, handler, recipe, module.training):
                     return func(module, *a, **k)
 
             model.forward = MethodType(convert_outputs_to_fp32(forward), model)  # type: ignore[method-assign]
@@ -103,6 +113,10 @@ class PrepareMixin:
         if isinstance(optimizer, AcceleratedOptimizer):
             return optimizer
         placement = self.device_placement if device_placement is None else device_placement
+        if self._fp8_replaced_params:
+            from accel_precision import switch_optimizer_parameters
+
+            switch_optimizer_parameters(optimizer, self._fp8_replaced_params)
         wrapped = AcceleratedOptimizer(optimizer, device_placement=placement, scaler=self.scaler)
         self._optimizers.append(wrapped)
         return wrapped

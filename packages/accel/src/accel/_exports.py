@@ -78,7 +78,14 @@ BIGMODEL = _names(
     write_safetensors""",
 )
 
-PRECISION = _names("accel_precision", "convert_outputs_to_fp32")
+PRECISION = _names(
+    "accel_precision",
+    """convert_outputs_to_fp32 FP8RecipeKwargs AORecipeKwargs TERecipeKwargs MSAMPRecipeKwargs
+    FP8BackendType BnbQuantizationConfig load_and_quantize_model replace_with_bnb_layers
+    get_keys_to_not_convert has_4bit_bnb_layers get_quantized_model_device_map
+    convert_model_to_fp8_ao filter_linear_layers filter_first_and_last_linear_layers
+    find_first_last_linear_layers has_ao_layers""",
+)
 
 CHECKPOINT = _names(
     "accel._checkpoint_io",

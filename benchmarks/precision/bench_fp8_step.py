@@ -1,0 +1,96 @@
+"""One training step of a 45 M-parameter Llama-shaped model: torchao float8 vs bf16 autocast,
+through accel's Accelerator and the reference library's, each in a fresh subprocess.
+
+Prints one JSON object: median step time over the timed steps, the loss after the last step,
+and which layers run in float8.
+
+Run: uv run --group bench python benchmarks/precision/bench_fp8_step.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+VARIANTS = ["accel-bf16", "accel-fp8", "reference-bf16", "reference-fp8"]
+WARMUP, STEPS = 2, 6
+
+
+def child(variant: str) -> dict:
+    import torch
+    from _model import training_model
+
+    torch.set_num_threads(2)
+    side, precision = variant.split("-")
+    if side == "accel":
+        from accel import Accelerator
+    else:
+        from accelerate import Accelerator
+    accelerator = Accelerator(mixed_precision=precision, cpu=True)
+    torch.manual_seed(0)
+    model = training_model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    float8 = sorted({type(m).__name__ for m in model.modules() if "Float8" in type(m).__name__})
+    converted = sum(1 for m in model.modules() if "Float8" in type(m).__name__)
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 4096, (4, 128), generator=generator)
+    times, loss = [], None
+    for step in range(WARMUP + STEPS):
+        start = time.perf_counter()
+        logits = model(ids[:, :-1])
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, 4096).float(), ids[:, 1:].reshape(-1)
+        )
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+        if step >= WARMUP:
+            times.append(time.perf_counter() - start)
+    return {
+        "step_s": round(statistics.median(times), 3),
+        "loss_after": round(float(loss), 4),
+        "float8_layers": converted,
+        "float8_classes": float8,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--child")
+    parser.add_argument("--only", nargs="*", default=VARIANTS)
+    args = parser.parse_args()
+    if args.child:
+        try:
+            result = child(args.child)
+        except Exception as error:  # the reference may refuse the CPU: record its exact error
+            result = {
+                "error": f"{type(error).__name__}: {error}",
+                "where": traceback.format_exc(limit=-2),
+            }
+        print("RESULT " + json.dumps(result), flush=True)
+        return
+    results = {}
+    for variant in args.only:
+        run = subprocess.run(
+            [sys.executable, __file__, "--child", variant],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+        results[variant] = json.loads(lines[-1][7:]) if lines else {"error": run.stderr[-2000:]}
+        print(variant, results[variant], file=sys.stderr, flush=True)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""Load a ~1 GB sharded safetensors checkpoint in fp32, int8 and nf4; accel vs the reference.
+
+Each measurement runs in a fresh subprocess: load time, resident memory after the load and after
+one forward pass (which touches every weight), peak resident memory, forward time, and bytes of
+quantized weights. Prints one JSON object.
+
+Run: uv run --group bench python benchmarks/precision/bench_quantized_load.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+VARIANTS = [
+    "accel-fp32",
+    "reference-fp32",
+    "accel-int8",
+    "reference-int8",
+    "accel-nf4",
+    "reference-nf4",
+]
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def write_checkpoint(folder: str) -> None:
+    import torch
+    from _model import one_gb_model
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    model = one_gb_model()
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    shards: list[dict] = [{}]
+    size = 0
+    for name, tensor in state.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if size + nbytes > 400_000_000 and shards[-1]:
+            shards.append({})
+            size = 0
+        shards[-1][name] = tensor
+        size += nbytes
+    weight_map = {}
+    for i, shard in enumerate(shards):
+        file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, os.path.join(folder, file), metadata={"format": "pt"})
+        weight_map.update({name: file for name in shard})
+    total = sum(t.numel() * t.element_size() for t in state.values())
+    with open(os.path.join(folder, "model.safetensors.index.json"), "w") as handle:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, handle)
+
+
+def child(variant: str, folder: str) -> dict:
+    import torch
+    from _model import one_gb_model
+
+    torch.set_num_threads(2)
+    side, precision = variant.split("-")
+    if side == "accel":
+        from accel_bigmodel import init_empty_weights, load_checkpoint_and_dispatch
+        from accel_precision import BnbQuantizationConfig, load_and_quantize_model
+    else:
+        from accelerate import init_empty_weights, load_checkpoint_and_dispatch
+        from accelerate.utils import BnbQuantizationConfig, load_and_quantize_model
+    configs = {
+        "int8": dict(load_in_8bit=True, torch_dtype=torch.float32),
+        "nf4": dict(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32
+        ),
+    }
+    start_rss = _rss()
+    with init_empty_weights():
+        model = one_gb_model()
+    start = time.perf_counter()
+    if precision == "fp32":
+        model = load_checkpoint_and_dispatch(model, folder, device_map={"": "cpu"})
+    else:
+        config = BnbQuantizationConfig(**configs[precision])
+        model = load_and_quantize_model(
+            model, config, weights_location=folder, device_map={"": "cpu"}
+        )
+    load_s = time.perf_counter() - start
+    after_load = _rss()
+    ids = torch.randint(0, 8192, (1, 32), generator=torch.Generator().manual_seed(0))
+    model.eval()
+    with torch.no_grad():
+        model(ids)
+        start = time.perf_counter()
+        out = model(ids)
+        forward_s = time.perf_counter() - start
+    quantized = 0
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if weight is not None and weight.dtype in (torch.int8, torch.uint8):
+            quantized += weight.numel() * weight.element_size()
+    return {
+        "load_s": round(load_s, 2),
+        "rss_after_load_mb": round((after_load - start_rss) / 2**20),
+        "rss_after_forward_mb": round((_rss() - start_rss) / 2**20),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "forward_s": round(forward_s, 3),
+        "quantized_weights_mb": round(quantized / 2**20),
+        "logits_file": _save_logits(out, folder, variant),
+    }
+
+
+def _save_logits(out: object, folder: str, variant: str) -> str:
+    import torch
+
+    path = os.path.join(folder, f"logits-{variant}.pt")
+    torch.save(out.float(), path)  # type: ignore[attr-defined]
+    return path
+
+
+def _add_errors(results: dict) -> None:
+    """Relative L2 error of each variant's logits against accel's float32 logits."""
+    import torch
+
+    base = results.get("accel-fp32", {}).get("logits_file")
+    if base is None:
+        return
+    reference = torch.load(base)
+    for result in results.values():
+        if isinstance(result, dict) and "logits_file" in result:
+            logits = torch.load(result.pop("logits_file"))
+            result["logits_rel_error_vs_fp32"] = round(
+                float((logits - reference).norm() / reference.norm()), 4
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--child", nargs=2, metavar=("VARIANT", "FOLDER"))
+    parser.add_argument("--only", nargs="*", default=VARIANTS)
+    args = parser.parse_args()
+    if args.child:
+        try:
+            result = child(*args.child)
+        except Exception as error:  # the reference may refuse the CPU: record its exact error
+            result = {
+                "error": f"{type(error).__name__}: {error}",
+                "where": traceback.format_exc(limit=-2),
+            }
+        print("RESULT " + json.dumps(result), flush=True)
+        return
+    folder = tempfile.mkdtemp(prefix="precision-bench-")
+    try:
+        start = time.perf_counter()
+        write_checkpoint(folder)
+        size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+        results = {
+            "checkpoint_mb": round(size / 2**20),
+            "write_s": round(time.perf_counter() - start, 1),
+        }
+        for variant in args.only:
+            run = subprocess.run(
+                [sys.executable, __file__, "--child", variant, folder],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+            results[variant] = json.loads(lines[-1][7:]) if lines else {"error": run.stderr[-2000:]}
+            print(variant, results[variant], file=sys.stderr, flush=True)
+        _add_errors(results)
+        print(json.dumps(results, indent=2))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+import warnings
+
+warnings.filterwarnings("ignore", message="MatMul8bitLt: inputs will be cast")
