@@ -10,7 +10,13 @@ from accel_state.testing import run_command
 ROOT = Path(__file__).resolve().parent.parent
 LAUNCH = [sys.executable, "-m", "accel_launch.cli", "launch", "--quiet", "--num_processes", "2"]
 
-pytest.importorskip("transformers", reason="the examples build transformers models")
+
+def test_prepare_pippy_is_exposed_at_accel_inference():
+    import accel.inference
+    import accel_pipeline
+
+    assert accel.inference.prepare_pippy is accel_pipeline.prepare_pippy
+    assert "prepare_pippy" in accel.inference.__all__
 
 
 def _max_difference(out: str) -> float:
@@ -21,6 +27,7 @@ def _max_difference(out: str) -> float:
 
 @pytest.mark.multiprocess
 def test_pippy_gpt2_on_two_processes():
+    pytest.importorskip("transformers", reason="the example builds a transformers model")
     out = run_command([*LAUNCH, str(ROOT / "examples/pippy_gpt2.py")], timeout=300).stdout
     assert "split points: ['transformer.h.1']" in out
     assert "logits shape: (2, 3)" in out
@@ -31,6 +38,7 @@ def test_pippy_gpt2_on_two_processes():
 
 @pytest.mark.multiprocess
 def test_pippy_llama_on_two_processes():
+    pytest.importorskip("transformers", reason="the example builds a transformers model")
     out = run_command([*LAUNCH, str(ROOT / "examples/pippy_llama.py")], timeout=300).stdout
     assert "split points: ['model.layers.2']" in out
     assert "logits shape: (4, 32, 512)" in out

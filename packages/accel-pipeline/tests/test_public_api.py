@@ -39,9 +39,3 @@ def test_prepare_pippy_signature_matches_the_reference() -> None:
 
 def test_backend_is_torch_pipelining() -> None:
     assert accel_pipeline.BACKEND == "torch.distributed.pipelining"
-
-
-def test_exposed_at_accel_inference() -> None:
-    import accel.inference
-
-    assert accel.inference.prepare_pippy is accel_pipeline.prepare_pippy

@@ -178,9 +178,11 @@ def iter_rounds(
         yield tuple(args), dict(kwargs)
         return
     for start in range(0, batch, round_size):
-        yield pytree.tree_map_only(
-            torch.Tensor, lambda t, s=start: _rows(t, s, round_size), (tuple(args), dict(kwargs))
-        )
+
+        def take(tensor: torch.Tensor, start: int = start) -> torch.Tensor:
+            return _rows(tensor, start, round_size)
+
+        yield pytree.tree_map_only(torch.Tensor, take, (tuple(args), dict(kwargs)))
 
 
 def number_of_rounds(batch: int, round_size: int) -> int:

@@ -86,8 +86,9 @@ class PipelinedForward:
         rounds: list[Sequence[torch.Tensor]] = []
         with torch.no_grad():
             if state.process_index == first:
-                inputs = send_to_device((args, kwargs), state.device)
-                for round_args, round_kwargs in iter_rounds(*inputs, batch, self.round_size):
+                on_device = send_to_device((args, kwargs), state.device)
+                rounds_in = iter_rounds(on_device[0], on_device[1], batch, self.round_size)
+                for round_args, round_kwargs in rounds_in:
                     out = self.schedule.step(*round_args, **round_kwargs)
                     if out is not None:
                         rounds.append(self._flat(out))
