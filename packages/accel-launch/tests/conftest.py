@@ -26,3 +26,68 @@ def accel(*args: str, timeout: float = 120, check: bool = True, env=None):
 def reports(stdout: str) -> list[dict]:
     rows = [json.loads(line[7:]) for line in stdout.splitlines() if line.startswith("REPORT ")]
     return sorted(rows, key=lambda r: r["process_index"])
+
+
+class Terminal:
+    """Runs a command in a pseudo-terminal and talks to it like a person at the keyboard."""
+
+    def __init__(self, args: list[str], env: dict[str, str]):
+        import pty
+        import subprocess
+
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            args, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+        )
+        os.close(slave)
+        self.output = ""
+        self.seen = 0
+
+    def expect(self, text: str, timeout: float = 60) -> str:
+        """Wait until ``text`` appears after what was already matched; return the output."""
+        import select
+        import time
+
+        deadline = time.monotonic() + timeout
+        while text not in self.output[self.seen :]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.proc.kill()
+                raise AssertionError(f"never saw {text!r}; output so far:\n{self.output}")
+            ready, _, _ = select.select([self.master], [], [], min(left, 1.0))
+            if ready:
+                try:
+                    chunk = os.read(self.master, 4096)
+                except OSError:
+                    chunk = b""
+                if not chunk and self.proc.poll() is not None:
+                    raise AssertionError(f"exited before {text!r}; output:\n{self.output}")
+                self.output += chunk.decode(errors="replace")
+        self.seen = self.output.index(text, self.seen) + len(text)
+        return self.output
+
+    def send(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def answer(self, prompt: str, keys: str) -> None:
+        """Wait for ``prompt``, then type ``keys``."""
+        self.expect(prompt)
+        self.send(keys)
+
+    def finish(self, timeout: float = 60) -> int:
+        import select
+
+        code = self.proc.wait(timeout=timeout)
+        while True:
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if not ready:
+                break
+            try:
+                chunk = os.read(self.master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.output += chunk.decode(errors="replace")
+        os.close(self.master)
+        return code

@@ -17,13 +17,13 @@ def test_explain_shows_sources_and_precedence(tmp_path, isolated_config_home):
     explicit.write_text(yaml.safe_dump({"num_processes": 4, "debug": True}))
     out = accel("launch", "--explain", "x.py").stdout
     assert "num_processes                3" in out.replace("  ", "  ") or "3" in out
-    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    lines = {line.split()[0]: line for line in out.split("\n\n")[0].splitlines()[1:]}
     assert "config file" in lines["num_processes"] and "3" in lines["num_processes"]
     # --config_file wins over the default file; a flag wins over both.
     out = accel(
         "launch", "--config_file", str(explicit), "--mixed_precision", "bf16", "--explain", "x.py"
     ).stdout
-    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    lines = {line.split()[0]: line for line in out.split("\n\n")[0].splitlines()[1:]}
     assert "4" in lines["num_processes"] and str(explicit) in lines["num_processes"]
     assert (
         "'bf16'" in lines["mixed_precision"]
@@ -66,7 +66,7 @@ def test_two_processes_receive_the_configuration():
         assert r["num_processes"] == 2 and r["WORLD_SIZE"] == "2"
         assert r["ACCEL_MIXED_PRECISION"] == "bf16" and r["ACCEL_DEBUG_MODE"] == "1"
         assert r["ACCEL_USE_CPU"] == "1" and r["ACCEL_DISTRIBUTED_TYPE"] == "MULTI_CPU"
-        assert r["ACCEL_DYNAMO_BACKEND"] == "no" and r["argv"] == ["--flag", "x"]
+        assert r["ACCEL_DYNAMO_BACKEND"] == "NO" and r["argv"] == ["--flag", "x"]
 
 
 def test_one_process_without_config_runs_plain_python():
@@ -110,7 +110,35 @@ def test_busy_port_is_a_clear_error():
 
 
 @pytest.mark.multiprocess
-def test_two_machines_on_loopback():
+def test_max_restarts_restarts_the_group_and_engine_options_reach_it():
+    out = accel(
+        "launch",
+        "--num_processes",
+        "2",
+        "--max_restarts",
+        "1",
+        "--use_fsdp",
+        "--fsdp_version",
+        "2",
+        "--fsdp_offload_params",
+        "--fsdp_state_dict_type",
+        "SHARDED_STATE_DICT",
+        str(SCRIPTS / "fail_first_attempt.py"),
+        timeout=150,
+    ).stdout
+    rows = reports(out)
+    assert [r["process_index"] for r in rows] == [0, 1]
+    for r in rows:
+        assert r["restart"] == "1"  # the group was restarted once, then succeeded
+        assert r["ACCEL_USE_FSDP"] == "1" and r["ACCEL_DISTRIBUTED_TYPE"] == "FSDP"
+        assert r["ACCEL_FSDP_VERSION"] == "2" and r["ACCEL_FSDP_OFFLOAD_PARAMS"] == "1"
+        assert r["ACCEL_FSDP_STATE_DICT_TYPE"] == "SHARDED_STATE_DICT"
+        assert "ACCEL_USE_DEEPSPEED" not in r
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("backend", ["static", "c10d"])
+def test_two_machines_on_loopback(backend):
     import subprocess
     import sys
 
@@ -127,6 +155,8 @@ def test_two_machines_on_loopback():
         "127.0.0.1",
         "--main_process_port",
         str(port),
+        "--rdzv_backend",
+        backend,
         str(SCRIPTS / "report_env.py"),
     ]
     procs = [

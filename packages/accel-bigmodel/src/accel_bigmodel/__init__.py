@@ -2,6 +2,115 @@
 
 from importlib.metadata import version as _version
 
+from ._checkpoint_files import (
+    SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME,
+    WEIGHTS_INDEX_NAME,
+    WEIGHTS_NAME,
+    load_state_dict,
+)
+from ._checkpoint_io import LoadReport, load_checkpoint_in_model
+from ._device_map import check_device_map, clean_device_map, infer_auto_device_map
+from ._dispatch import (
+    cpu_offload,
+    cpu_offload_with_hook,
+    disk_offload,
+    dispatch_model,
+    load_checkpoint_and_dispatch,
+)
+from ._estimate import MemoryEstimate, estimate_memory, format_memory_table
+from ._hooks import (
+    AlignDevicesHook,
+    CpuOffload,
+    ModelHook,
+    SequentialHook,
+    UserCpuOffloadHook,
+    add_hook_to_module,
+    attach_align_device_hook,
+    attach_align_device_hook_on_blocks,
+    attach_execution_device_hook,
+    remove_hook_from_module,
+    remove_hook_from_submodules,
+)
+from ._init_empty import init_empty_weights, init_on_device
+from ._offload import (
+    OffloadedWeightsLoader,
+    PrefixedDataset,
+    extract_submodules_state_dict,
+    load_offloaded_weight,
+    load_offloaded_weights,
+    offload_state_dict,
+    offload_weight,
+    save_offload_index,
+)
+from ._safetensors_io import CorruptSafetensorsError
+from ._sharding import shard_checkpoint
+from ._sizes import (
+    calculate_maximum_sizes,
+    compute_module_sizes,
+    convert_file_size_to_int,
+    dtype_byte_size,
+    get_balanced_memory,
+    get_max_layer_size,
+    get_max_memory,
+    named_module_tensors,
+)
+from ._tensors import find_tied_parameters, retie_parameters, set_module_tensor_to_device
+
 __version__ = _version("accel-bigmodel")
 
-__all__ = ["__version__"]
+__all__ = [
+    "SAFE_WEIGHTS_INDEX_NAME",
+    "SAFE_WEIGHTS_NAME",
+    "WEIGHTS_INDEX_NAME",
+    "WEIGHTS_NAME",
+    "AlignDevicesHook",
+    "CorruptSafetensorsError",
+    "CpuOffload",
+    "LoadReport",
+    "MemoryEstimate",
+    "ModelHook",
+    "OffloadedWeightsLoader",
+    "PrefixedDataset",
+    "SequentialHook",
+    "UserCpuOffloadHook",
+    "__version__",
+    "add_hook_to_module",
+    "attach_align_device_hook",
+    "attach_align_device_hook_on_blocks",
+    "attach_execution_device_hook",
+    "calculate_maximum_sizes",
+    "check_device_map",
+    "clean_device_map",
+    "compute_module_sizes",
+    "convert_file_size_to_int",
+    "cpu_offload",
+    "cpu_offload_with_hook",
+    "disk_offload",
+    "dispatch_model",
+    "dtype_byte_size",
+    "estimate_memory",
+    "extract_submodules_state_dict",
+    "find_tied_parameters",
+    "format_memory_table",
+    "get_balanced_memory",
+    "get_max_layer_size",
+    "get_max_memory",
+    "infer_auto_device_map",
+    "init_empty_weights",
+    "init_on_device",
+    "load_checkpoint_and_dispatch",
+    "load_checkpoint_in_model",
+    "load_offloaded_weight",
+    "load_offloaded_weights",
+    "load_state_dict",
+    "named_module_tensors",
+    "offload_state_dict",
+    "offload_weight",
+    "remove_hook_from_module",
+    "remove_hook_from_submodules",
+    "retie_parameters",
+    "save_offload_index",
+    "set_module_tensor_to_device",
+    "shard_checkpoint",
+]

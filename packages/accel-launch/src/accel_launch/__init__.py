@@ -1,4 +1,5 @@
-"""The ``accel`` and ``accel-launch`` commands: config, launch, test, env."""
+"""The ``accel`` and ``accel-launch`` commands: config, launch, test, env, estimate-memory,
+merge-weights."""
 
 from importlib.metadata import version as _version
 
@@ -10,19 +11,26 @@ from ._config import (
     load_config_file,
     write_basic_config,
 )
+from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
+from ._merge import merge_weights
 from ._resolve import LaunchPlan, child_environment, resolve
 
 __version__ = _version("accel-launch")
 
 __all__ = [
     "ConfigError",
+    "DeepSpeedConfig",
+    "DynamoConfig",
+    "FSDPConfig",
     "LaunchConfig",
+    "MegatronLMConfig",
     "LaunchPlan",
     "__version__",
     "child_environment",
     "config_from_dict",
     "default_config_file",
     "load_config_file",
+    "merge_weights",
     "resolve",
     "write_basic_config",
 ]

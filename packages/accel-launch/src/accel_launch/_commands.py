@@ -9,8 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._config import ConfigError, default_config_file, load_config_file, write_basic_config
-from ._launch import add_launch_arguments, launch
+from ._config import (
+    config_from_dict,
+    default_config_file,
+    load_config_file,
+    read_raw,
+    write_basic_config,
+)
+from ._errors import ConfigError
+from ._estimate_cmd import add_estimate_arguments, estimate_memory_command
+from ._flags import add_launch_arguments
+from ._migrate import migrate
 
 TEST_MODULE = "accel.test_utils.scripts.test_script"
 
@@ -19,18 +28,44 @@ def add_subcommands(sub: Any) -> None:
     """Register every subcommand on the ``accel`` parser."""
     p = sub.add_parser("launch", help="Run a script on one or many processes.")
     add_launch_arguments(p)
-    p.set_defaults(func=launch)
+    p.set_defaults(func=_launch)
 
-    p = sub.add_parser("config", help="Write a config file.")
+    p = sub.add_parser(
+        "config", help="Answer questions about this machine and write the config file."
+    )
     p.add_argument(
-        "--config_file", default=None, help="Where to write (default location otherwise)."
+        "--config_file",
+        default=None,
+        help=f"Where to write (default: {default_config_file()}, or $ACCEL_CONFIG_HOME).",
     )
     csub = p.add_subparsers(dest="config_command", metavar="subcommand")
-    d = csub.add_parser("default", help="Write a basic config for this machine.")
-    d.add_argument("--config_file", default=None, help="Where to write.")
+    d = csub.add_parser("default", help="Write a basic config for this machine, no questions.")
+    d.add_argument("--config_file", default=argparse.SUPPRESS, help="Where to write.")
     d.add_argument("--mixed_precision", default="no", help="no, fp16, bf16 or fp8.")
     d.set_defaults(func=_config_default)
-    p.set_defaults(func=_config_default)
+    u = csub.add_parser("update", help="Rewrite a config file of an older format.")
+    u.add_argument("--config_file", default=argparse.SUPPRESS, help="The file to update.")
+    u.set_defaults(func=_config_update)
+    p.set_defaults(func=_config_questions)
+
+    p = sub.add_parser(
+        "estimate-memory", help="Memory a model needs per dtype, offline, without weights."
+    )
+    add_estimate_arguments(p)
+    p.set_defaults(func=estimate_memory_command)
+
+    p = sub.add_parser(
+        "merge-weights",
+        help="Merge a sharded torch.distributed.checkpoint folder into safetensors.",
+    )
+    p.add_argument("checkpoint_directory", help="Folder of the sharded checkpoint (.metadata).")
+    p.add_argument("output_path", help="Folder to write model.safetensors (and shards) to.")
+    p.add_argument(
+        "--max_shard_size",
+        default="10GB",
+        help="Largest output file; above it the weights are split with an index (default 10GB).",
+    )
+    p.set_defaults(func=_merge_weights)
 
     p = sub.add_parser("env", help="Print versions and the resolved config, for bug reports.")
     p.add_argument("--config_file", default=None)
@@ -47,6 +82,51 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--main_process_port", type=int, default=None)
     p.add_argument("--cpu", action="store_true", default=None)
     p.set_defaults(func=_test)
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from ._launch import launch
+
+    return launch(args)
+
+
+def _config_questions(args: argparse.Namespace) -> int:
+    from ._prompts import Prompter
+    from ._questionnaire import run_questionnaire
+
+    target = Path(args.config_file) if args.config_file else default_config_file()
+    config = run_questionnaire(Prompter())
+    config.save(target)
+    print(f"accel config: wrote {target}")
+    return 0
+
+
+def _config_update(args: argparse.Namespace) -> int:
+    target = Path(args.config_file) if args.config_file else default_config_file()
+    if not target.is_file():
+        raise ConfigError(
+            f"accel config update rewrites an existing file; {str(target)!r} does not exist. "
+            "Create one with `accel config` or `accel config default`."
+        )
+    updated, changes = migrate(read_raw(target))
+    config = config_from_dict(updated, source=str(target))
+    if not changes:
+        print(f"accel config: {target} is already up to date.")
+        return 0
+    config.save(target)
+    print(f"accel config: updated {target}:")
+    for change in changes:
+        print(f"  - {change}")
+    return 0
+
+
+def _merge_weights(args: argparse.Namespace) -> int:
+    from ._merge import merge_weights
+
+    written = merge_weights(args.checkpoint_directory, args.output_path, args.max_shard_size)
+    for path in written:
+        print(f"accel merge-weights: wrote {path}")
+    return 0
 
 
 def _config_default(args: argparse.Namespace) -> int:
@@ -104,6 +184,8 @@ def _test(args: argparse.Namespace) -> int:
             "accel test runs a script of the `accel` package, which is not installed. "
             "Install it with `pip install accel`."
         )
+    from ._launch import launch
+
     parser = argparse.ArgumentParser()
     add_launch_arguments(parser)
     argv: list[str] = []

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from accel_state import ComputeEnvironment, DistributedType, DynamoBackend, PrecisionType
+from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 
-CONFIG_VERSION = 1
+from ._engines import SECTIONS, DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
+from ._errors import ConfigError
+from ._migrate import CONFIG_VERSION, IGNORED_KEYS, migrate
 
 
 def default_config_dir() -> Path:
@@ -28,10 +30,6 @@ def default_config_dir() -> Path:
 def default_config_file() -> Path:
     """Path of the default config file (``default_config.yaml`` in :func:`default_config_dir`)."""
     return default_config_dir() / "default_config.yaml"
-
-
-class ConfigError(ValueError):
-    """A config file that cannot be used, with the reason and the fix."""
 
 
 @dataclass
@@ -74,14 +72,16 @@ class LaunchConfig:
     """How many times a failed worker group is restarted before the job fails."""
     monitor_interval: float = 0.1
     """Seconds between two checks of the workers' health."""
-    dynamo_config: dict[str, Any] = field(default_factory=dict)
-    """``dynamo_backend``, ``dynamo_mode``, ``dynamo_use_fullgraph``, ``dynamo_use_dynamic``."""
-    deepspeed_config: dict[str, Any] = field(default_factory=dict)
-    """DeepSpeed options (read by the DeepSpeed engine)."""
-    fsdp_config: dict[str, Any] = field(default_factory=dict)
-    """FSDP options (read by the FSDP engine)."""
-    megatron_lm_config: dict[str, Any] = field(default_factory=dict)
-    """Megatron-LM options."""
+    mpirun_hostfile: str | None = None
+    """Start the processes with ``mpirun`` on the hosts of this hostfile (multi-CPU)."""
+    dynamo_config: DynamoConfig = field(default_factory=DynamoConfig)
+    """``torch.compile`` options (see :class:`DynamoConfig`)."""
+    deepspeed_config: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+    """DeepSpeed options, used when ``distributed_type`` is ``DEEPSPEED``."""
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+    """FSDP options, used when ``distributed_type`` is ``FSDP``."""
+    megatron_lm_config: MegatronLMConfig = field(default_factory=MegatronLMConfig)
+    """Megatron-LM options, used when ``distributed_type`` is ``MEGATRON_LM``."""
     downcast_bf16: str = "no"
     """TPU only: downcast bf16 tensors."""
     tpu_use_cluster: bool = False
@@ -99,10 +99,10 @@ class LaunchConfig:
             self.compute_environment = ComputeEnvironment.parse(
                 self.compute_environment, "compute_environment"
             ).value
-            if self.dynamo_config.get("dynamo_backend") is not None:
-                DynamoBackend.parse(self.dynamo_config["dynamo_backend"], "dynamo_backend")
         except ValueError as err:
             raise ConfigError(str(err)) from None
+        for name in SECTIONS:
+            getattr(self, name).validate(name)
         for name in ("num_processes", "num_machines"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -131,11 +131,21 @@ class LaunchConfig:
             raise ConfigError(
                 f"main_process_port must be in [0, 65535]; got {self.main_process_port}."
             )
+        if self.mpirun_hostfile and self.distributed_type == DistributedType.DEEPSPEED.value:
+            raise ConfigError(
+                f"mpirun_hostfile starts plain processes with mpirun; got it with "
+                f"distributed_type=DEEPSPEED. Use --deepspeed_hostfile with "
+                f"--deepspeed_multinode_launcher openmpi instead (got {self.mpirun_hostfile!r})."
+            )
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        """The config as a plain dict (what the file holds)."""
-        return dataclasses.asdict(self)
+        """The config as a plain dict (what the file holds; sections hold only set values)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if f.name in SECTIONS else value
+        return out
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the config as YAML (or JSON when the name ends in ``.json``); return the path."""
@@ -153,8 +163,6 @@ class LaunchConfig:
 
 
 FIELD_NAMES = [f.name for f in dataclasses.fields(LaunchConfig)]
-# Keys the reference library writes that mean nothing here; accepted so its files load.
-_IGNORED_KEYS = {"main_training_function", "enable_cpu_affinity", "tpu_env", "commands"}
 
 
 def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConfig:
@@ -165,8 +173,15 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConf
             f"{type(data).__name__}. Write `key: value` lines, e.g. `num_processes: 2`."
         )
     values: dict[str, Any] = {}
+    version = data.get("config_version", 0)
+    if isinstance(version, int) and version > CONFIG_VERSION:
+        raise ConfigError(
+            f"{source}: config_version {version} is newer than this accel-launch understands "
+            f"({CONFIG_VERSION}). Upgrade accel-launch: pip install -U accel-launch."
+        )
+    data, _ = migrate(data)
     for key, value in data.items():
-        if key in _IGNORED_KEYS:
+        if key in IGNORED_KEYS:
             continue
         if key not in FIELD_NAMES:
             close = difflib.get_close_matches(str(key), FIELD_NAMES, n=1)
@@ -176,15 +191,9 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConf
                 f"{', '.join(FIELD_NAMES)}."
             )
         values[key] = value
-    version = values.get("config_version", CONFIG_VERSION)
-    if isinstance(version, int) and version > CONFIG_VERSION:
-        raise ConfigError(
-            f"{source}: config_version {version} is newer than this accel-launch understands "
-            f"({CONFIG_VERSION}). Upgrade accel-launch or run `accel config update`."
-        )
-    for key in ("dynamo_config", "deepspeed_config", "fsdp_config", "megatron_lm_config"):
-        if values.get(key) is None and key in values:
-            values[key] = {}
+    for key, cls in SECTIONS.items():
+        if key in values:
+            values[key] = cls.from_dict(values[key], f"{source}: {key}")
     try:
         return LaunchConfig(**values).validate()
     except TypeError as err:
@@ -203,15 +212,24 @@ def load_config_file(path: str | os.PathLike[str]) -> LaunchConfig:
             f"config file {str(target)!r} does not exist. Create it with `accel config` or "
             "`accel config default`, or pass an existing --config_file."
         )
-    text = target.read_text()
+    return config_from_dict(read_raw(target), source=str(target))
+
+
+def read_raw(path: Path) -> dict[str, Any]:
+    """The mapping held by a YAML or JSON config file, before any check.
+
+    Raises:
+        ConfigError: when the file does not parse.
+    """
+    text = path.read_text()
     try:
-        data = json.loads(text) if target.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
         raise ConfigError(
-            f"config file {str(target)!r} does not parse: {err}. Fix the syntax or regenerate "
+            f"config file {str(path)!r} does not parse: {err}. Fix the syntax or regenerate "
             "it with `accel config`."
         ) from None
-    return config_from_dict(data or {}, source=str(target))
+    return data if data is not None else {}
 
 
 def write_basic_config(

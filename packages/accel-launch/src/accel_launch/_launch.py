@@ -4,109 +4,43 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
-from ._config import ConfigError, LaunchConfig
+from ._cluster import (
+    deepspeed_command,
+    find_executable,
+    mpi_flavour,
+    mpirun_command,
+    python_target,
+)
+from ._config import LaunchConfig
+from ._errors import ConfigError
+from ._flags import add_launch_arguments, normalize_argv
 from ._resolve import LaunchPlan, check_port_free, child_environment, free_port, resolve
 
-
-def _bool_flag(parser: argparse._ActionsContainer, name: str, help_text: str) -> None:
-    parser.add_argument(f"--{name}", action="store_true", default=None, help=help_text)
+__all__ = ["Command", "add_launch_arguments", "build_command", "launch", "normalize_argv"]
 
 
-def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add every ``accel launch`` flag to ``parser``. Unset flags stay None so the config file
-    applies."""
-    parser.add_argument(
-        "--config_file",
-        default=None,
-        help="Config file to read (default: the file written by `accel config`, when it exists).",
-    )
-    parser.add_argument(
-        "--explain",
-        action="store_true",
-        help="Print each resolved setting and where it came from, then exit.",
-    )
-    _bool_flag(parser, "quiet", "Do not print the launcher's own messages.")
-    hw = parser.add_argument_group("Hardware")
-    _bool_flag(hw, "cpu", "Run on CPU even when accelerators are present.")
-    hw.add_argument("--gpu_ids", default=None, help="GPUs to use: 'all' or e.g. '0,1'.")
-    hw.add_argument(
-        "--num_cpu_threads_per_process",
-        type=int,
-        default=None,
-        help="OMP_NUM_THREADS of each process.",
-    )
-    dist_group = parser.add_argument_group("Distributed")
-    dist_group.add_argument(
-        "--num_processes",
-        type=int,
-        default=None,
-        help="Total number of processes over all machines.",
-    )
-    dist_group.add_argument("--num_machines", type=int, default=None, help="Number of machines.")
-    dist_group.add_argument(
-        "--machine_rank", type=int, default=None, help="Index of this machine (0 = main)."
-    )
-    dist_group.add_argument("--main_process_ip", default=None, help="Address of machine 0.")
-    dist_group.add_argument(
-        "--main_process_port",
-        type=int,
-        default=None,
-        help="Rendezvous port (0 or absent: a free port on one machine).",
-    )
-    dist_group.add_argument(
-        "--rdzv_backend", default=None, choices=["static", "c10d"], help="Rendezvous backend."
-    )
-    _bool_flag(dist_group, "same_network", "All machines share one network.")
-    dist_group.add_argument(
-        "--max_restarts",
-        type=int,
-        default=None,
-        help="Restart a failed worker group up to N times.",
-    )
-    dist_group.add_argument(
-        "--monitor_interval",
-        type=float,
-        default=None,
-        help="Seconds between two health checks of the workers.",
-    )
-    _bool_flag(dist_group, "multi_gpu", "Accepted for compatibility; derived from the count.")
-    prec = parser.add_argument_group("Precision and compilation")
-    prec.add_argument("--mixed_precision", default=None, help="no, fp16, bf16 or fp8.")
-    prec.add_argument("--dynamo_backend", default=None, help="torch.compile backend or 'no'.")
-    prec.add_argument("--dynamo_mode", default=None, help="torch.compile mode.")
-    _bool_flag(prec, "dynamo_use_fullgraph", "Refuse graph breaks.")
-    _bool_flag(prec, "dynamo_use_dynamic", "Compile with dynamic shapes.")
-    _bool_flag(parser, "debug", "Check collectives across ranks (clear errors, not hangs).")
-    script = parser.add_argument_group("What to run")
-    _bool_flag(script, "module", "Run the target as a module (python -m); `-m` is the same.")
-    _bool_flag(script, "no_python", "Run the target as an executable, not a Python script.")
-    parser.add_argument(
-        "training_script",
-        nargs="?",
-        default=None,
-        help="The script (or module, or executable) to run.",
-    )
-    parser.add_argument(
-        "training_script_args", nargs=argparse.REMAINDER, help="Arguments of the script."
-    )
-    return parser
+@dataclass
+class Command:
+    """What ``accel launch`` runs on this machine."""
 
+    launcher: str
+    """``python`` (one process), ``torchrun``, ``mpirun``, ``deepspeed`` or ``slurm-task``
+    (srun started every rank; this task runs one)."""
+    argv: list[str]
+    """The command line (for ``torchrun``: its arguments, run in this process)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables added to the environment of the processes."""
 
-def normalize_argv(argv: list[str]) -> list[str]:
-    """Turn ``-m module args`` into ``--module module args`` so the module's own flags (even
-    ``--help``) go to the module, as with ``python -m``."""
-    out = list(argv)
-    for i, token in enumerate(out):
-        if token == "-m":
-            out[i] = "--module"
-            break
-        if not token.startswith("-") and (i == 0 or not out[i - 1].startswith("--")):
-            break
-    return out
+    def display(self) -> str:
+        """The command as a shell line."""
+        head = ["torchrun"] if self.launcher == "torchrun" else []
+        return shlex.join(head + self.argv)
 
 
 def _target(args: argparse.Namespace) -> tuple[list[str], bool, bool]:
@@ -124,29 +58,29 @@ def _target(args: argparse.Namespace) -> tuple[list[str], bool, bool]:
 
 
 def _torchrun_argv(
-    plan: LaunchPlan, port: int, target: list[str], module: bool, no_python: bool
+    config: LaunchConfig, port: int, target: list[str], module: bool, no_python: bool
 ) -> list[str]:
-    c = plan.config
-    nproc = c.num_processes // c.num_machines
+    nproc = config.num_processes // config.num_machines
     argv = [
         f"--nproc_per_node={nproc}",
-        f"--nnodes={c.num_machines}",
-        f"--max_restarts={c.max_restarts}",
-        f"--monitor_interval={c.monitor_interval}",
+        f"--nnodes={config.num_machines}",
+        f"--max_restarts={config.max_restarts}",
+        f"--monitor_interval={config.monitor_interval}",
     ]
-    host = c.main_process_ip or "127.0.0.1"
-    if c.rdzv_backend == "c10d":
+    host = config.main_process_ip or "127.0.0.1"
+    if config.rdzv_backend == "c10d":
         argv += [
             "--rdzv_backend=c10d",
             f"--rdzv_endpoint={host}:{port}",
             f"--rdzv_id={os.environ.get('ACCEL_RDZV_ID', 'accel')}",
+            f"--rdzv_conf=is_host={1 if config.machine_rank == 0 else 0}",
         ]
-        if c.machine_rank == 0:
-            argv += ["--rdzv_conf=is_host=1"]
-        else:
-            argv += ["--rdzv_conf=is_host=0"]
     else:
-        argv += [f"--node_rank={c.machine_rank}", f"--master_addr={host}", f"--master_port={port}"]
+        argv += [
+            f"--node_rank={config.machine_rank}",
+            f"--master_addr={host}",
+            f"--master_port={port}",
+        ]
     if module:
         argv.append("--module")
     if no_python:
@@ -154,35 +88,133 @@ def _torchrun_argv(
     return argv + target
 
 
+def _port(plan: LaunchPlan) -> int:
+    config = plan.config
+    port = config.main_process_port or 0
+    if port == 0:
+        port = free_port() if config.num_machines == 1 else 29500
+    return port
+
+
+def build_command(
+    plan: LaunchPlan, target: list[str], module: bool, no_python: bool, port: int
+) -> Command:
+    """Choose the launcher for ``plan`` and build its command line.
+
+    Order: srun started every rank (run the target directly) > ``mpirun_hostfile`` (mpirun) >
+    DeepSpeed over several machines with a launcher other than ``standard`` (DeepSpeed's
+    launcher, from machine 0) > one process (plain python) > torchrun.
+    """
+    config = plan.config
+    env = child_environment(config)
+    host = config.main_process_ip or "127.0.0.1"
+    if plan.slurm is not None and plan.slurm.one_task_per_rank:
+        env.update(MASTER_ADDR=host, MASTER_PORT=str(port))
+        return Command("slurm-task", python_target(target, module, no_python), env)
+    if config.mpirun_hostfile:
+        env.update(MASTER_ADDR=host, MASTER_PORT=str(port))
+        flavour = os.environ.get("ACCEL_MPI_FLAVOUR") or mpi_flavour()
+        argv = mpirun_command(
+            config.mpirun_hostfile,
+            config.num_processes,
+            config.num_machines,
+            env,
+            python_target(target, module, no_python),
+            flavour=flavour,
+        )
+        return Command("mpirun", argv, env)
+    ds = config.deepspeed_config
+    if (
+        config.distributed_type == "DEEPSPEED"
+        and config.num_machines > 1
+        and plan.slurm is None
+        and (ds.deepspeed_multinode_launcher or "pdsh") != "standard"
+    ):
+        if config.machine_rank != 0:
+            raise ConfigError(
+                "DeepSpeed's multi-machine launcher starts every machine from machine 0; got "
+                f"machine_rank={config.machine_rank}. Run `accel launch` on machine 0 only, or "
+                "pass --deepspeed_multinode_launcher standard to start each machine yourself."
+            )
+        if not ds.deepspeed_hostfile:
+            raise ConfigError(
+                f"DeepSpeed over num_machines={config.num_machines} needs a hostfile listing "
+                "them; got none. Pass --deepspeed_hostfile hosts.txt (lines `host slots=N`)."
+            )
+        argv = deepspeed_command(
+            hostfile=ds.deepspeed_hostfile,
+            num_machines=config.num_machines,
+            processes_per_machine=config.num_processes // config.num_machines,
+            main_process_ip=config.main_process_ip,
+            main_process_port=port,
+            launcher=ds.deepspeed_multinode_launcher or "pdsh",
+            inclusion_filter=ds.deepspeed_inclusion_filter,
+            exclusion_filter=ds.deepspeed_exclusion_filter,
+            env=env,
+            target=target,
+            module=module,
+            no_python=no_python,
+        )
+        return Command("deepspeed", argv, env)
+    engine = config.distributed_type in ("DEEPSPEED", "FSDP", "MEGATRON_LM")
+    if config.num_processes == 1 and config.num_machines == 1 and not engine:
+        return Command("python", python_target(target, module, no_python), env)
+    return Command("torchrun", _torchrun_argv(config, port, target, module, no_python), env)
+
+
 def launch(args: argparse.Namespace) -> int:
     """Run ``accel launch`` with parsed arguments; return the exit code."""
     plan = resolve(args)
     if args.explain:
         print(plan.explain())
+        if args.training_script:
+            target, module, no_python = _target(args)
+            command = build_command(plan, target, module, no_python, _port(plan))
+            print(f"\nlauncher: {command.launcher}\ncommand: {command.display()}")
+            print("environment of the processes:")
+            for name, value in sorted(command.env.items()):
+                print(f"  {name}={value}")
         return 0
     target, module, no_python = _target(args)
-    config: LaunchConfig = plan.config
-    env = {**os.environ, **child_environment(config)}
-    quiet = bool(args.quiet)
-    if config.num_processes == 1 and config.num_machines == 1:
-        if no_python:
-            command = target
-        else:
-            command = [sys.executable, *(["-m"] if module else []), *target]
-        return subprocess.call(command, env=env)
-    port = config.main_process_port or 0
-    if port == 0:
-        port = free_port() if config.num_machines == 1 else 29500
-    elif config.machine_rank == 0:
+    config = plan.config
+    port = _port(plan)
+    command = build_command(plan, target, module, no_python, port)
+    if (
+        config.main_process_port
+        and command.launcher in ("torchrun", "mpirun", "slurm-task")
+        and _binds_port_here(plan)
+    ):
         check_port_free(config.main_process_ip or "127.0.0.1", port)
-    argv = _torchrun_argv(plan, port, target, module, no_python)
-    if not quiet:
+    env = {**os.environ, **command.env}
+    quiet = bool(args.quiet)
+    if not quiet and command.launcher != "python":
         print(
             f"accel launch: {config.num_processes} processes on {config.num_machines} "
-            f"machine(s), {config.distributed_type}, mixed precision {config.mixed_precision}",
+            f"machine(s) via {command.launcher}, {config.distributed_type}, mixed precision "
+            f"{config.mixed_precision}",
             file=sys.stderr,
         )
-    return _run_torchrun(argv, env, quiet)
+    if command.launcher == "torchrun":
+        return _run_torchrun(command.argv, env, quiet)
+    if command.launcher == "mpirun":
+        find_executable("mpirun", "Install an MPI, e.g. `apt-get install openmpi-bin`.")
+    if command.launcher == "deepspeed":
+        command.argv[0] = find_executable("deepspeed", "Install it: pip install deepspeed")
+    code = subprocess.call(command.argv, env=env)
+    if code != 0 and command.launcher in ("mpirun", "deepspeed") and not quiet:
+        print(
+            f"accel launch: {command.launcher} exited with code {code}; the ranks' output "
+            "above says which failed.",
+            file=sys.stderr,
+        )
+    return code
+
+
+def _binds_port_here(plan: LaunchPlan) -> bool:
+    """Whether the rendezvous port is opened by a process of this machine."""
+    if plan.slurm is not None and plan.slurm.one_task_per_rank:
+        return plan.slurm.proc_id == 0
+    return plan.config.machine_rank == 0
 
 
 def _run_torchrun(argv: list[str], env: dict[str, Any], quiet: bool) -> int:
@@ -200,8 +232,7 @@ def _run_torchrun(argv: list[str], env: dict[str, Any], quiet: bool) -> int:
     try:
         run(torch_args)
     except ChildFailedError as err:
-        first = err.get_first_failure()
-        rank, failure = first
+        rank, failure = err.get_first_failure()
         print(
             f"accel launch: process of global rank {rank} failed with exit code "
             f"{failure.exitcode} ({failure.message or 'see its traceback above'}); "

@@ -6,16 +6,44 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 import socket
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._config import ConfigError, LaunchConfig, default_config_file, load_config_file
+from ._cluster import SlurmStep, detect_slurm
+from ._config import LaunchConfig, default_config_file, load_config_file, read_raw
+from ._engines import SECTIONS, section_flags
+from ._errors import ConfigError
+from ._migrate import migrate
 
 # Flags whose names are not the config field they set.
-_FLAG_TO_FIELD = {"cpu": "use_cpu", "multi_gpu": None, "module": None, "no_python": None}
-_DYNAMO_FLAGS = ("dynamo_backend", "dynamo_mode", "dynamo_use_fullgraph", "dynamo_use_dynamic")
+_FLAG_TO_FIELD = {"cpu": "use_cpu"}
+_NOT_SETTINGS = {
+    "config_file",
+    "training_script",
+    "training_script_args",
+    "explain",
+    "quiet",
+    "module",
+    "no_python",
+    "multi_gpu",
+    "func",
+    "command",
+}
+_ENGINE_FLAGS = {
+    "use_deepspeed": "DEEPSPEED",
+    "use_fsdp": "FSDP",
+    "use_megatron_lm": "MEGATRON_LM",
+}
+_SECTION_ENGINE = {
+    "deepspeed_config": "DEEPSPEED",
+    "fsdp_config": "FSDP",
+    "megatron_lm_config": "MEGATRON_LM",
+}
 
 
 @dataclass
@@ -25,17 +53,29 @@ class LaunchPlan:
     config: LaunchConfig
     """The merged, validated configuration."""
     sources: dict[str, str] = field(default_factory=dict)
-    """For each field: ``default``, ``config file <path>``, ``flag --name`` or ``derived``."""
+    """For each setting (``section.key`` inside sections): ``default``, ``config file
+    <path>``, ``flag --name``, ``SLURM (<variable>)`` or ``derived``."""
     config_path: Path | None = None
     """The config file that was read, if any."""
+    slurm: SlurmStep | None = None
+    """The SLURM step this launcher runs in, when started by srun."""
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(setting, value, source) for every top-level setting and every set section key."""
+        rows = []
+        for name, value in self.config.to_dict().items():
+            if name in SECTIONS:
+                for key, sub in value.items():
+                    rows.append(
+                        (f"{name}.{key}", repr(sub), self.sources.get(f"{name}.{key}", "default"))
+                    )
+                continue
+            rows.append((name, repr(value), self.sources.get(name, "default")))
+        return rows
 
     def explain(self) -> str:
         """A table of each resolved value and where it came from."""
-        rows = []
-        for name, value in self.config.to_dict().items():
-            if isinstance(value, dict) and not value:
-                continue
-            rows.append((name, repr(value), self.sources.get(name, "default")))
+        rows = self.rows()
         width = max(len(r[0]) for r in rows)
         vwidth = min(40, max(len(r[1]) for r in rows))
         lines = [f"{'setting':<{width}}  {'value':<{vwidth}}  source"]
@@ -44,17 +84,32 @@ class LaunchPlan:
 
 
 def _has_accelerator() -> bool:
+    """Whether CUDA (or ROCm) devices are usable; torch is imported only where a driver exists."""
+    if "torch" not in sys.modules and not any(
+        (shutil.which("nvidia-smi"), shutil.which("rocm-smi"), os.path.exists("/dev/nvidiactl"))
+    ):
+        return False
     import torch
 
     return torch.cuda.is_available() and torch.cuda.device_count() > 0
 
 
-def resolve(args: argparse.Namespace) -> LaunchPlan:
+def _local_accelerators() -> int:
+    if not _has_accelerator():
+        return 0
+    import torch
+
+    return int(torch.cuda.device_count())
+
+
+def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> LaunchPlan:
     """Build the launch plan from parsed ``accel launch`` arguments.
 
     Precedence: defaults < config file (``--config_file``, else the default file if it exists)
-    < flags. A flag left unset does not override the file.
+    < what ``srun`` says about the machines (under SLURM) < flags. A flag left unset does not
+    override anything.
     """
+    environ = os.environ if environ is None else environ
     config = LaunchConfig()
     sources = {name: "default" for name in config.to_dict()}
     path: Path | None = None
@@ -64,42 +119,95 @@ def resolve(args: argparse.Namespace) -> LaunchPlan:
         path = default_config_file()
     if path is not None:
         from_file = load_config_file(path)
-        raw_keys = _keys_in_file(path)
-        for name in raw_keys:
-            if hasattr(from_file, name):
+        raw, _ = migrate(read_raw(path))
+        for name in raw:
+            if name in SECTIONS:
+                setattr(config, name, getattr(from_file, name))
+                for key in getattr(from_file, name).to_dict():
+                    sources[f"{name}.{key}"] = f"config file {path}"
+            elif name in sources:
                 setattr(config, name, getattr(from_file, name))
                 sources[name] = f"config file {path}"
-    for flag, value in vars(args).items():
-        if value is None or flag in ("config_file", "training_script", "training_script_args"):
+    given = {k: v for k, v in vars(args).items() if v is not None and k not in _NOT_SETTINGS}
+    slurm = detect_slurm(environ)
+    if slurm is not None:
+        _apply_slurm(config, sources, slurm, given)
+    _apply_flags(config, sources, given)
+    config.validate()  # before anything imports torch: bad input fails fast
+    _derive(config, sources, slurm)
+    config.validate()
+    return LaunchPlan(config=config, sources=sources, config_path=path, slurm=slurm)
+
+
+def _apply_flags(config: LaunchConfig, sources: dict[str, str], given: dict[str, Any]) -> None:
+    engines = [flag for flag in _ENGINE_FLAGS if given.get(flag)]
+    if len(engines) > 1:
+        raise ConfigError(
+            "one engine per run: --use_deepspeed, --use_fsdp and --use_megatron_lm exclude each "
+            f"other; got {' and '.join('--' + e for e in engines)}. Keep one of them."
+        )
+    if engines:
+        config.distributed_type = _ENGINE_FLAGS[engines[0]]
+        sources["distributed_type"] = f"flag --{engines[0]}"
+    by_flag = section_flags()
+    for flag, value in given.items():
+        if flag in _ENGINE_FLAGS:
+            continue
+        if flag in by_flag:
+            section, key = by_flag[flag]
+            setattr(getattr(config, section), key, value)
+            sources[f"{section}.{key}"] = f"flag --{flag}"
             continue
         target = _FLAG_TO_FIELD.get(flag, flag)
-        if flag in _DYNAMO_FLAGS:
-            config.dynamo_config = {**config.dynamo_config, flag: value}
-            sources["dynamo_config"] = "flag --" + flag
-            continue
-        if target is None or target not in sources:
+        if target not in sources:
             continue
         if isinstance(getattr(config, target), bool) and value is False:
             continue
         setattr(config, target, value)
         sources[target] = f"flag --{flag}"
-    config.validate()  # before anything imports torch: bad input fails fast
-    _derive(config, sources)
-    config.validate()
-    return LaunchPlan(config=config, sources=sources, config_path=path)
+    for flag in given:
+        section = by_flag.get(flag, ("", ""))[0]
+        engine = _SECTION_ENGINE.get(section)
+        if engine and config.distributed_type != engine:
+            use = {v: k for k, v in _ENGINE_FLAGS.items()}[engine]
+            raise ConfigError(
+                f"--{flag} is an option of {engine}, but this run uses distributed_type="
+                f"{config.distributed_type}. Add --{use}, or drop --{flag}."
+            )
 
 
-def _keys_in_file(path: Path) -> list[str]:
-    import json
+def _apply_slurm(
+    config: LaunchConfig, sources: dict[str, str], slurm: SlurmStep, given: dict[str, Any]
+) -> None:
+    """Take the machines from srun's variables (flags given on the command line still win)."""
+    values: dict[str, tuple[Any, str]] = {
+        "num_machines": (slurm.num_nodes, "SLURM_NNODES"),
+        "machine_rank": (slurm.node_id, "SLURM_NODEID"),
+    }
+    if slurm.hosts:
+        values["main_process_ip"] = (slurm.hosts[0], "first host of SLURM_JOB_NODELIST")
+    if slurm.one_task_per_rank:
+        values["num_processes"] = (slurm.num_tasks, "SLURM_NTASKS: srun started every rank")
+        if given.get("num_processes") not in (None, slurm.num_tasks):
+            raise ConfigError(
+                f"srun started {slurm.num_tasks} tasks, one per rank, so the run has "
+                f"{slurm.num_tasks} processes; got --num_processes {given['num_processes']}. "
+                f"Drop --num_processes, or start one task per machine (srun --ntasks-per-node=1)."
+            )
+    elif sources["num_processes"] == "default" and "num_processes" not in given:
+        per_node = slurm.gpus_on_node or _local_accelerators() or 1
+        values["num_processes"] = (
+            per_node * slurm.num_nodes,
+            f"{per_node} per machine x SLURM_NNODES",
+        )
+    if config.main_process_port in (None, 0) and "main_process_port" not in given:
+        values["main_process_port"] = (slurm.port, "SLURM_JOB_ID (20000 + id % 10000)")
+    for name, (value, origin) in values.items():
+        setattr(config, name, value)
+        sources[name] = f"SLURM ({origin})"
 
-    import yaml
 
-    text = path.read_text()
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    return list((data or {}).keys())
-
-
-def _derive(config: LaunchConfig, sources: dict[str, str]) -> None:
+def _derive(config: LaunchConfig, sources: dict[str, str], slurm: SlurmStep | None) -> None:
     if config.distributed_type == "NO" and config.num_processes > 1:
         config.distributed_type = (
             "MULTI_GPU" if not config.use_cpu and _has_accelerator() else "MULTI_CPU"
@@ -108,7 +216,7 @@ def _derive(config: LaunchConfig, sources: dict[str, str]) -> None:
     if config.num_processes == 1 and config.distributed_type in ("MULTI_CPU", "MULTI_GPU"):
         config.distributed_type = "NO"
         sources["distributed_type"] = "derived"
-    if not _has_accelerator() and not config.use_cpu:
+    if not config.use_cpu and not _has_accelerator():
         config.use_cpu = True
         sources["use_cpu"] = "derived (no accelerator)"
 
@@ -136,7 +244,10 @@ def free_port() -> int:
 
 
 def child_environment(config: LaunchConfig) -> dict[str, str]:
-    """Environment variables through which the configuration reaches every process."""
+    """Environment variables through which the configuration reaches every process.
+
+    The names are listed in ``docs/launch.md``; engines read them in the processes.
+    """
     env: dict[str, str] = {
         "ACCEL_MIXED_PRECISION": config.mixed_precision,
         "ACCEL_USE_CPU": "1" if config.use_cpu else "0",
@@ -150,25 +261,14 @@ def child_environment(config: LaunchConfig) -> dict[str, str]:
     env["OMP_NUM_THREADS"] = str(threads)
     if config.gpu_ids not in ("all", "", None) and not config.use_cpu:
         env["CUDA_VISIBLE_DEVICES"] = str(config.gpu_ids)
-    for key, value in config.dynamo_config.items():
-        env["ACCEL_" + key.upper()] = _env_value(value)
-    for prefix, options in (
-        ("ACCEL_DEEPSPEED_", config.deepspeed_config),
-        ("ACCEL_FSDP_", config.fsdp_config),
-    ):
-        for key, value in options.items():
-            name = key.upper()
-            for strip in ("DEEPSPEED_", "FSDP_"):
-                if name.startswith(strip):
-                    name = name[len(strip) :]
-            env[prefix + name] = _env_value(value)
+    if config.downcast_bf16 not in ("no", False, None):
+        env["ACCEL_DOWNCAST_BF16"] = "1"
+    env.update(config.dynamo_config.environment())
+    for section, engine in _SECTION_ENGINE.items():
+        if config.distributed_type == engine:
+            env[f"ACCEL_USE_{engine}"] = "1"
+            env.update(getattr(config, section).environment())
     return env
-
-
-def _env_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
 
 
 def plan_field_names() -> list[str]:

@@ -20,12 +20,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``accel <command> ...``."""
-    from ._launch import normalize_argv
-
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["launch"]:
-        argv = ["launch", *normalize_argv(argv[1:])]
+    if argv[:1] in (["launch"], ["test"]):
+        from ._flags import add_launch_arguments, normalize_argv
+
+        argv = [argv[0], *normalize_argv(argv[1:], add_launch_arguments(argparse.ArgumentParser()))]
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

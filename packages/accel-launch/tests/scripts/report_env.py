@@ -21,6 +21,8 @@ from accel_state import PartialState  # noqa: E402
 
 state = PartialState()
 record = {k: os.environ.get(k) for k in keys}
+record.update({k: v for k, v in os.environ.items() if k.startswith("ACCEL_")})
+record["restart"] = os.environ.get("TORCHELASTIC_RESTART_COUNT")
 record["num_processes"] = state.num_processes
 record["process_index"] = state.process_index
 record["argv"] = sys.argv[1:]

@@ -1,0 +1,356 @@
+"""Streaming a checkpoint into a model: each tensor read once, straight to where it belongs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import torch
+from torch import nn
+
+from ._checkpoint_files import is_safetensors, resolve_checkpoint, torch_load
+from ._device_map import check_device_map, find_device
+from ._offload import save_offload_index, write_offload_file
+from ._progress import human_bytes, progress
+from ._safetensors_io import SafetensorsFile, st_dtype_name
+from ._sizes import resolve_dtype
+from ._tensors import (
+    find_tied_parameters,
+    get_submodule_and_name,
+    normalize_device,
+    retie_parameters,
+    set_module_tensor_to_device,
+)
+
+logger = logging.getLogger("accel_bigmodel")
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+@dataclass
+class LoadReport:
+    """What :func:`load_checkpoint_in_model` did; stored as ``model._accel_load_report``."""
+
+    bytes_by_device: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """Bytes placed per device (``"disk"`` included)."""
+    tensors_by_device: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    """Tensors placed per device."""
+    disk_in_place: int = 0
+    """Disk tensors used where they are in the checkpoint's safetensors files."""
+    disk_written: int = 0
+    """Disk tensors written to the offload folder (format or dtype differs)."""
+    missing_keys: list[str] = field(default_factory=list)
+    """Model tensors the checkpoint did not provide."""
+    unexpected_keys: list[str] = field(default_factory=list)
+    """Checkpoint tensors the model does not have."""
+    seconds: float = 0.0
+    """Wall time of the load."""
+
+    def summary(self) -> str:
+        """One line: where the weights went."""
+        parts = []
+        for device, count in self.bytes_by_device.items():
+            part = f"{device} {human_bytes(count)} ({self.tensors_by_device[device]} tensors"
+            if device == "disk":
+                part += f", {self.disk_in_place} used in place, {self.disk_written} written"
+            parts.append(part + ")")
+        total = sum(self.bytes_by_device.values())
+        return f"Loaded {human_bytes(total)} in {self.seconds:.2f}s: " + ", ".join(parts)
+
+
+def _keep_fp32(name: str, modules: list[str] | None) -> bool:
+    if not modules:
+        return False
+    dotted = f".{name}."
+    return any(f".{m}." in dotted for m in modules)
+
+
+def _target_dtype(
+    stored: torch.dtype,
+    current: torch.Tensor,
+    dtype: torch.dtype | None,
+    name: str,
+    keep_in_fp32_modules: list[str] | None,
+) -> torch.dtype:
+    if stored.is_floating_point:
+        if dtype is None:
+            return current.dtype if current.is_floating_point() else stored
+        if _keep_fp32(name, keep_in_fp32_modules):
+            return torch.float32
+        return dtype
+    return current.dtype if not current.is_floating_point() else stored
+
+
+class _Source:
+    """One checkpoint file: safetensors (memory-mapped, read in place) or a torch pickle."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.safe = is_safetensors(path)
+        self.handle = SafetensorsFile(path) if self.safe else None
+        self.state = None if self.safe else torch_load(path)
+
+    def keys(self) -> list[str]:
+        return self.handle.keys() if self.handle is not None else list(self.state or {})
+
+    def dtype(self, name: str) -> torch.dtype:
+        if self.handle is not None:
+            return self.handle.dtype(name)
+        assert self.state is not None
+        return self.state[name].dtype
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        if self.handle is not None:
+            return tuple(self.handle.shape(name))
+        assert self.state is not None
+        return tuple(self.state[name].shape)
+
+    def raw(self, name: str) -> torch.Tensor:
+        """The stored tensor without a copy (memory-mapped)."""
+        if self.handle is not None:
+            return self.handle.view(name)
+        assert self.state is not None
+        return self.state[name]
+
+    def materialize(self, name: str, dtype: torch.dtype) -> torch.Tensor:
+        """A fresh CPU tensor of ``dtype`` holding the stored value (one copy)."""
+        if self.handle is not None and self.handle.dtype(name) == dtype:
+            return self.handle.load(name)
+        source = self.raw(name)
+        out = torch.empty(source.shape, dtype=dtype)
+        out.copy_(source)
+        return out
+
+
+def load_checkpoint_in_model(
+    model: nn.Module,
+    checkpoint: PathLike,
+    device_map: Mapping[str, Any] | None = None,
+    offload_folder: PathLike | None = None,
+    dtype: Union[str, torch.dtype, None] = None,
+    offload_state_dict: bool = False,
+    offload_buffers: bool = False,
+    keep_in_fp32_modules: list[str] | None = None,
+    offload_8bit_bnb: bool = False,
+    strict: bool = False,
+    full_state_dict: bool = True,
+    broadcast_from_rank0: bool = False,
+    *,
+    show_progress: bool | None = None,
+    num_threads: int | None = None,
+) -> None:
+    """Loads a (possibly sharded) checkpoint into a model, placing each weight as it is read.
+
+    Safetensors shards are memory-mapped and every tensor is read once, straight into its final
+    memory; shards are read by several threads. No full state dict is ever held in RAM, so the
+    peak resident memory is what the model keeps (``offload_state_dict`` is therefore satisfied
+    by construction). Weights mapped to ``"disk"`` are used in place when the checkpoint already
+    holds them as safetensors in the right dtype, and otherwise written once to
+    ``offload_folder`` as safetensors; ``offload_folder/index.json`` lists them.
+
+    Args:
+        model: The model to fill (typically built under :func:`init_empty_weights`).
+        checkpoint: A weight file, an index ``.json``, or a folder holding one index or one
+            ``model.safetensors`` / ``pytorch_model.bin``.
+        device_map: Module name -> device (``int``, ``"cpu"``, ``"disk"`` ...). When ``None``,
+            each weight goes to the device of the tensor it replaces (CPU for meta tensors).
+        offload_folder: Where disk weights are indexed (required if ``device_map`` uses disk).
+        dtype: Cast floating-point weights to this dtype.
+        offload_state_dict: Accepted for compatibility; never needed (see above).
+        offload_buffers: Send buffers of disk modules to disk too (else they stay on the CPU).
+        keep_in_fp32_modules: Module names whose weights stay in ``float32`` when ``dtype``
+            is given.
+        offload_8bit_bnb: Not supported (8-bit weights belong to a quantization package).
+        strict: Raise if checkpoint and model keys differ (else log a warning).
+        full_state_dict: Accepted for compatibility (tensors are always loaded whole).
+        broadcast_from_rank0: Not supported: every process reads the checkpoint itself.
+        show_progress: Draw a progress bar (default: only on a terminal, with tqdm installed).
+        num_threads: Reader threads (default: up to 4, bounded by the CPU count).
+
+    Raises:
+        FileNotFoundError: Missing checkpoint or shard.
+        ValueError: Bad device map, corrupted file, shape mismatch, or strict key mismatch.
+    """
+    if offload_8bit_bnb:
+        raise ValueError(
+            "offload_8bit_bnb=True needs bitsandbytes 8-bit weights, which accel-bigmodel does "
+            "not handle; got offload_8bit_bnb=True. Use accel-precision's quantization loader."
+        )
+    if broadcast_from_rank0:
+        raise ValueError(
+            "broadcast_from_rank0=True needs a process group, which accel-bigmodel does not "
+            "manage; got broadcast_from_rank0=True. Load the checkpoint on every process instead."
+        )
+    start = time.perf_counter()
+    target_dtype = resolve_dtype(dtype)
+    if device_map is not None:
+        device_map = dict(device_map)
+        check_device_map(model, device_map)
+        if "disk" in device_map.values() and offload_folder is None:
+            disk = [k for k, v in device_map.items() if v == "disk"]
+            raise ValueError(
+                f"A device_map that sends modules to 'disk' needs offload_folder; {disk} go to "
+                f"disk but offload_folder is None. Pass offload_folder='some/folder'."
+            )
+    files = resolve_checkpoint(checkpoint)
+    tied_groups = find_tied_parameters(model)
+    tensors: dict[str, torch.Tensor] = {}
+    buffers: set[str] = set()
+    for name, param in model.named_parameters(remove_duplicate=False):
+        tensors[name] = param
+    for name, buf in model.named_buffers(remove_duplicate=False):
+        tensors[name] = buf
+        buffers.add(name)
+    expected = list(model.state_dict().keys())
+
+    report = LoadReport()
+    disk_index: dict[str, Any] = {}
+    loaded: set[str] = set()
+    sources = [_Source(path) for path in files.files]
+    jobs: list[tuple[_Source, str, torch.device, torch.dtype]] = []
+    to_write: list[tuple[_Source, list[tuple[str, torch.dtype]]]] = []
+    for source in sources:
+        writes: list[tuple[str, torch.dtype]] = []
+        for name in source.keys():
+            current = tensors.get(name)
+            if current is None:
+                report.unexpected_keys.append(name)
+                continue
+            if tuple(current.shape) != source.shape(name):
+                raise ValueError(
+                    f"A checkpoint tensor must have the model's shape; {name!r} is "
+                    f"{list(source.shape(name))} in {source.path} but {list(current.shape)} in "
+                    f"the model. Check that the model config matches the checkpoint."
+                )
+            want = _target_dtype(
+                source.dtype(name), current, target_dtype, name, keep_in_fp32_modules
+            )
+            if device_map is None:
+                device: Any = current.device if current.device.type != "meta" else "cpu"
+            else:
+                device = find_device(device_map, name)
+                if device == "disk" and name in buffers and not offload_buffers:
+                    device = "cpu"
+            loaded.add(name)
+            if device == "disk":
+                nbytes = current.numel() * torch.empty((), dtype=want).element_size()
+                report.bytes_by_device["disk"] += nbytes
+                report.tensors_by_device["disk"] += 1
+                if source.handle is not None and source.dtype(name) == want:
+                    disk_index[name] = {
+                        "safetensors_file": os.path.abspath(source.path),
+                        "weight_name": name,
+                        "dtype": st_dtype_name(want),
+                        "shape": list(current.shape),
+                    }
+                    report.disk_in_place += 1
+                else:
+                    writes.append((name, want))
+                    report.disk_written += 1
+                if current.device.type != "meta":
+                    set_module_tensor_to_device(model, name, "meta")
+                continue
+            jobs.append((source, name, normalize_device(device), want))
+        if writes:
+            to_write.append((source, writes))
+
+    total_bytes = sum(
+        tensors[name].numel() * torch.empty((), dtype=want).element_size()
+        for _, name, _, want in jobs
+    )
+    total_bytes += sum(
+        tensors[name].numel() * torch.empty((), dtype=want).element_size()
+        for _, writes in to_write
+        for name, want in writes
+    )
+
+    def read(job: tuple[_Source, str, torch.device, torch.dtype]) -> torch.Tensor:
+        source, name, device, want = job
+        value = source.materialize(name, want)
+        if device.type != "cpu":
+            value = value.to(device)
+        return value
+
+    workers = num_threads or max(1, min(4, os.cpu_count() or 1))
+    with progress(total_bytes, "Loading checkpoint", show=show_progress) as bar:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="accel-load") as pool:
+            for job, value in zip(jobs, pool.map(read, jobs)):
+                _, name, device, want = job
+                set_module_tensor_to_device(model, name, device, value=value, dtype=want)
+                key = str(device)
+                report.bytes_by_device[key] += value.numel() * value.element_size()
+                report.tensors_by_device[key] += 1
+                bar.update(value.numel() * value.element_size())
+        for number, (source, writes) in enumerate(to_write):
+            file_name = f"offload-{number:05d}-{os.path.basename(source.path)}.safetensors"
+            items = [(name, source.raw(name)) for name, _ in writes]
+            entries = write_offload_file(
+                offload_folder,  # type: ignore[arg-type]
+                file_name,
+                items,
+                dtypes=dict(writes),
+            )
+            disk_index.update(entries)
+            bar.update(
+                sum(tensors[n].numel() * torch.empty((), dtype=w).element_size() for n, w in writes)
+            )
+
+    for group in tied_groups:
+        present = [n for n in group if n in loaded]
+        if not present:
+            continue
+        loaded.update(group)
+        in_index = [n for n in group if n in disk_index]
+        if in_index:
+            for name in group:
+                disk_index.setdefault(name, disk_index[in_index[0]])
+    if disk_index:
+        save_offload_index(disk_index, offload_folder)  # type: ignore[arg-type]
+
+    report.missing_keys = [k for k in expected if k not in loaded]
+    report.seconds = time.perf_counter() - start
+    if strict and (report.missing_keys or report.unexpected_keys):
+        raise ValueError(
+            f"With strict=True the checkpoint keys must match the model's; missing "
+            f"{_short(report.missing_keys)}, unexpected {_short(report.unexpected_keys)}. Fix "
+            f"the checkpoint or model config, or pass strict=False."
+        )
+    if report.missing_keys:
+        states = {
+            "meta" if tensors[k].device.type == "meta" else "initialised"
+            for k in report.missing_keys
+            if k in tensors
+        }
+        logger.warning(
+            "%d model tensors are not in the checkpoint and keep their %s values: %s",
+            len(report.missing_keys),
+            "/".join(sorted(states)) or "current",
+            _short(report.missing_keys),
+        )
+    if report.unexpected_keys:
+        logger.warning(
+            "%d checkpoint tensors do not belong to the model and were skipped: %s",
+            len(report.unexpected_keys),
+            _short(report.unexpected_keys),
+        )
+    retie_parameters(model, tied_groups)
+    object.__setattr__(model, "_accel_load_report", report)
+    logger.info(report.summary())
+
+
+def _short(names: list[str], limit: int = 10) -> str:
+    if not names:
+        return "[]"
+    shown = ", ".join(names[:limit])
+    return f"[{shown}{', ...' if len(names) > limit else ''}] ({len(names)})"
+
+
+def tensor_owner(model: nn.Module, name: str) -> tuple[nn.Module, str]:
+    """``(module, leaf)`` holding tensor ``name``."""
+    return get_submodule_and_name(model, name)

@@ -1,0 +1,410 @@
+"""Placing a model's submodules on devices under memory budgets, in time linear in its size."""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Union
+
+import torch
+from torch import nn
+
+from ._sizes import (
+    DeviceKey,
+    compute_module_sizes,
+    get_balanced_memory,
+    get_max_memory,
+)
+from ._tensors import find_tied_parameters
+
+logger = logging.getLogger("accel_bigmodel")
+
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def _layer_sizes(model: nn.Module, sizes: Mapping[str, int], no_split: set[str]) -> dict[str, int]:
+    """Largest block executed at once inside each module (one pass, bottom-up).
+
+    A leaf or an unsplittable module counts whole; a splittable module counts its largest child
+    or the total of its own direct tensors (loaded together by its own hook).
+    """
+    names: list[tuple[str, nn.Module]] = list(model.named_modules(remove_duplicate=False))
+    result: dict[str, int] = {}
+    for name, module in reversed(names):
+        children = module._modules
+        if not children or type(module).__name__ in no_split:
+            result[name] = sizes.get(name, 0)
+            continue
+        prefix = f"{name}." if name else ""
+        direct = sum(
+            sizes.get(prefix + n, 0)
+            for n, t in (*module._parameters.items(), *module._buffers.items())
+            if t is not None
+        )
+        best = direct
+        for child_name, child in children.items():
+            if child is not None:
+                best = max(best, result.get(prefix + child_name, 0))
+        result[name] = best
+    return result
+
+
+def _units_of(name: str, module: nn.Module) -> list[tuple[str, Any]]:
+    prefix = f"{name}." if name else ""
+    units: list[tuple[str, Any]] = []
+    for n, p in module._parameters.items():
+        if p is not None:
+            units.append((prefix + n, p))
+    for n, m in module._modules.items():
+        if m is not None:
+            units.append((prefix + n, m))
+    for n, b in module._buffers.items():
+        if b is not None:
+            units.append((prefix + n, b))
+    return units
+
+
+def _inside(name: str, container: str) -> bool:
+    return container == "" or name == container or name.startswith(container + ".")
+
+
+class _Placer:
+    """One greedy pass: devices in order, split a unit only when it does not fit."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        budget: dict[DeviceKey, int],
+        sizes: Mapping[str, int],
+        layer_sizes: Mapping[str, int],
+        no_split: set[str],
+        tied_groups: list[list[str]],
+        verbose: bool,
+    ) -> None:
+        self.model = model
+        self.budget = budget
+        self.devices = list(budget)
+        self.sizes = sizes
+        self.layer_sizes = layer_sizes
+        self.no_split = no_split
+        self.verbose = verbose
+        self.tied_params = [(p, group) for group in tied_groups for p in group]
+
+    def _say(self, message: str) -> None:
+        if self.verbose:
+            print(message)
+
+    def _owner(self, param_name: str) -> str:
+        return param_name.rsplit(".", 1)[0] if "." in param_name else param_name
+
+    def _tied_partners(self, name: str, assigned: Mapping[str, Any]) -> list[str]:
+        partners: list[str] = []
+        for param, group in self.tied_params:
+            if not _inside(param, name):
+                continue
+            for other in group:
+                if _inside(other, name):
+                    continue
+                owner = self._owner(other)
+                if owner in assigned or _inside(name, owner) or owner in partners:
+                    continue
+                partners.append(owner)
+        return partners
+
+    def place(
+        self, reserve: Mapping[DeviceKey, int]
+    ) -> tuple[dict[str, DeviceKey], dict[str, int]]:
+        """Returns ``(device_map, size of the largest layer placed on each device)``."""
+        queue: deque[tuple[str, Any]] = deque(_units_of("", self.model))
+        device_map: dict[str, DeviceKey] = {}
+        used = dict.fromkeys(self.devices, 0)
+        largest = dict.fromkeys(self.devices, 0)
+        index = 0
+        while queue:
+            name, obj = queue.popleft()
+            if name in device_map:
+                continue
+            device = self.devices[index]
+            size = self.sizes.get(name, 0)
+            partners = self._tied_partners(name, device_map) if self.tied_params else []
+            total = size + sum(self.sizes.get(p, 0) for p in partners)
+            if device == "disk":
+                capacity = None
+            else:
+                capacity = self.budget[device] - reserve.get(device, 0)
+            if capacity is None or used[device] + total <= capacity:
+                used[device] += total
+                device_map[name] = device
+                for unit in (name, *partners):
+                    device_map[unit] = device
+                    layer = self.layer_sizes.get(unit, self.sizes.get(unit, 0))
+                    largest[device] = max(largest[device], layer)
+                self._say(
+                    f"Putting {name}{' and ' + ', '.join(partners) if partners else ''} "
+                    f"(size={total}) on {device}"
+                    + (
+                        ""
+                        if capacity is None
+                        else f" (available={capacity - used[device] + total})"
+                    )
+                    + "."
+                )
+                continue
+            splittable = (
+                isinstance(obj, nn.Module)
+                and bool(obj._modules)
+                and type(obj).__name__ not in self.no_split
+            )
+            if splittable:
+                self._say(f"Not enough space on {device} for {name} (size {total}); splitting it.")
+                queue.extendleft(reversed(_units_of(name, obj)))
+                continue
+            if index + 1 >= len(self.devices):
+                raise ValueError(
+                    f"Every module must fit on a device of max_memory; {name!r} needs {total} bytes "
+                    f"but the last device {device!r} has {max(capacity or 0, 0) - used[device]} "
+                    f"bytes left (max_memory={dict(self.budget)}). Raise max_memory, add 'disk' "
+                    f"to it (with an offload folder), or list fewer no_split_module_classes."
+                )
+            self._say(f"{name} (size {total}) cannot be split and does not fit on {device}.")
+            index += 1
+            queue.appendleft((name, obj))
+        return device_map, largest
+
+
+def _required_reserve(
+    devices: list[DeviceKey], largest: Mapping[DeviceKey, int], main: DeviceKey
+) -> dict[DeviceKey, int]:
+    need: dict[DeviceKey, int] = {}
+    if main != "cpu":
+        offloaded = max(largest.get("cpu", 0), largest.get("disk", 0))
+        if offloaded:
+            need[main] = offloaded
+    if "cpu" in devices and largest.get("disk", 0):
+        need["cpu"] = max(need.get("cpu", 0), largest["disk"])
+    return need
+
+
+def infer_auto_device_map(
+    model: nn.Module,
+    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    no_split_module_classes: list[str] | None = None,
+    dtype: Union[str, torch.dtype, None] = None,
+    special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
+    verbose: bool = False,
+    clean_result: bool = True,
+    offload_buffers: bool = False,
+    fallback_allocation: bool = False,
+) -> dict[str, DeviceKey]:
+    """Computes a device map giving priority to GPUs, then the CPU, then the disk.
+
+    The placement guarantees that:
+
+    - no device receives more than its budget;
+    - if weights are offloaded to the CPU or disk, the main device keeps room for the largest
+      offloaded layer (it executes there), and if weights go to disk the CPU keeps room for the
+      largest layer on disk;
+    - tied parameters land on the same device.
+
+    Unlike a fixed reservation of the model's largest layer on every device, only the room that
+    the offloaded layers actually need is kept. The run time is linear in the number of modules.
+
+    Args:
+        model: The model to place (may be on the meta device).
+        max_memory: Device -> budget (``int`` bytes or ``"10GiB"``); measured when ``None``.
+        no_split_module_classes: Class names never split across devices (residual blocks).
+        dtype: Count floating-point weights as this dtype.
+        special_dtypes: Per-tensor dtype overrides.
+        verbose: Print each placement decision.
+        clean_result: Merge submodules that share a device into their parent's entry.
+        offload_buffers: Accepted for API compatibility; buffers are always counted in the sizes.
+        fallback_allocation: Accepted for API compatibility; the planner already moves to the
+            next device only when a unit can neither fit nor be split.
+
+    Returns:
+        An ordered ``{module_name: device}`` dict covering every parameter and buffer.
+
+    Raises:
+        ValueError: When the model cannot fit, or a device that must execute offloaded layers
+            cannot hold the largest of them.
+    """
+    if isinstance(no_split_module_classes, str):
+        no_split_module_classes = [no_split_module_classes]
+    no_split = set(no_split_module_classes or [])
+    budget = get_max_memory(dict(max_memory) if max_memory is not None else None)
+    if not budget:
+        raise ValueError(
+            "max_memory must name at least one device; got an empty mapping. Pass e.g. "
+            "max_memory={'cpu': '8GiB', 'disk': '100GiB'}."
+        )
+    sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
+    layer_sizes = _layer_sizes(model, sizes, no_split)
+    placer = _Placer(
+        model, budget, sizes, layer_sizes, no_split, find_tied_parameters(model), verbose
+    )
+    devices = list(budget)
+    gpus = [d for d in devices if d not in ("cpu", "disk")]
+    main = gpus[0] if gpus else "cpu"
+    reserve: dict[DeviceKey, int] = {}
+    device_map: dict[str, DeviceKey] = {}
+    for _ in range(8):
+        device_map, largest = placer.place(reserve)
+        need = _required_reserve(devices, largest, main)
+        if all(reserve.get(d, 0) >= v for d, v in need.items()):
+            break
+        reserve = {d: max(reserve.get(d, 0), need.get(d, 0)) for d in set(reserve) | set(need)}
+    else:
+        full = max(layer_sizes.values(), default=0)
+        reserve = {d: full for d in (main, "cpu") if d in budget}
+        device_map, largest = placer.place(reserve)
+        need = _required_reserve(devices, largest, main)
+    for device, amount in need.items():
+        if device in budget and amount > budget[device]:
+            raise ValueError(
+                f"The execution device must hold the largest offloaded layer; {device!r} has "
+                f"max_memory {budget[device]} bytes but a layer of {amount} bytes is offloaded and "
+                f"must run there. Raise max_memory[{device!r}] to at least {amount} bytes, or "
+                f"split that layer (remove its class from no_split_module_classes)."
+            )
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("device map reservations: %s", reserve)
+    if clean_result:
+        device_map = clean_device_map(device_map)
+    return device_map
+
+
+def clean_device_map(
+    device_map: Mapping[str, DeviceKey], module_name: str = ""
+) -> dict[str, DeviceKey]:
+    """Merges entries so a module whose submodules all share one device gets a single entry.
+
+    Args:
+        device_map: The map to clean (not modified).
+        module_name: Only clean entries under this module.
+
+    Returns:
+        A new device map, in the order of the original entries.
+    """
+    prefix = f"{module_name}." if module_name else ""
+
+    def parent_of(node: str) -> str:
+        return node.rsplit(".", 1)[0] if "." in node else ""
+
+    keys = [k for k in device_map if not module_name or k == module_name or k.startswith(prefix)]
+    mixed = object()
+    # uniform[node] is the one device of every key under node, or `mixed`.
+    uniform: dict[str, Any] = {}
+    for key in keys:
+        node: str | None = key
+        value: Any = device_map[key]
+        while node is not None:
+            seen = uniform.get(node, None)
+            if node in uniform:
+                if seen is mixed or repr(seen) == repr(value):
+                    if seen is mixed:
+                        break
+                    node = None if node == module_name else parent_of(node)
+                    continue
+                uniform[node] = mixed
+            else:
+                uniform[node] = value
+            node = None if node == module_name else parent_of(node)
+    result: dict[str, DeviceKey] = {k: v for k, v in device_map.items() if k not in uniform}
+    for key in keys:
+        top = key
+        node = key
+        while node != module_name:
+            node = parent_of(node)
+            if uniform.get(node, mixed) is mixed:
+                break
+            top = node
+        if top not in result:
+            result[top] = device_map[key]
+    return result
+
+
+def check_device_map(model: nn.Module, device_map: Mapping[str, Any]) -> None:
+    """Checks that every key of ``device_map`` names a submodule or tensor of ``model`` and that
+    every parameter and buffer of ``model`` is covered.
+
+    Raises:
+        ValueError: Naming the unknown keys or the uncovered tensors.
+    """
+    modules = dict(model.named_modules())
+    tensor_names = list(model.state_dict().keys())
+    known = set(modules) | set(tensor_names)
+    for name, _ in model.named_parameters(remove_duplicate=False):
+        known.add(name)
+    unknown = [k for k in device_map if k not in known]
+    if unknown:
+        sample = ", ".join(sorted(modules)[:8])
+        raise ValueError(
+            f"Every device_map key must name a submodule or tensor of the model; {unknown} do not "
+            f"(some modules are: {sample}). Fix the names, or use device_map='auto'."
+        )
+    if "" in device_map:
+        return
+    uncovered = [t for t in tensor_names if find_device(device_map, t) is None]
+    if uncovered:
+        shown = ", ".join(uncovered[:10]) + (" ..." if len(uncovered) > 10 else "")
+        raise ValueError(
+            f"A device_map must give a device to every parameter and buffer; {len(uncovered)} have "
+            f"none: {shown}. Add their modules to the device_map, or use device_map='auto'."
+        )
+
+
+def find_device(device_map: Mapping[str, Any], name: str) -> Any:
+    """Device of ``name`` under the longest matching ``device_map`` key, or ``None``."""
+    node = name
+    while True:
+        if node in device_map:
+            return device_map[node]
+        if not node:
+            return None
+        node = node.rsplit(".", 1)[0] if "." in node else ""
+
+
+def resolve_device_map(
+    model: nn.Module,
+    device_map: Any,
+    max_memory: Mapping[DeviceKey, Union[int, str]] | None,
+    no_split_module_classes: list[str] | None,
+    dtype: Union[str, torch.dtype, None],
+    offload_buffers: bool = False,
+) -> dict[str, Any] | None:
+    """Expands ``"auto"``/``"balanced"``/``"balanced_low_0"``/``"sequential"`` into a device map."""
+    if device_map is None:
+        return None
+    if isinstance(device_map, (str, torch.device, int)) and not isinstance(device_map, bool):
+        if isinstance(device_map, str) and device_map in DEVICE_MAP_STRATEGIES:
+            if device_map != "sequential":
+                max_memory = get_balanced_memory(
+                    model,
+                    max_memory=max_memory,
+                    no_split_module_classes=no_split_module_classes,
+                    dtype=dtype,
+                    low_zero=device_map == "balanced_low_0",
+                )
+            return infer_auto_device_map(
+                model,
+                max_memory=max_memory,
+                no_split_module_classes=no_split_module_classes,
+                dtype=dtype,
+                offload_buffers=offload_buffers,
+            )
+        if isinstance(device_map, str) and device_map not in ("cpu", "disk", "meta", "mps"):
+            try:
+                torch.device(device_map)
+            except RuntimeError:
+                raise ValueError(
+                    f"A string device_map must be one of {DEVICE_MAP_STRATEGIES} or a device name; "
+                    f"got {device_map!r}. Use device_map='auto' or a dict like {{'': 'cpu'}}."
+                ) from None
+        return {"": device_map}
+    if not isinstance(device_map, Mapping):
+        raise ValueError(
+            f"device_map must be a dict, a device, or one of {DEVICE_MAP_STRATEGIES}; got "
+            f"{type(device_map).__name__}. Use device_map='auto'."
+        )
+    return dict(device_map)

@@ -1,0 +1,291 @@
+"""Weights kept on disk: raw ``.dat`` files and safetensors files, read through memory maps."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Union
+
+import torch
+from torch import nn
+
+from ._progress import progress
+from ._safetensors_io import SafetensorsFile, st_dtype_name, writable_buffer, write_safetensors
+from ._sizes import resolve_dtype
+from ._tensors import Device, normalize_device, set_module_tensor_to_device
+
+PathLike = Union[str, "os.PathLike[str]"]
+INDEX_FILE = "index.json"
+
+
+def _dat_path(folder: PathLike, weight_name: str) -> str:
+    return os.path.join(folder, f"{weight_name}.dat")
+
+
+def offload_weight(
+    weight: torch.Tensor,
+    weight_name: str,
+    offload_folder: PathLike,
+    index: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Writes one tensor as raw bytes to ``{offload_folder}/{weight_name}.dat``.
+
+    Args:
+        weight: The tensor to write (moved to CPU, made contiguous).
+        weight_name: Its name; also the file stem.
+        offload_folder: Destination folder (created if needed).
+        index: The index to update with ``{"dtype", "shape"}``.
+
+    Returns:
+        The updated index.
+    """
+    os.makedirs(offload_folder, exist_ok=True)
+    data = weight.detach().cpu().contiguous()
+    shape = list(data.shape) or [1]
+    with open(_dat_path(offload_folder, weight_name), "wb") as handle:
+        handle.write(writable_buffer(data))
+    if index is None:
+        index = {}
+    index[weight_name] = {"dtype": st_dtype_name(data.dtype), "shape": shape}
+    return index
+
+
+def load_offloaded_weight(weight_file: PathLike, weight_info: Mapping[str, Any]) -> torch.Tensor:
+    """Memory-maps a ``.dat`` tensor written by :func:`offload_weight` (no copy)."""
+    dtype = resolve_dtype(weight_info["dtype"])
+    assert dtype is not None
+    shape = [int(d) for d in weight_info["shape"]]
+    count = 1
+    for d in shape:
+        count *= d
+    if count == 0:
+        return torch.empty(shape, dtype=dtype)
+    size = os.path.getsize(weight_file)
+    expected = count * torch.empty((), dtype=dtype).element_size()
+    if size != expected:
+        raise ValueError(
+            f"An offloaded weight file must hold shape x itemsize bytes; {weight_file} has {size} "
+            f"bytes but its index entry says {shape} of {dtype} ({expected} bytes). The offload "
+            f"folder is stale or corrupted: delete it and load the checkpoint again."
+        )
+    mapped = torch.from_file(str(weight_file), shared=False, size=count, dtype=dtype)
+    return mapped.view(shape)
+
+
+def save_offload_index(index: Mapping[str, Any], offload_folder: PathLike) -> None:
+    """Merges ``index`` into ``{offload_folder}/index.json``."""
+    if not index:
+        return
+    os.makedirs(offload_folder, exist_ok=True)
+    path = os.path.join(offload_folder, INDEX_FILE)
+    current: dict[str, Any] = {}
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as handle:
+            current = json.load(handle)
+    current.update(index)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(current, handle, indent=2)
+
+
+def offload_state_dict(save_dir: PathLike, state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Writes a state dict to ``save_dir`` as one ``.dat`` file per tensor plus ``index.json``.
+
+    Args:
+        save_dir: Destination folder.
+        state_dict: Tensors to offload.
+    """
+    os.makedirs(save_dir, exist_ok=True)
+    index: dict[str, Any] = {}
+    total = sum(t.numel() * t.element_size() for t in state_dict.values())
+    with progress(total, "Offloading weights", unit="B") as bar:
+        for name, tensor in state_dict.items():
+            index = offload_weight(tensor, name, save_dir, index=index)
+            bar.update(tensor.numel() * tensor.element_size())
+    save_offload_index(index, save_dir)
+
+
+class PrefixedDataset(Mapping):
+    """A read-only view of a mapping whose keys are ``prefix + key`` of the original.
+
+    Args:
+        dataset: The underlying mapping.
+        prefix: The prefix to prepend on lookups.
+    """
+
+    def __init__(self, dataset: Mapping[str, Any], prefix: str) -> None:
+        self.dataset = dataset
+        self.prefix = prefix
+
+    def __getitem__(self, key: str) -> Any:
+        return self.dataset[f"{self.prefix}{key}"]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(k[len(self.prefix) :] for k in self.dataset if k.startswith(self.prefix))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, key: object) -> bool:
+        return f"{self.prefix}{key}" in self.dataset
+
+
+class OffloadedWeightsLoader(Mapping):
+    """A mapping name -> tensor over an in-memory state dict and weights offloaded to disk.
+
+    Disk weights come from an index (``index.json`` of ``save_folder``). An entry is either a
+    raw ``.dat`` file (``{"dtype", "shape"}``) or a tensor inside a safetensors file
+    (``{"safetensors_file", "weight_name", "dtype"}``). Each file is opened and memory-mapped once,
+    on first use; later lookups return views of the same mapping.
+
+    Args:
+        state_dict: Tensors held in memory (looked up first).
+        save_folder: Folder with ``index.json`` and the offloaded files.
+        index: The index itself (read from ``save_folder`` when omitted).
+        device: Move looked-up tensors to this device.
+    """
+
+    def __init__(
+        self,
+        state_dict: Mapping[str, torch.Tensor] | None = None,
+        save_folder: PathLike | None = None,
+        index: Mapping[str, Any] | None = None,
+        device: Device | None = None,
+    ) -> None:
+        if state_dict is None and save_folder is None and index is None:
+            raise ValueError(
+                "OffloadedWeightsLoader needs weights: pass state_dict=, save_folder= or index=."
+            )
+        self.state_dict = dict(state_dict or {})
+        self.save_folder = None if save_folder is None else str(save_folder)
+        if index is None and self.save_folder is not None:
+            path = os.path.join(self.save_folder, INDEX_FILE)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as handle:
+                    index = json.load(handle)
+        self.index = dict(index or {})
+        self.all_keys = list(self.state_dict)
+        self.all_keys.extend(k for k in self.index if k not in self.state_dict)
+        self.device = None if device is None else normalize_device(device)
+        self._files: dict[str, SafetensorsFile] = {}
+        self._dat: dict[str, torch.Tensor] = {}
+        self._lock = threading.Lock()
+
+    def _resolve(self, path: str) -> str:
+        if os.path.isabs(path) or self.save_folder is None:
+            return path
+        return os.path.join(self.save_folder, path)
+
+    def safetensors_file(self, path: str) -> SafetensorsFile:
+        """The (cached) open handle of a safetensors file named by an index entry."""
+        full = self._resolve(path)
+        handle = self._files.get(full)
+        if handle is None:
+            with self._lock:
+                handle = self._files.get(full)
+                if handle is None:
+                    handle = SafetensorsFile(full)
+                    self._files[full] = handle
+        return handle
+
+    def disk_view(self, key: str) -> torch.Tensor:
+        """The memory-mapped tensor of an index entry, in the entry's dtype."""
+        info = self.index[key]
+        if "safetensors_file" in info:
+            handle = self.safetensors_file(info["safetensors_file"])
+            tensor = handle.view(info.get("weight_name", key))
+            wanted = resolve_dtype(info.get("dtype"))
+            if wanted is not None and tensor.dtype != wanted:
+                tensor = tensor.to(wanted)
+            return tensor
+        cached = self._dat.get(key)
+        if cached is None:
+            if self.save_folder is None:
+                raise KeyError(f"{key!r} is a .dat entry but the loader has no save_folder.")
+            cached = load_offloaded_weight(_dat_path(self.save_folder, key), info)
+            self._dat[key] = cached
+        return cached
+
+    def spans(self, key: str) -> tuple[SafetensorsFile, str] | None:
+        """``(file, tensor name)`` when ``key`` lives in a safetensors file, else ``None``."""
+        info = self.index.get(key)
+        if info is None or "safetensors_file" not in info:
+            return None
+        return self.safetensors_file(info["safetensors_file"]), info.get("weight_name", key)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        if key in self.state_dict:
+            tensor = self.state_dict[key]
+        elif key in self.index:
+            tensor = self.disk_view(key)
+        else:
+            raise KeyError(
+                f"{key!r} is neither in the in-memory weights nor in the offload index "
+                f"({len(self.index)} entries)."
+            )
+        if self.device is not None and tensor.device != self.device:
+            tensor = tensor.to(self.device)
+        return tensor
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.state_dict or key in self.index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.all_keys)
+
+    def __len__(self) -> int:
+        return len(self.all_keys)
+
+
+def extract_submodules_state_dict(
+    state_dict: Mapping[str, torch.Tensor], submodule_names: list[str]
+) -> dict[str, torch.Tensor]:
+    """Keeps the entries of ``state_dict`` that belong to one of ``submodule_names``."""
+    result: dict[str, torch.Tensor] = {}
+    for module_name in submodule_names:
+        prefix = f"{module_name}." if module_name else ""
+        for key, value in state_dict.items():
+            if key == module_name or key.startswith(prefix):
+                result[key] = value
+    return result
+
+
+def load_offloaded_weights(
+    model: nn.Module, index: Mapping[str, Any], offload_folder: PathLike
+) -> None:
+    """Loads every weight listed in ``index`` from ``offload_folder`` into ``model`` on the CPU."""
+    if not index:
+        return
+    loader = OffloadedWeightsLoader(save_folder=offload_folder, index=index)
+    for name in index:
+        set_module_tensor_to_device(model, name, "cpu", value=loader[name].clone())
+
+
+def write_offload_file(
+    folder: PathLike,
+    file_name: str,
+    tensors: list[tuple[str, torch.Tensor]],
+    dtypes: dict[str, torch.dtype] | None = None,
+) -> dict[str, Any]:
+    """Writes tensors into one safetensors file of the offload folder; returns index entries.
+
+    Args:
+        folder: The offload folder.
+        file_name: File name inside ``folder``.
+        tensors: ``(name, tensor)`` pairs, written one at a time.
+        dtypes: Cast these tensors to the given dtype as they are written.
+    """
+    os.makedirs(folder, exist_ok=True)
+    write_safetensors(Path(folder) / file_name, tensors, dtypes=dtypes)
+    casts = dtypes or {}
+    return {
+        name: {
+            "safetensors_file": file_name,
+            "weight_name": name,
+            "dtype": st_dtype_name(casts.get(name, t.dtype)),
+            "shape": list(t.shape),
+        }
+        for name, t in tensors
+    }

@@ -1,0 +1,399 @@
+"""Byte sizes of dtypes, files and modules; memory budgets per device."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any, Union
+
+import torch
+from torch import nn
+
+DeviceKey = Union[int, str]
+
+_SIZE_UNITS: tuple[tuple[str, int], ...] = (
+    ("TIB", 2**40),
+    ("GIB", 2**30),
+    ("MIB", 2**20),
+    ("KIB", 2**10),
+    ("TB", 10**12),
+    ("GB", 10**9),
+    ("MB", 10**6),
+    ("KB", 10**3),
+    ("B", 1),
+)
+
+_SUB_BYTE_DTYPES = {"int4": 0.5, "int2": 0.25, "fp4": 0.5, "nf4": 0.5}
+
+
+def convert_file_size_to_int(size: Union[int, str]) -> int:
+    """Converts a size given as an integer or a string with a unit into a number of bytes.
+
+    Units are case-insensitive: ``KiB``/``MiB``/``GiB``/``TiB`` are powers of 1024, ``KB``/``MB``/
+    ``GB``/``TB`` powers of 1000. A lowercase trailing ``b`` (``"8Mb"``) means bits.
+
+    Args:
+        size: The size to convert; an ``int`` is returned unchanged.
+
+    Returns:
+        The size in bytes.
+
+    Raises:
+        ValueError: If ``size`` is negative or not a number followed by a known unit.
+
+    Example:
+        >>> convert_file_size_to_int("1MiB")
+        1048576
+    """
+    if isinstance(size, bool):
+        raise ValueError(f"A size must be an int or a string like '5GB'; got the bool {size!r}.")
+    if isinstance(size, int):
+        if size < 0:
+            raise ValueError(
+                f"A size must be non-negative; got {size}. Pass a number of bytes >= 0."
+            )
+        return size
+    if isinstance(size, float) and size.is_integer() and size >= 0:
+        return int(size)
+    if not isinstance(size, str):
+        raise ValueError(
+            f"A size must be an int (bytes) or a string with a unit like '5GB' or '10GiB'; got "
+            f"{type(size).__name__} {size!r}."
+        )
+    text = size.strip()
+    upper = text.upper()
+    for unit, factor in _SIZE_UNITS:
+        if upper.endswith(unit):
+            number = text[: len(text) - len(unit)].strip()
+            bits = unit != "B" and not unit.endswith("IB") and text.endswith("b")
+            try:
+                value = float(number)
+            except ValueError:
+                break
+            if value < 0:
+                break
+            result = int(value * factor)
+            return result // 8 if bits else result
+    if text.isdigit():
+        return int(text)
+    raise ValueError(
+        f"A size must be digits followed by a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB); got "
+        f"{size!r}. Write it like '5GB' or '10GiB', or pass an int number of bytes."
+    )
+
+
+def resolve_dtype(dtype: Union[str, torch.dtype, None]) -> torch.dtype | None:
+    """Turns ``"float16"``, ``"torch.float16"`` or a ``torch.dtype`` into a ``torch.dtype``."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, str):
+        name = dtype.strip()
+        if name.startswith("torch."):
+            name = name[len("torch.") :]
+        candidate = getattr(torch, name, None)
+        if isinstance(candidate, torch.dtype):
+            return candidate
+    raise ValueError(
+        f"A dtype must be a torch.dtype or the name of one (like 'float16' or 'bfloat16'); got "
+        f"{dtype!r}, which torch does not define. Use one of 'float32', 'float16', 'bfloat16', "
+        f"'int8' ..."
+    )
+
+
+def dtype_byte_size(dtype: Union[torch.dtype, str]) -> float:
+    """Returns the number of bytes one element of ``dtype`` occupies.
+
+    ``torch.bool`` counts as 1/8 and the names ``"int4"`` / ``"int2"`` as 1/2 and 1/4 (for memory
+    estimates of quantized weights).
+
+    Args:
+        dtype: A ``torch.dtype`` or its name.
+
+    Returns:
+        The size in bytes (a float for sub-byte types, an int otherwise).
+
+    Example:
+        >>> dtype_byte_size(torch.float32)
+        4
+    """
+    if isinstance(dtype, str) and dtype.lower() in _SUB_BYTE_DTYPES:
+        return _SUB_BYTE_DTYPES[dtype.lower()]
+    resolved = resolve_dtype(dtype)
+    assert resolved is not None
+    if resolved == torch.bool:
+        return 1 / 8
+    return resolved.itemsize
+
+
+def _tensor_size(tensor: torch.Tensor, dtype: torch.dtype | None) -> int:
+    if dtype is not None and tensor.is_floating_point():
+        return int(tensor.numel() * dtype_byte_size(dtype))
+    return int(tensor.numel() * dtype_byte_size(tensor.dtype))
+
+
+def named_module_tensors(
+    module: nn.Module,
+    include_buffers: bool = True,
+    recurse: bool = False,
+    remove_non_persistent: bool = False,
+) -> Iterable[tuple[str, torch.Tensor]]:
+    """Yields ``(name, tensor)`` for the parameters (and buffers) of a module.
+
+    Args:
+        module: The module to walk.
+        include_buffers: Also yield buffers.
+        recurse: Walk submodules too (names are then dotted paths).
+        remove_non_persistent: Skip buffers registered with ``persistent=False``.
+    """
+    yield from module.named_parameters(recurse=recurse)
+    if include_buffers:
+        skip: set[str] = set()
+        if remove_non_persistent:
+            skip = get_non_persistent_buffers(module, recurse=recurse)
+        for name, buf in module.named_buffers(recurse=recurse):
+            if name not in skip:
+                yield name, buf
+
+
+def get_non_persistent_buffers(module: nn.Module, recurse: bool = False) -> set[str]:
+    """Returns the (dotted) names of the buffers registered with ``persistent=False``."""
+    names = set(module._non_persistent_buffers_set)
+    if recurse:
+        for prefix, sub in module.named_modules():
+            if prefix:
+                names.update(f"{prefix}.{n}" for n in sub._non_persistent_buffers_set)
+    return names
+
+
+def compute_module_sizes(
+    model: nn.Module,
+    dtype: Union[str, torch.dtype, None] = None,
+    special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
+    buffers_only: bool = False,
+) -> dict[str, int]:
+    """Computes the size in bytes of every submodule, parameter and buffer of a model.
+
+    Works on meta tensors (a model built under :func:`init_empty_weights`). A tensor shared by
+    several modules (tied weights) is counted once, where it first appears.
+
+    Args:
+        model: The model to analyze.
+        dtype: If given, floating-point tensors are counted as if cast to this dtype.
+        special_dtypes: Per-tensor dtype overrides (full dotted names), applied over ``dtype``.
+        buffers_only: Count buffers only.
+
+    Returns:
+        A mapping from dotted names (``""`` for the whole model) to bytes; missing names read 0.
+    """
+    target = resolve_dtype(dtype)
+    special = {k: resolve_dtype(v) for k, v in (special_dtypes or {}).items()}
+    sizes: dict[str, int] = defaultdict(int)
+    tensors: Iterable[tuple[str, torch.Tensor]]
+    if buffers_only:
+        tensors = model.named_buffers()
+    else:
+        tensors = named_module_tensors(model, recurse=True)
+    for name, tensor in tensors:
+        size = _tensor_size(tensor, special.get(name, target))
+        sizes[name] += size
+        prefix = name
+        while "." in prefix:
+            prefix = prefix.rsplit(".", 1)[0]
+            sizes[prefix] += size
+        sizes[""] += size
+    sizes.setdefault("", 0)
+    return sizes
+
+
+def compute_module_total_buffer_size(
+    model: nn.Module,
+    dtype: Union[str, torch.dtype, None] = None,
+    special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
+) -> int:
+    """Returns the total size in bytes of the buffers of ``model``."""
+    return compute_module_sizes(model, dtype, special_dtypes, buffers_only=True).get("", 0)
+
+
+def get_max_layer_size(
+    modules: list[tuple[str, Any]],
+    module_sizes: Mapping[str, int],
+    no_split_module_classes: list[str],
+) -> tuple[int, list[str]]:
+    """Returns the size of the largest layer among ``modules`` and the names reaching it.
+
+    A layer is a module with no children, a module whose class is in
+    ``no_split_module_classes``, or a lone parameter/buffer. Modules with children are explored
+    (once each, so the cost is linear in the number of modules).
+
+    Args:
+        modules: ``(name, module_or_tensor)`` pairs to scan.
+        module_sizes: Sizes as returned by :func:`compute_module_sizes`.
+        no_split_module_classes: Class names of modules that must not be split.
+
+    Returns:
+        ``(max_size, names)``.
+    """
+    no_split = set(no_split_module_classes or [])
+    best = 0
+    names: list[str] = []
+    stack = list(reversed(modules))
+    while stack:
+        name, obj = stack.pop()
+        children = [] if not isinstance(obj, nn.Module) else list(obj.named_children())
+        if isinstance(obj, nn.Module) and children and type(obj).__name__ not in no_split:
+            stack.extend(reversed([(f"{name}.{n}" if name else n, m) for n, m in children]))
+            continue
+        size = module_sizes.get(name, 0)
+        if size > best:
+            best, names = size, [name]
+        elif size == best:
+            names.append(name)
+    return best, names
+
+
+def calculate_maximum_sizes(model: nn.Module) -> tuple[int, tuple[int, list[str]]]:
+    """Computes the total size of the model and its largest layer.
+
+    Uses ``model._no_split_modules`` (set by ``transformers`` models) as the unsplittable classes.
+
+    Returns:
+        ``(total_size, (largest_layer_size, largest_layer_names))``.
+    """
+    sizes = compute_module_sizes(model)
+    no_split = list(getattr(model, "_no_split_modules", None) or [])
+    modules: list[tuple[str, Any]] = [
+        *model.named_parameters(recurse=False),
+        *model.named_children(),
+        *model.named_buffers(recurse=False),
+    ]
+    return sizes[""], get_max_layer_size(modules, sizes, no_split)
+
+
+def _available_cpu_memory() -> int:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _accelerator_memory() -> dict[DeviceKey, int]:
+    found: dict[DeviceKey, int] = {}
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            try:
+                found[i] = torch.cuda.mem_get_info(i)[0]
+            except Exception:  # a listed device may be unusable; skip it like an absent one
+                continue
+    elif hasattr(torch, "xpu") and torch.xpu.is_available():
+        for i in range(torch.xpu.device_count()):
+            try:
+                found[i] = torch.xpu.mem_get_info(i)[0]
+            except Exception:
+                continue
+    return found
+
+
+_DEVICE_ORDER = ("mps", "cpu", "disk")
+
+
+def get_max_memory(
+    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+) -> dict[DeviceKey, int]:
+    """Returns the memory budget of each device, in bytes, ordered GPUs first, then cpu, then disk.
+
+    Args:
+        max_memory: Device -> budget (``int`` bytes or a string like ``"10GiB"``). Keys are GPU
+            indices (``int``), ``"mps"``, ``"cpu"`` or ``"disk"``. If ``None``, the free memory of
+            every accelerator and the available RAM are measured.
+
+    Returns:
+        A new dict with integer budgets.
+
+    Raises:
+        ValueError: On an unknown device key or a malformed size.
+    """
+    if max_memory is None:
+        result = dict(_accelerator_memory())
+        if torch.backends.mps.is_available():
+            result["mps"] = _available_cpu_memory()
+        else:
+            result["cpu"] = _available_cpu_memory()
+        return result
+    converted: dict[DeviceKey, int] = {}
+    for key, value in max_memory.items():
+        if isinstance(key, str) and key.isdigit():
+            key = int(key)
+        if isinstance(key, torch.device):
+            key = key.index if key.type != "cpu" and key.index is not None else key.type
+        if not (isinstance(key, int) and not isinstance(key, bool)) and key not in _DEVICE_ORDER:
+            raise ValueError(
+                f"max_memory keys must be GPU indices (int), 'mps', 'cpu' or 'disk'; got {key!r}. "
+                f"Write e.g. max_memory={{0: '10GiB', 'cpu': '30GiB'}}."
+            )
+        converted[key] = convert_file_size_to_int(value)
+    gpus = sorted(k for k in converted if isinstance(k, int))
+    order: list[DeviceKey] = [*gpus, *(k for k in _DEVICE_ORDER if k in converted)]
+    return {k: converted[k] for k in order}
+
+
+def get_balanced_memory(
+    model: nn.Module,
+    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    no_split_module_classes: list[str] | None = None,
+    dtype: Union[str, torch.dtype, None] = None,
+    special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
+    low_zero: bool = False,
+) -> dict[DeviceKey, int]:
+    """Computes a ``max_memory`` that spreads the model evenly over the available GPUs.
+
+    Each GPU but the last gets ``model_size / n_gpus`` plus a margin (the largest unsplittable
+    block or 1.25x the mean leaf size, whichever is larger). With ``low_zero`` GPU 0 only gets
+    what the others cannot hold. With fewer than two GPUs the budget is returned unchanged.
+
+    Args:
+        model: The model to analyze (may be on the meta device).
+        max_memory: Device -> budget; measured when ``None``.
+        no_split_module_classes: Class names of modules that must not be split.
+        dtype: Count floating-point weights as this dtype.
+        special_dtypes: Per-tensor dtype overrides.
+        low_zero: Keep as little as possible on GPU 0 (useful for ``generate``).
+
+    Returns:
+        A new ``max_memory`` dict.
+    """
+    user_set = max_memory is not None
+    budget = get_max_memory(max_memory)
+    gpus = [k for k, v in budget.items() if isinstance(k, int) and v > 0]
+    if not gpus:
+        return budget
+    if len(gpus) == 1:
+        if not user_set:
+            budget[gpus[0]] = int(budget[gpus[0]] * 0.9)
+        return budget
+    sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
+    per_gpu = sizes[""] // (len(gpus) - 1 if low_zero else len(gpus))
+    no_split = set(no_split_module_classes or [])
+    block = 0
+    leaf_sizes: list[int] = []
+    for name, module in model.named_modules():
+        if type(module).__name__ in no_split:
+            block = max(block, sizes.get(name, 0))
+        if name and not any(True for _ in module.children()):
+            leaf_sizes.append(sizes.get(name, 0))
+    mean_leaf = sum(leaf_sizes) // max(len(leaf_sizes), 1)
+    per_gpu += int(1.25 * max(block, mean_leaf))
+    for idx in gpus[:-1]:
+        if not (low_zero and idx == gpus[0]):
+            budget[idx] = min(per_gpu, budget[idx])
+    if low_zero:
+        others = sum(budget[i] for i in gpus[1:])
+        budget[gpus[0]] = min(max(0, sizes[""] - others), budget[gpus[0]])
+    return budget

@@ -1,0 +1,159 @@
+import time
+
+import pytest
+import torch
+from bigmodel_helpers import Block, TinyLM
+from torch import nn
+
+from accel_bigmodel import (
+    check_device_map,
+    clean_device_map,
+    compute_module_sizes,
+    infer_auto_device_map,
+    init_empty_weights,
+)
+
+
+@pytest.fixture
+def skeleton():
+    with init_empty_weights():
+        return TinyLM(vocab=50, width=16, depth=6)
+
+
+def _sizes(model):
+    return compute_module_sizes(model)
+
+
+def test_everything_fits_on_cpu(skeleton):
+    assert infer_auto_device_map(skeleton, {"cpu": "1GB"}) == {"": "cpu"}
+
+
+def test_gpus_first_then_cpu_then_disk(skeleton):
+    s = _sizes(skeleton)
+    block = s["blocks.0"]
+    budget = {0: s["embed"] + 2 * block + 10, "cpu": 3 * block + 10, "disk": "1GB"}
+    device_map = infer_auto_device_map(skeleton, budget, ["Block"])
+    values = list(device_map.values())
+    assert values[0] == 0 and "cpu" in values and values[-1] == "disk"
+    order = {0: 0, "cpu": 1, "disk": 2}
+    assert [order[v] for v in values] == sorted(order[v] for v in values)
+    check_device_map(skeleton, device_map)
+
+
+def test_reserves_only_the_largest_offloaded_layer(skeleton):
+    s = _sizes(skeleton)
+    block = s["blocks.0"]
+    cpu = s["embed"] + s["scale"] + 4 * block + 1
+    device_map = infer_auto_device_map(skeleton, {"cpu": cpu, "disk": "1GB"}, ["Block"])
+    on_cpu = [k for k, v in device_map.items() if v == "cpu" and k.startswith("blocks")]
+    # 4 blocks of room: one is kept free to run the disk blocks, three are used.
+    assert len(on_cpu) == 3
+    assert device_map["blocks.5"] == "disk"
+
+
+def test_small_layers_on_disk_need_only_their_own_room():
+    # One big layer first, then many small ones: the reference keeps room for the big one
+    # everywhere; only the small layers go to disk, so only their size is reserved.
+    class Unbalanced(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.big = nn.Linear(100, 100)
+            self.small = nn.ModuleList(nn.Linear(10, 10) for _ in range(20))
+
+    with init_empty_weights():
+        model = Unbalanced()
+    s = _sizes(model)
+    cpu = s["big"] + 10 * s["small.0"] + 1
+    device_map = infer_auto_device_map(model, {"cpu": cpu, "disk": "1GB"})
+    assert device_map["big"] == "cpu"
+    on_cpu = [k for k, v in device_map.items() if v == "cpu" and k.startswith("small.")]
+    assert len(on_cpu) == 9  # ten fit, one slot reserved for the small disk layers
+
+
+def test_tied_parameters_stay_together(skeleton):
+    s = _sizes(skeleton)
+    device_map = infer_auto_device_map(
+        skeleton,
+        {"cpu": s["embed"] + s["blocks.0"] * 2, "disk": "1GB"},
+        ["Block"],
+        clean_result=False,
+    )
+    assert device_map["embed"] == device_map["head"]
+
+
+def test_max_memory_that_cannot_hold_the_largest_layer_is_an_error(skeleton):
+    s = _sizes(skeleton)
+    with pytest.raises(ValueError, match="largest offloaded layer.*max_memory"):
+        infer_auto_device_map(skeleton, {"cpu": s["blocks.0"] // 2, "disk": "1GB"}, ["Block"])
+
+
+def test_model_that_fits_nowhere_is_an_error(skeleton):
+    with pytest.raises(ValueError, match="fit on a device.*add 'disk'"):
+        infer_auto_device_map(skeleton, {"cpu": 1000}, ["Block"])
+
+
+def test_verbose_prints_decisions(skeleton, capsys):
+    s = _sizes(skeleton)
+    infer_auto_device_map(skeleton, {"cpu": s[""] // 2, "disk": "1GB"}, ["Block"], verbose=True)
+    out = capsys.readouterr().out
+    assert "Putting" in out and "disk" in out
+
+
+def test_dtype_changes_the_placement(skeleton):
+    s = _sizes(skeleton)
+    budget = {"cpu": s[""] // 2 + s["blocks.0"], "disk": "1GB"}
+    fp32 = infer_auto_device_map(skeleton, budget, ["Block"])
+    fp16 = infer_auto_device_map(skeleton, budget, ["Block"], dtype=torch.float16)
+    assert "disk" in fp32.values() and fp16 == {"": "cpu"}
+
+
+def test_clean_device_map_merges_uniform_subtrees():
+    raw = {"a.x": 0, "a.y": 0, "b": 1, "c.d.e": 1, "c.d.f": 1, "c.g": 0}
+    assert clean_device_map(raw) == {"a": 0, "b": 1, "c.d": 1, "c.g": 0}
+    assert clean_device_map({"a": "cpu", "b.c": "cpu"}) == {"": "cpu"}
+
+
+def test_check_device_map_errors(skeleton):
+    with pytest.raises(ValueError, match="'blocks.99'"):
+        check_device_map(skeleton, {"embed": "cpu", "blocks.99": "cpu"})
+    with pytest.raises(ValueError, match="no device|none"):
+        check_device_map(skeleton, {"embed": "cpu"})
+
+
+def test_linear_time_on_many_modules():
+    class Expert(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w1 = nn.Linear(4, 4, bias=False)
+            self.w2 = nn.Linear(4, 4, bias=False)
+
+    class MoE(nn.Module):
+        def __init__(self, experts: int) -> None:
+            super().__init__()
+            self.experts = nn.ModuleList(Expert() for _ in range(experts))
+
+    def timed(layers: int) -> float:
+        with init_empty_weights():
+            model = nn.Sequential(*[MoE(100) for _ in range(layers)])
+        size = compute_module_sizes(model)[""]
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            device_map = infer_auto_device_map(model, {"cpu": size // 3, "disk": "1GB"}, ["Expert"])
+            best = min(best, time.perf_counter() - start)
+        assert set(device_map.values()) == {"cpu", "disk"}
+        return best
+
+    small, large = timed(5), timed(40)
+    # 8x the modules: a linear planner costs ~8x, a quadratic one ~64x.
+    assert large < small * 30, (small, large)
+
+
+def test_no_split_block_goes_whole():
+    with init_empty_weights():
+        model = nn.Sequential(Block(16), Block(16), Block(16))
+    s = _sizes(model)
+    device_map = infer_auto_device_map(model, {"cpu": 2 * s["0"] + 10, "disk": "1GB"}, ["Block"])
+    assert device_map == {"0": "cpu", "1": "disk", "2": "disk"}
+    split = infer_auto_device_map(model, {"cpu": 2 * s["0"] + 10, "disk": "1GB"})
+    assert any(k.startswith("1.") for k in split)

@@ -1,0 +1,406 @@
+"""Typed sections of the config file: dynamo, DeepSpeed, FSDP and Megatron-LM options.
+
+Each section is a dataclass whose field names are the keys of the section in the file and the
+names of the matching ``accel launch`` flags. A field left at ``None`` is "not set": nothing is
+sent to the processes and the engine applies its own default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from accel_state import DynamoBackend
+
+from ._errors import ConfigError
+
+SectionError = ConfigError
+"""A section of the config file holds an unknown key or a bad value."""
+
+
+_TRUE_WORDS = {"1", "true", "yes", "y", "on"}
+_FALSE_WORDS = {"0", "false", "no", "n", "off"}
+
+
+def parse_bool(value: Any, name: str) -> bool:
+    """Read a boolean written as a bool, 0/1, or a word (``true``/``false``, ``yes``/``no``).
+
+    Raises:
+        SectionError: when the value is none of these.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in _TRUE_WORDS:
+        return True
+    if text in _FALSE_WORDS:
+        return False
+    raise SectionError(f"{name} must be true or false; got {value!r}. Use true or false.")
+
+
+def _coerce(value: Any, annotation: str, name: str) -> Any:
+    """Convert ``value`` to the type named first in ``annotation`` (``"int | None"`` -> int)."""
+    if value is None:
+        return None
+    kind = annotation.split("|")[0].strip()
+    if kind == "bool":
+        return parse_bool(value, name)
+    if kind == "int":
+        if isinstance(value, bool):
+            raise SectionError(f"{name} must be an integer; got {value!r}.")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise SectionError(f"{name} must be an integer; got {value!r}.") from None
+    if kind == "float":
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise SectionError(f"{name} must be a number; got {value!r}.") from None
+    return str(value)
+
+
+def _choice(value: str | None, name: str, choices: tuple[str, ...]) -> str | None:
+    if value is None:
+        return None
+    upper = str(value).upper() if choices[0].isupper() else str(value).lower()
+    if upper not in choices:
+        raise SectionError(
+            f"{name} must be one of {', '.join(choices)}; got {value!r}. Pick one of these."
+        )
+    return upper
+
+
+@dataclass
+class Section:
+    """Shared behaviour of the typed sections."""
+
+    env_prefix: ClassVar[str] = ""
+    """Prefix of the environment variables of this section's values."""
+    strip_prefix: ClassVar[str] = ""
+    """Prefix of the field names that the variable names leave out."""
+    launcher_only: ClassVar[tuple[str, ...]] = ()
+    """Fields read by the launcher itself, never sent to the processes."""
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        """The valid keys of this section."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: Any, section: str) -> Section:
+        """Build and validate a section from the mapping in the file.
+
+        Raises:
+            SectionError: for a key that is not one of :meth:`keys` (naming the closest valid
+                key) or a value of the wrong type.
+        """
+        if data is None:
+            data = {}
+        if isinstance(data, Section):
+            data = data.to_dict()
+        if not isinstance(data, dict):
+            raise SectionError(
+                f"{section} must be a mapping of settings; got {type(data).__name__}. "
+                f"Write `{section}: {{key: value}}` with keys among {', '.join(cls.keys())}."
+            )
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values = {}
+        for key, value in data.items():
+            if key not in fields:
+                close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise SectionError(
+                    f"{section}: unknown setting {key!r}.{hint} Valid settings: "
+                    f"{', '.join(fields)}."
+                )
+            values[key] = _coerce(value, str(fields[key].type), f"{section}.{key}")
+        built = cls(**values)
+        built.validate(section)
+        return built
+
+    def validate(self, section: str) -> None:
+        """Check the values together; raise :class:`SectionError` with the rule and the fix."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The values that are set (what the file holds)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def environment(self) -> dict[str, str]:
+        """Environment variables of the values that are set."""
+        env = {}
+        for key, value in self.to_dict().items():
+            if key in self.launcher_only:
+                continue
+            name = key[len(self.strip_prefix) :] if key.startswith(self.strip_prefix) else key
+            env[self.env_prefix + name.upper()] = env_value(value)
+        return env
+
+
+def env_value(value: Any) -> str:
+    """How a value is written in an environment variable (booleans as 1/0)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+@dataclass
+class DynamoConfig(Section):
+    """``torch.compile`` options (section ``dynamo_config``)."""
+
+    env_prefix: ClassVar[str] = "ACCEL_"
+
+    dynamo_backend: str | None = None
+    """Compile backend (``no``, ``inductor``, ``eager``, ``aot_eager`` ...)."""
+    dynamo_mode: str | None = None
+    """Compile mode: ``default``, ``reduce-overhead``, ``max-autotune`` ..."""
+    dynamo_use_fullgraph: bool | None = None
+    """Refuse graph breaks."""
+    dynamo_use_dynamic: bool | None = None
+    """Compile with dynamic shapes."""
+    dynamo_use_regional_compilation: bool | None = None
+    """Compile each repeated block once instead of the whole model."""
+
+    def validate(self, section: str) -> None:
+        """Check the backend name."""
+        if self.dynamo_backend is not None:
+            try:
+                self.dynamo_backend = DynamoBackend.parse(
+                    self.dynamo_backend, f"{section}.dynamo_backend"
+                ).value
+            except ValueError as err:
+                raise SectionError(str(err)) from None
+
+
+ZERO_STAGES = (0, 1, 2, 3)
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+DEEPSPEED_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "impi", "slurm", "nossh")
+
+
+@dataclass
+class DeepSpeedConfig(Section):
+    """DeepSpeed options (section ``deepspeed_config``; flags of the same names)."""
+
+    env_prefix: ClassVar[str] = "ACCEL_DEEPSPEED_"
+    strip_prefix: ClassVar[str] = "deepspeed_"
+    launcher_only: ClassVar[tuple[str, ...]] = (
+        "deepspeed_hostfile",
+        "deepspeed_inclusion_filter",
+        "deepspeed_exclusion_filter",
+        "deepspeed_multinode_launcher",
+    )
+
+    deepspeed_config_file: str | None = None
+    """A DeepSpeed JSON config; the options below then only fill its ``"auto"`` values."""
+    zero_stage: int | None = None
+    """ZeRO stage 0, 1, 2 or 3 (the engine uses 2 when neither this nor a file sets it)."""
+    offload_optimizer_device: str | None = None
+    """Where optimizer states live: ``none``, ``cpu`` or ``nvme`` (stage >= 2)."""
+    offload_param_device: str | None = None
+    """Where parameters live: ``none``, ``cpu`` or ``nvme`` (stage 3 only)."""
+    offload_optimizer_nvme_path: str | None = None
+    """Folder for optimizer states when ``offload_optimizer_device`` is ``nvme``."""
+    offload_param_nvme_path: str | None = None
+    """Folder for parameters when ``offload_param_device`` is ``nvme``."""
+    gradient_accumulation_steps: int | None = None
+    """Batches accumulated before each optimizer step."""
+    gradient_clipping: float | None = None
+    """Clip gradients to this norm."""
+    zero3_init_flag: bool | None = None
+    """Build large models directly partitioned (``deepspeed.zero.Init``; stage 3)."""
+    zero3_save_16bit_model: bool | None = None
+    """Gather and save a 16-bit model at save time (stage 3)."""
+    deepspeed_hostfile: str | None = None
+    """Hostfile of DeepSpeed's multi-machine launcher (``host slots=N`` lines)."""
+    deepspeed_inclusion_filter: str | None = None
+    """Hosts / devices to use, DeepSpeed ``--include`` syntax (``host1:0,1@host2``)."""
+    deepspeed_exclusion_filter: str | None = None
+    """Hosts / devices to leave out, DeepSpeed ``--exclude`` syntax."""
+    deepspeed_multinode_launcher: str | None = None
+    """How DeepSpeed reaches the machines: ``pdsh`` (default), ``openmpi``, ``mvapich``,
+    ``mpich``, ``impi``, ``slurm``, ``nossh``, or ``standard`` (torchrun on each machine)."""
+
+    def validate(self, section: str) -> None:
+        """Check stages, devices and the paths that go with them."""
+        if self.zero_stage is not None and self.zero_stage not in ZERO_STAGES:
+            raise SectionError(
+                f"{section}.zero_stage must be 0, 1, 2 or 3; got {self.zero_stage}. Use 2 or 3."
+            )
+        for name in ("offload_optimizer_device", "offload_param_device"):
+            value = _choice(getattr(self, name), f"{section}.{name}", OFFLOAD_DEVICES)
+            setattr(self, name, value)
+            if value == "nvme" and not getattr(self, name.replace("device", "nvme_path")):
+                path_name = name.replace("device", "nvme_path")
+                raise SectionError(
+                    f"{section}.{name} is 'nvme', which needs {path_name}; got none. Pass "
+                    f"--{path_name} /local/nvme/folder."
+                )
+        if (
+            self.offload_param_device not in (None, "none")
+            and self.zero_stage is not None
+            and self.zero_stage != 3
+        ):
+            raise SectionError(
+                f"{section}.offload_param_device needs ZeRO stage 3; got stage "
+                f"{self.zero_stage} with offload_param_device={self.offload_param_device!r}. "
+                "Use --zero_stage 3 or drop the parameter offload."
+            )
+        if self.gradient_accumulation_steps is not None and self.gradient_accumulation_steps < 1:
+            raise SectionError(
+                f"{section}.gradient_accumulation_steps must be >= 1; got "
+                f"{self.gradient_accumulation_steps}. Use 1 for no accumulation."
+            )
+        self.deepspeed_multinode_launcher = _choice(
+            self.deepspeed_multinode_launcher,
+            f"{section}.deepspeed_multinode_launcher",
+            DEEPSPEED_LAUNCHERS,
+        )
+
+
+FSDP_SHARDING = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
+FSDP_WRAP = ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP")
+FSDP_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
+FSDP_STATE_DICT = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
+_FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch")
+
+
+@dataclass
+class FSDPConfig(Section):
+    """Fully sharded data parallel options (section ``fsdp_config``; flags of the same
+    names)."""
+
+    env_prefix: ClassVar[str] = "ACCEL_FSDP_"
+    strip_prefix: ClassVar[str] = "fsdp_"
+
+    fsdp_version: int | None = None
+    """1 (``FullyShardedDataParallel``) or 2 (``fully_shard``)."""
+    fsdp_sharding_strategy: str | None = None
+    """FSDP1: ``FULL_SHARD``, ``SHARD_GRAD_OP``, ``NO_SHARD``, ``HYBRID_SHARD``,
+    ``HYBRID_SHARD_ZERO2``."""
+    fsdp_reshard_after_forward: bool | None = None
+    """FSDP2: free the gathered parameters after forward (the FULL_SHARD behaviour)."""
+    fsdp_auto_wrap_policy: str | None = None
+    """``TRANSFORMER_BASED_WRAP``, ``SIZE_BASED_WRAP`` or ``NO_WRAP``."""
+    fsdp_transformer_layer_cls_to_wrap: str | None = None
+    """Comma-separated class names wrapped one unit each (``TRANSFORMER_BASED_WRAP``)."""
+    fsdp_min_num_params: int | None = None
+    """Minimum parameters of a wrapped unit (``SIZE_BASED_WRAP``)."""
+    fsdp_backward_prefetch: str | None = None
+    """FSDP1: ``BACKWARD_PRE``, ``BACKWARD_POST`` or ``NO_PREFETCH``."""
+    fsdp_state_dict_type: str | None = None
+    """``FULL_STATE_DICT``, ``LOCAL_STATE_DICT`` or ``SHARDED_STATE_DICT``."""
+    fsdp_offload_params: bool | None = None
+    """Keep parameters and gradients on CPU."""
+    fsdp_forward_prefetch: bool | None = None
+    """FSDP1: prefetch the next all-gather during forward."""
+    fsdp_use_orig_params: bool | None = None
+    """Let optimizers see the original parameters (needed for parameter groups)."""
+    fsdp_cpu_ram_efficient_loading: bool | None = None
+    """Load pretrained weights on rank 0 only and broadcast them."""
+    fsdp_sync_module_states: bool | None = None
+    """Broadcast rank 0's module states at wrap time."""
+    fsdp_activation_checkpointing: bool | None = None
+    """Recompute activations of wrapped units in backward."""
+
+    def validate(self, section: str) -> None:
+        """Check names, and the options that exclude each other."""
+        if self.fsdp_version is not None and self.fsdp_version not in (1, 2):
+            raise SectionError(
+                f"{section}.fsdp_version must be 1 or 2; got {self.fsdp_version}. Use 2 for "
+                "fully_shard, 1 for FullyShardedDataParallel."
+            )
+        for name, choices in (
+            ("fsdp_sharding_strategy", FSDP_SHARDING),
+            ("fsdp_auto_wrap_policy", FSDP_WRAP),
+            ("fsdp_backward_prefetch", FSDP_PREFETCH),
+            ("fsdp_state_dict_type", FSDP_STATE_DICT),
+        ):
+            setattr(self, name, _choice(getattr(self, name), f"{section}.{name}", choices))
+        if self.fsdp_version == 2:
+            for name in _FSDP1_ONLY:
+                if getattr(self, name) is not None:
+                    raise SectionError(
+                        f"{section}.{name} applies to FSDP1 only; got {getattr(self, name)!r} "
+                        "with fsdp_version=2. Drop it (FSDP2 uses fsdp_reshard_after_forward) "
+                        "or use fsdp_version=1."
+                    )
+        if self.fsdp_transformer_layer_cls_to_wrap and self.fsdp_auto_wrap_policy not in (
+            None,
+            "TRANSFORMER_BASED_WRAP",
+        ):
+            raise SectionError(
+                f"{section}.fsdp_transformer_layer_cls_to_wrap goes with TRANSFORMER_BASED_WRAP; "
+                f"got fsdp_auto_wrap_policy={self.fsdp_auto_wrap_policy!r}. Use "
+                "--fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP or drop the class list."
+            )
+        if self.fsdp_min_num_params is not None and self.fsdp_auto_wrap_policy not in (
+            None,
+            "SIZE_BASED_WRAP",
+        ):
+            raise SectionError(
+                f"{section}.fsdp_min_num_params goes with SIZE_BASED_WRAP; got "
+                f"fsdp_auto_wrap_policy={self.fsdp_auto_wrap_policy!r}. Use "
+                "--fsdp_auto_wrap_policy SIZE_BASED_WRAP or drop fsdp_min_num_params."
+            )
+        if self.fsdp_cpu_ram_efficient_loading and self.fsdp_sync_module_states is False:
+            raise SectionError(
+                f"{section}.fsdp_cpu_ram_efficient_loading loads weights on rank 0 only, so the "
+                "other ranks need fsdp_sync_module_states; got fsdp_sync_module_states=false. "
+                "Set --fsdp_sync_module_states true."
+            )
+
+
+@dataclass
+class MegatronLMConfig(Section):
+    """Megatron-LM options (section ``megatron_lm_config``)."""
+
+    env_prefix: ClassVar[str] = "ACCEL_MEGATRON_LM_"
+    strip_prefix: ClassVar[str] = "megatron_lm_"
+
+    megatron_lm_tp_degree: int | None = None
+    """Tensor parallel degree."""
+    megatron_lm_pp_degree: int | None = None
+    """Pipeline parallel degree."""
+    megatron_lm_num_micro_batches: int | None = None
+    """Micro-batches per pipeline step (when pp_degree > 1)."""
+    megatron_lm_sequence_parallelism: bool | None = None
+    """Shard activations along the sequence (needs tp_degree > 1)."""
+    megatron_lm_recompute_activations: bool | None = None
+    """Selective activation recomputation."""
+    megatron_lm_use_distributed_optimizer: bool | None = None
+    """Shard optimizer states over data-parallel ranks."""
+    megatron_lm_gradient_clipping: float | None = None
+    """Clip gradients to this global norm."""
+
+    def validate(self, section: str) -> None:
+        """Degrees and micro-batch counts are >= 1."""
+        for name in ("megatron_lm_tp_degree", "megatron_lm_pp_degree"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise SectionError(f"{section}.{name} must be >= 1; got {value}. Use 1 for none.")
+        if (
+            self.megatron_lm_num_micro_batches is not None
+            and self.megatron_lm_num_micro_batches < 1
+        ):
+            raise SectionError(
+                f"{section}.megatron_lm_num_micro_batches must be >= 1; got "
+                f"{self.megatron_lm_num_micro_batches}."
+            )
+
+
+SECTIONS: dict[str, type[Section]] = {
+    "dynamo_config": DynamoConfig,
+    "deepspeed_config": DeepSpeedConfig,
+    "fsdp_config": FSDPConfig,
+    "megatron_lm_config": MegatronLMConfig,
+}
+"""Section name in the file -> its dataclass."""
+
+
+def section_flags() -> dict[str, tuple[str, str]]:
+    """Flag name -> (section, key) for every option of every section."""
+    return {key: (name, key) for name, cls in SECTIONS.items() for key in cls.keys()}

@@ -1,0 +1,233 @@
+"""The flags of ``accel launch``; unset flags stay ``None`` so the config file applies."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+
+from ._engines import (
+    DEEPSPEED_LAUNCHERS,
+    FSDP_PREFETCH,
+    FSDP_SHARDING,
+    FSDP_STATE_DICT,
+    FSDP_WRAP,
+    OFFLOAD_DEVICES,
+    DeepSpeedConfig,
+    DynamoConfig,
+    FSDPConfig,
+    MegatronLMConfig,
+    Section,
+)
+
+_BOOL_WORDS = {"1", "0", "true", "false", "yes", "no", "on", "off", "y", "n"}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "offload_optimizer_device": OFFLOAD_DEVICES,
+    "offload_param_device": OFFLOAD_DEVICES,
+    "deepspeed_multinode_launcher": DEEPSPEED_LAUNCHERS,
+    "fsdp_sharding_strategy": FSDP_SHARDING,
+    "fsdp_auto_wrap_policy": FSDP_WRAP,
+    "fsdp_backward_prefetch": FSDP_PREFETCH,
+    "fsdp_state_dict_type": FSDP_STATE_DICT,
+}
+
+
+def _bool_word(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in _BOOL_WORDS:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return lowered in ("1", "true", "yes", "on", "y")
+
+
+_DOCS: dict[type, dict[str, str]] = {}
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring written under each field of a dataclass, by field name."""
+    if cls in _DOCS:
+        return _DOCS[cls]
+    tree = ast.parse(inspect.getsource(cls))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, following in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    _DOCS[cls] = docs
+    return docs
+
+
+def _store_true(parser: argparse._ActionsContainer, name: str, help_text: str) -> None:
+    parser.add_argument(f"--{name}", action="store_true", default=None, help=help_text)
+
+
+def _add_section(group: argparse._ArgumentGroup, cls: type[Section]) -> None:
+    docs = field_docs(cls)
+    for f in dataclasses.fields(cls):
+        kind = str(f.type).split("|")[0].strip()
+        help_text = docs.get(f.name, "")
+        if kind == "bool":
+            group.add_argument(
+                f"--{f.name}",
+                nargs="?",
+                const=True,
+                default=None,
+                type=_bool_word,
+                metavar="true|false",
+                help=help_text,
+            )
+        else:
+            group.add_argument(
+                f"--{f.name}",
+                default=None,
+                type={"int": int, "float": float}.get(kind, str),
+                help=help_text
+                + (f" One of: {', '.join(_CHOICES[f.name])}." if f.name in _CHOICES else ""),
+            )
+
+
+def optional_bool_flags() -> set[str]:
+    """Flags that take an optional true/false value (``--fsdp_offload_params [false]``)."""
+    return {
+        f"--{f.name}"
+        for cls in (DynamoConfig, DeepSpeedConfig, FSDPConfig, MegatronLMConfig)
+        for f in dataclasses.fields(cls)
+        if str(f.type).startswith("bool")
+    }
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add every ``accel launch`` flag to ``parser``."""
+    parser.add_argument(
+        "--config_file",
+        default=None,
+        help="Config file to read (default: the file written by `accel config`, when it exists).",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="Print each resolved setting, where it came from and the command that would run, "
+        "then exit.",
+    )
+    _store_true(parser, "quiet", "Do not print the launcher's own messages.")
+    _store_true(parser, "debug", "Check collectives across ranks (clear errors, not hangs).")
+    hw = parser.add_argument_group("Hardware")
+    _store_true(hw, "cpu", "Run on CPU even when accelerators are present.")
+    hw.add_argument("--gpu_ids", default=None, help="GPUs to use: 'all' or e.g. '0,1'.")
+    hw.add_argument(
+        "--num_cpu_threads_per_process",
+        type=int,
+        default=None,
+        help="OMP_NUM_THREADS of each process (default: cores / processes on the machine).",
+    )
+    dist = parser.add_argument_group("Distributed")
+    dist.add_argument(
+        "--num_processes",
+        type=int,
+        default=None,
+        help="TOTAL number of processes over all machines (not per machine).",
+    )
+    dist.add_argument("--num_machines", type=int, default=None, help="Number of machines.")
+    dist.add_argument(
+        "--machine_rank", type=int, default=None, help="Index of this machine (0 = main)."
+    )
+    dist.add_argument("--main_process_ip", default=None, help="Address of machine 0.")
+    dist.add_argument(
+        "--main_process_port",
+        type=int,
+        default=None,
+        help="Rendezvous port (0 or absent: a free port on one machine, 29500 on several).",
+    )
+    dist.add_argument(
+        "--rdzv_backend", default=None, choices=["static", "c10d"], help="Rendezvous backend."
+    )
+    _store_true(dist, "same_network", "All machines share one network.")
+    dist.add_argument(
+        "--max_restarts", type=int, default=None, help="Restart a failed worker group N times."
+    )
+    dist.add_argument(
+        "--monitor_interval",
+        type=float,
+        default=None,
+        help="Seconds between two health checks of the workers.",
+    )
+    dist.add_argument(
+        "--mpirun_hostfile",
+        default=None,
+        help="Start the processes with mpirun on the hosts of this hostfile.",
+    )
+    _store_true(dist, "multi_gpu", "Accepted for compatibility; derived from the count.")
+    prec = parser.add_argument_group("Precision and compilation")
+    prec.add_argument("--mixed_precision", default=None, help="no, fp16, bf16 or fp8.")
+    _add_section(prec, DynamoConfig)
+    _store_true(prec, "downcast_bf16", "TPU only: downcast bf16 tensors.")
+    ds = parser.add_argument_group("DeepSpeed")
+    _store_true(ds, "use_deepspeed", "Train with DeepSpeed.")
+    _add_section(ds, DeepSpeedConfig)
+    fsdp = parser.add_argument_group("FSDP")
+    _store_true(fsdp, "use_fsdp", "Train with fully sharded data parallel.")
+    _add_section(fsdp, FSDPConfig)
+    mlm = parser.add_argument_group("Megatron-LM")
+    _store_true(mlm, "use_megatron_lm", "Train with Megatron-LM.")
+    _add_section(mlm, MegatronLMConfig)
+    script = parser.add_argument_group("What to run")
+    _store_true(script, "module", "Run the target as a module (python -m); `-m` is the same.")
+    _store_true(script, "no_python", "Run the target as an executable, not a Python script.")
+    parser.add_argument(
+        "training_script",
+        nargs="?",
+        default=None,
+        help="The script (or module, or executable) to run.",
+    )
+    parser.add_argument(
+        "training_script_args", nargs=argparse.REMAINDER, help="Arguments of the script."
+    )
+    return parser
+
+
+def normalize_argv(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """Prepare ``accel launch`` arguments for argparse.
+
+    ``-m module args`` becomes ``--module module args`` so the module's own flags (even
+    ``--help``) go to the module, as with ``python -m``; a true/false flag given without a
+    value gets ``true`` so it never swallows the script name. Nothing after the script is
+    touched.
+    """
+    takes_value = {
+        option: action.nargs != 0 for action in parser._actions for option in action.option_strings
+    }
+    optional = optional_bool_flags()
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "-m":
+            return [*out, "--module", *argv[i + 1 :]]
+        if not token.startswith("-"):
+            return [*out, *argv[i:]]
+        out.append(token)
+        name = token.split("=", 1)[0]
+        if "=" in token:
+            i += 1
+            continue
+        if name in optional:
+            following = argv[i + 1] if i + 1 < len(argv) else None
+            if following is None or following.lower() not in _BOOL_WORDS:
+                out.append("true")
+                i += 1
+                continue
+            out.append(following)
+            i += 2
+            continue
+        if takes_value.get(name) and i + 1 < len(argv):
+            out.append(argv[i + 1])
+            i += 2
+            continue
+        i += 1
+    return out

@@ -1,0 +1,131 @@
+"""``accel merge-weights``: a sharded ``torch.distributed.checkpoint`` folder -> safetensors.
+
+Weights are read shard by shard through the checkpoint's metadata, so the merge holds at most
+one output shard in memory, never the whole model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigError
+
+MODEL_PREFIX = "model."
+
+
+def _plan_shards(sizes: dict[str, int], limit: int) -> list[list[str]]:
+    shards: list[list[str]] = [[]]
+    current = 0
+    for name, size in sizes.items():
+        if shards[-1] and current + size > limit:
+            shards.append([])
+            current = 0
+        shards[-1].append(name)
+        current += size
+    return shards
+
+
+def merge_weights(
+    checkpoint_dir: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str],
+    max_shard_size: int | str = "10GB",
+) -> list[Path]:
+    """Merge a distributed checkpoint (as FSDP or ``torch.distributed.checkpoint.save`` writes
+    it) into ``model.safetensors``, or into numbered shards with ``model.safetensors.index.json``
+    when the weights exceed ``max_shard_size``.
+
+    When the checkpoint holds a ``model`` entry next to others (optimizer ...), only the model's
+    tensors are kept and their ``model.`` prefix is dropped. Non-tensor entries are skipped.
+
+    Args:
+        checkpoint_dir: The folder holding ``.metadata`` and the ``*.distcp`` files.
+        output_dir: Where to write (created; must not already hold merged weights).
+        max_shard_size: Largest size of one output file (``"5GB"``, ``"500MiB"`` or bytes).
+
+    Returns:
+        The files written.
+
+    Raises:
+        ConfigError: for a folder that is not a distributed checkpoint, an output folder that
+            already holds weights, or a checkpoint without tensors.
+    """
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from accel_bigmodel import (
+        SAFE_WEIGHTS_INDEX_NAME,
+        SAFE_WEIGHTS_NAME,
+        convert_file_size_to_int,
+    )
+    from safetensors.torch import save_file
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    source = Path(checkpoint_dir)
+    if not (source / ".metadata").is_file():
+        raise ConfigError(
+            f"merge-weights reads a torch.distributed.checkpoint folder, which holds a "
+            f"`.metadata` file; {str(source)!r} has none. Pass the folder the sharded "
+            "checkpoint was saved to (e.g. .../pytorch_model_fsdp_0)."
+        )
+    target = Path(output_dir)
+    for name in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME):
+        if (target / name).exists():
+            raise ConfigError(
+                f"merge-weights does not overwrite merged weights; {str(target / name)!r} exists. "
+                "Pick an empty output folder or delete the old files."
+            )
+    limit = convert_file_size_to_int(max_shard_size)
+    metadata = dcp.FileSystemReader(str(source)).read_metadata()
+    entries: dict[str, Any] = {
+        key: meta
+        for key, meta in metadata.state_dict_metadata.items()
+        if isinstance(meta, TensorStorageMetadata)
+    }
+    if any(key.startswith(MODEL_PREFIX) for key in entries):
+        entries = {k: v for k, v in entries.items() if k.startswith(MODEL_PREFIX)}
+        rename = {k: k[len(MODEL_PREFIX) :] for k in entries}
+    else:
+        rename = {k: k for k in entries}
+    if not entries:
+        raise ConfigError(
+            f"merge-weights found no tensor in {str(source)!r} (its entries: "
+            f"{sorted(metadata.state_dict_metadata)[:10]}). Pass a checkpoint of model weights."
+        )
+    sizes = {
+        key: int(torch.Size(meta.size).numel())
+        * torch.empty((), dtype=meta.properties.dtype).element_size()
+        for key, meta in entries.items()
+    }
+    shards = _plan_shards(sizes, limit)
+    target.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    weight_map: dict[str, str] = {}
+    for index, keys in enumerate(shards, 1):
+        state = {
+            key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
+            for key in keys
+        }
+        dcp.load(state, storage_reader=dcp.FileSystemReader(str(source)), no_dist=True)
+        if len(shards) == 1:
+            name = SAFE_WEIGHTS_NAME
+        else:
+            stem, suffix = SAFE_WEIGHTS_NAME.rsplit(".", 1)
+            name = f"{stem}-{index:05d}-of-{len(shards):05d}.{suffix}"
+        tensors = {rename[k]: v.contiguous() for k, v in state.items()}
+        save_file(tensors, str(target / name), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(tensors, name))
+        written.append(target / name)
+        del state, tensors
+    if len(shards) > 1:
+        index_path = target / SAFE_WEIGHTS_INDEX_NAME
+        index_path.write_text(
+            json.dumps(
+                {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map},
+                indent=2,
+                sort_keys=True,
+            )
+        )
+        written.append(index_path)
+    return written

@@ -1,0 +1,102 @@
+"""`accel estimate-memory` and `accel merge-weights`."""
+
+import importlib.util
+import json
+
+import pytest
+
+from .conftest import SCRIPTS, accel
+
+TINY = """
+from torch import nn
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.big = nn.Linear(1000, 1000)
+        self.small = nn.Linear(1000, 10)
+"""
+
+
+def test_estimate_memory_of_a_class(tmp_path):
+    (tmp_path / "tiny_model.py").write_text(TINY)
+    env = {"PYTHONPATH": str(tmp_path)}
+    out = accel("estimate-memory", "tiny_model:Tiny", "--json", env=env).stdout
+    rows = {r["dtype"]: r for r in json.loads(out)}
+    params = 1000 * 1000 + 1000 + 1000 * 10 + 10
+    assert rows["float32"]["total_size"] == params * 4
+    assert rows["float16"]["total_size"] == params * 2
+    assert rows["int8"]["total_size"] == params
+    assert rows["float32"]["largest_layer"] == (1000 * 1000 + 1000) * 4
+    assert rows["float32"]["largest_layer_names"] == ["big"]
+    assert rows["float32"]["training_size"] == params * 4 * 4
+    table = accel("estimate-memory", "tiny_model:Tiny", "--dtypes", "float32", env=env).stdout
+    assert "float32" in table and "3.86 MiB" in table and "int8" not in table
+
+
+def test_estimate_memory_errors(tmp_path):
+    r = accel("estimate-memory", "no_such_module_x:Model", check=False)
+    assert r.returncode == 2 and "cannot be imported" in r.stderr
+    r = accel("estimate-memory", "not-a-path-nor-class", check=False)
+    assert r.returncode == 2 and "download the config first" in r.stderr
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is not None,
+    reason="checks the message given when transformers is absent",
+)
+def test_estimate_memory_from_config_without_transformers(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    r = accel("estimate-memory", str(tmp_path), check=False)
+    assert r.returncode == 2 and "pip install transformers" in r.stderr
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None, reason="transformers is not installed"
+)
+def test_estimate_memory_from_transformers_config(tmp_path):
+    config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    rows = json.loads(accel("estimate-memory", str(tmp_path), "--json").stdout)
+    assert rows[0]["dtype"] == "float32" and rows[0]["total_size"] > 64 * 100 * 4
+
+
+@pytest.mark.multiprocess
+def test_merge_weights_of_a_two_process_checkpoint(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    ckpt, reference = tmp_path / "ckpt", tmp_path / "full.pt"
+    accel(
+        "launch",
+        "--num_processes",
+        "2",
+        str(SCRIPTS / "save_dcp.py"),
+        str(ckpt),
+        str(reference),
+        timeout=150,
+    )
+    assert len(list(ckpt.glob("*.distcp"))) == 2  # really sharded over two processes
+    out = accel("merge-weights", str(ckpt), str(tmp_path / "merged")).stdout
+    assert "model.safetensors" in out
+    merged = load_file(tmp_path / "merged" / "model.safetensors")
+    full = torch.load(reference)
+    assert sorted(merged) == sorted(full)  # `model.` dropped, `step` (not a tensor) skipped
+    for key, value in full.items():
+        assert torch.equal(merged[key], value), key
+    # Small shards: several files and an index naming where each tensor is.
+    accel("merge-weights", str(ckpt), str(tmp_path / "sharded"), "--max_shard_size", "60")
+    index = json.loads((tmp_path / "sharded" / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == sum(v.numel() * 4 for v in full.values())
+    files = sorted(set(index["weight_map"].values()))
+    assert len(files) == 3 and files[0] == "model-00001-of-00003.safetensors"
+    for key, name in index["weight_map"].items():
+        assert torch.equal(load_file(tmp_path / "sharded" / name)[key], full[key])
+    from accel_launch import ConfigError
+    from accel_launch._merge import merge_weights
+
+    with pytest.raises(ConfigError, match="does not overwrite"):
+        merge_weights(ckpt, tmp_path / "merged")
+    with pytest.raises(ConfigError, match="has none"):
+        merge_weights(tmp_path, tmp_path / "x")
