@@ -18,7 +18,13 @@ import torch
 from ._environment import parse_flag_from_env
 from ._kwargs import KwargsHandler
 
-SHARDING_STRATEGIES = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
+SHARDING_STRATEGIES = (
+    "FULL_SHARD",
+    "SHARD_GRAD_OP",
+    "NO_SHARD",
+    "HYBRID_SHARD",
+    "HYBRID_SHARD_ZERO2",
+)
 """Valid ``sharding_strategy`` names (their 1-based position is the legacy numeric form)."""
 BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
 """Valid ``backward_prefetch`` names."""

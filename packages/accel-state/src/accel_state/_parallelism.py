@@ -3,7 +3,7 @@ tensor) and ``TorchTensorParallelPlugin``.
 
 ``ParallelismConfig.build_device_mesh`` lays the processes out on a ``torch`` ``DeviceMesh``
 whose dimensions are named ``dp_replicate``, ``dp_shard``, ``cp`` and ``tp`` (outermost
-first; only dimensions of size > 1 are created, and at least one always is).
+first; dimensions of size 1 are left out, except `dp_shard` next to `dp_replicate`).
 """
 
 from __future__ import annotations
@@ -78,9 +78,9 @@ class ParallelismConfig:
 
     def __post_init__(self) -> None:
         self.dp_replicate_size = _size(self.dp_replicate_size, "dp_replicate_size")
-        self._auto_shard = self.dp_shard_size is None and not os.environ.get(
-            _ENV + "DP_SHARD_SIZE", ""
-        ).strip()
+        self._auto_shard = (
+            self.dp_shard_size is None and not os.environ.get(_ENV + "DP_SHARD_SIZE", "").strip()
+        )
         self.dp_shard_size = _size(self.dp_shard_size, "dp_shard_size")
         self.tp_size = _size(self.tp_size, "tp_size")
         self.cp_size = _size(self.cp_size, "cp_size")
@@ -135,8 +135,15 @@ class ParallelismConfig:
 
     @property
     def mesh_dim_names(self) -> tuple[str, ...]:
-        """Names of the mesh dimensions that are built (size > 1; ``dp_shard`` when all are 1)."""
-        names = tuple(name for name, size in self.sizes.items() if size > 1)
+        """Names of the mesh dimensions that are built: those of size > 1, plus ``dp_shard``
+        whenever ``dp_replicate`` is built (FSDP2 replicates over a 2-D mesh) or nothing else is.
+        """
+        sizes = self.sizes
+        names = tuple(
+            name
+            for name, size in sizes.items()
+            if size > 1 or (name == "dp_shard" and sizes["dp_replicate"] > 1)
+        )
         return names or ("dp_shard",)
 
     @property

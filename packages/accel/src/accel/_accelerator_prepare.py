@@ -72,7 +72,7 @@ class PrepareMixin:
             device_placement = self.device_placement
         self._models.append(model)
         if device_placement and not _has_device_map(model):
-            model = model.to(self.device)
+            model = self.engine.place_model(model)
         if self.native_amp and not hasattr(model, "_accel_original_forward"):
             original = model.forward
             model._accel_original_forward = original  # type: ignore[assignment]
@@ -103,6 +103,7 @@ class PrepareMixin:
         if isinstance(optimizer, AcceleratedOptimizer):
             return optimizer
         placement = self.device_placement if device_placement is None else device_placement
+        optimizer = self.engine.adapt_optimizer(optimizer)
         wrapped = AcceleratedOptimizer(optimizer, device_placement=placement, scaler=self.scaler)
         self._optimizers.append(wrapped)
         return wrapped
@@ -140,11 +141,12 @@ class PrepareMixin:
         if device_placement is None:
             device_placement = self.device_placement
         config = self.dataloader_config
+        num_replicas, replica_index = self.engine.data_parallel_rank()
         prepared = prepare_data_loader(
             data_loader,
             self.device,
-            num_processes=self.num_processes,
-            process_index=self.process_index,
+            num_processes=num_replicas,
+            process_index=replica_index,
             split_batches=config.split_batches,
             put_on_device=device_placement,
             rng_types=self.rng_types,

@@ -18,6 +18,15 @@ class Engine:
     def __init__(self, accelerator: Accelerator) -> None:
         self.accelerator = accelerator
 
+    def data_parallel_rank(self) -> tuple[int, int]:
+        """How many data-parallel replicas read different batches, and which one this process
+        is (processes that split one model, e.g. with tensor parallelism, read the same)."""
+        return self.accelerator.num_processes, self.accelerator.process_index
+
+    def place_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Move ``model`` to the device of this process before it is wrapped."""
+        return model.to(self.accelerator.device)
+
     def wrap_model(self, model: torch.nn.Module, evaluation_mode: bool) -> torch.nn.Module:
         """Wrap ``model`` for training (or only place it when ``evaluation_mode``)."""
         return model
@@ -47,3 +56,42 @@ class Engine:
     ) -> torch.Tensor:
         """Clip the global gradient norm; return the norm before clipping."""
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+
+    # ------------------------------------------------------------------ hooks of prepare
+    def adapt_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Point an optimizer built on the user's parameters at the engine's parameters (an
+        engine that replaces parameters when wrapping, e.g. by shards, overrides it)."""
+        return optimizer
+
+    # ------------------------------------------------------------ hooks of checkpointing
+    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, Any]:
+        """The whole state dict of a prepared model (engines that shard gather it on the main
+        process and return ``{}`` on the others)."""
+        return (self.unwrap(model) if unwrap else model).state_dict()
+
+    def save_model_state(self, model: torch.nn.Module, output_dir: str, index: int) -> bool:
+        """Write the state of a prepared model in the engine's own layout.
+
+        Returns:
+            False when the engine has no layout of its own (the caller writes the state dict).
+        """
+        return False
+
+    def load_model_state(self, model: torch.nn.Module, input_dir: str, index: int) -> bool:
+        """Load a model written by :meth:`save_model_state`; False when the engine has no
+        layout of its own or ``input_dir`` holds none."""
+        return False
+
+    def save_optimizer_state(
+        self, optimizer: torch.optim.Optimizer, output_dir: str, index: int
+    ) -> bool:
+        """Write the state of a prepared optimizer in the engine's own layout; False when the
+        engine has none (the caller writes ``optimizer.state_dict()``)."""
+        return False
+
+    def load_optimizer_state(
+        self, optimizer: torch.optim.Optimizer, input_dir: str, index: int
+    ) -> bool:
+        """Load an optimizer written by :meth:`save_optimizer_state`; False when the engine
+        has no layout of its own or ``input_dir`` holds none."""
+        return False
