@@ -15,7 +15,6 @@ import os
 import tempfile
 
 import torch
-from safetensors.torch import save_file
 from torch import nn
 
 from accel_bigmodel import (
@@ -24,6 +23,7 @@ from accel_bigmodel import (
     init_empty_weights,
     load_checkpoint_and_dispatch,
     shard_checkpoint,
+    write_safetensors,
 )
 
 
@@ -59,7 +59,7 @@ def save_sharded(model: nn.Module, folder: str, max_shard_size: str = "2MB") -> 
     state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "head.weight"}
     shards, index = shard_checkpoint(state, max_shard_size, weights_name="model.safetensors")
     for file_name, shard in shards.items():
-        save_file(shard, os.path.join(folder, file_name), metadata={"format": "pt"})
+        write_safetensors(os.path.join(folder, file_name), shard, metadata={"format": "pt"})
     if index is not None:
         with open(os.path.join(folder, SAFE_WEIGHTS_INDEX_NAME), "w") as handle:
             json.dump(index, handle)

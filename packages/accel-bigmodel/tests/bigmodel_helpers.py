@@ -6,10 +6,14 @@ import json
 import os
 
 import torch
-from safetensors.torch import save_file
 from torch import nn
 
-from accel_bigmodel import SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_INDEX_NAME, shard_checkpoint
+from accel_bigmodel import (
+    SAFE_WEIGHTS_INDEX_NAME,
+    WEIGHTS_INDEX_NAME,
+    shard_checkpoint,
+    write_safetensors,
+)
 
 
 class Block(nn.Module):
@@ -59,7 +63,7 @@ def save_safetensors_checkpoint(model: nn.Module, folder, max_shard_size="4KB", 
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     shards, index = shard_checkpoint(state, max_shard_size, weights_name="model.safetensors")
     for file_name, shard in shards.items():
-        save_file(shard, os.path.join(folder, file_name), metadata={"format": "pt"})
+        write_safetensors(os.path.join(folder, file_name), shard, metadata={"format": "pt"})
     if index is not None:
         with open(os.path.join(folder, SAFE_WEIGHTS_INDEX_NAME), "w") as handle:
             json.dump(index, handle)

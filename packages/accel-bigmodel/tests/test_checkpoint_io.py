@@ -9,7 +9,6 @@ from bigmodel_helpers import (
     save_bin_checkpoint,
     save_safetensors_checkpoint,
 )
-from safetensors.torch import save_file
 
 from accel_bigmodel import (
     SAFE_WEIGHTS_INDEX_NAME,
@@ -20,6 +19,7 @@ from accel_bigmodel import (
     init_empty_weights,
     load_checkpoint_in_model,
     load_state_dict,
+    write_safetensors,
 )
 
 
@@ -42,7 +42,7 @@ def test_constants():
 
 def test_single_safetensors_file(tiny, tmp_path):
     path = tmp_path / "weights.safetensors"
-    save_file(checkpoint_state(tiny), str(path))
+    write_safetensors(str(path), checkpoint_state(tiny))
     model = _empty()
     load_checkpoint_in_model(model, str(path))
     _assert_same_weights(model, tiny)
@@ -178,7 +178,7 @@ def test_missing_shard_is_an_error(tiny, tmp_path):
 @pytest.mark.parametrize("damage", ["truncate", "garbage_header", "tiny"])
 def test_corrupted_safetensors_is_an_error(tiny, tmp_path, damage):
     path = tmp_path / "model.safetensors"
-    save_file(checkpoint_state(tiny), str(path))
+    write_safetensors(str(path), checkpoint_state(tiny))
     data = path.read_bytes()
     if damage == "truncate":
         path.write_bytes(data[: len(data) // 2])
@@ -209,7 +209,7 @@ def test_missing_and_unexpected_keys(tiny, tmp_path, caplog):
     del state["blocks.0.up.bias"]
     state["extra.weight"] = torch.zeros(2)
     path = tmp_path / "model.safetensors"
-    save_file(state, str(path))
+    write_safetensors(str(path), state)
     with pytest.raises(
         ValueError, match=r"missing \[blocks.0.up.bias\].*unexpected \[extra.weight\]"
     ):
@@ -223,7 +223,7 @@ def test_missing_and_unexpected_keys(tiny, tmp_path, caplog):
 
 def test_shape_mismatch_is_an_error(tmp_path):
     path = tmp_path / "model.safetensors"
-    save_file(checkpoint_state(TinyLM(width=8)), str(path))
+    write_safetensors(str(path), checkpoint_state(TinyLM(width=8)))
     with pytest.raises(ValueError, match="shape"):
         load_checkpoint_in_model(_empty(), str(path))
 
@@ -237,7 +237,7 @@ def test_summary_is_logged(tiny, tmp_path, caplog):
 
 def test_load_state_dict(tiny, tmp_path):
     path = tmp_path / "model.safetensors"
-    save_file(checkpoint_state(tiny), str(path))
+    write_safetensors(str(path), checkpoint_state(tiny))
     state = load_state_dict(str(path))
     torch.testing.assert_close(state["embed.weight"], tiny.embed.weight)
     state = load_state_dict(str(path), device_map={"": "cpu", "blocks": "disk"})
@@ -245,3 +245,27 @@ def test_load_state_dict(tiny, tmp_path):
     torch.save(checkpoint_state(tiny), str(tmp_path / "w.bin"))
     state = load_state_dict(str(tmp_path / "w.bin"))
     torch.testing.assert_close(state["blocks.1.down.weight"], tiny.blocks[1].down.weight)
+
+
+def test_cpu_weights_are_memory_mapped_copy_on_write(tiny, tmp_path):
+    path = tmp_path / "model.safetensors"
+    write_safetensors(str(path), checkpoint_state(tiny))
+    before = path.read_bytes()
+    model = _empty()
+    load_checkpoint_in_model(model, str(path))
+    storage = model.blocks[0].up.weight.untyped_storage()
+    assert storage.nbytes() == len(before)  # a view of the whole mapped file
+    with torch.no_grad():
+        model.blocks[0].up.weight.add_(1.0)
+    assert path.read_bytes() == before  # the file is never written
+    torch.testing.assert_close(model.blocks[0].up.weight, tiny.blocks[0].up.weight + 1)
+
+
+def test_mmap_false_reads_into_private_memory(tiny, tmp_path):
+    path = tmp_path / "model.safetensors"
+    write_safetensors(str(path), checkpoint_state(tiny))
+    model = _empty()
+    load_checkpoint_in_model(model, str(path), mmap=False, num_threads=2)
+    weight = model.blocks[0].up.weight
+    assert weight.untyped_storage().nbytes() == weight.numel() * 4
+    _assert_same_weights(model, tiny)

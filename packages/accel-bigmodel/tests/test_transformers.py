@@ -6,13 +6,13 @@ transformers = pytest.importorskip(
 )
 
 from bigmodel_helpers import checkpoint_state  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
 
 from accel_bigmodel import (  # noqa: E402
     compute_module_sizes,
     estimate_memory,
     init_empty_weights,
     load_checkpoint_and_dispatch,
+    write_safetensors,
 )
 
 
@@ -42,7 +42,7 @@ def test_tiny_transformers_model_with_half_on_disk(tmp_path, make_config, block)
     torch.manual_seed(0)
     reference = transformers.AutoModelForCausalLM.from_config(config).eval()
     path = tmp_path / "model.safetensors"
-    save_file(checkpoint_state(reference), str(path))
+    write_safetensors(str(path), checkpoint_state(reference))
     ids = torch.randint(0, 128, (1, 8))
     expected = reference(ids).logits
 

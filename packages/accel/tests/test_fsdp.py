@@ -165,4 +165,4 @@ def test_launcher_flag_builds_the_plugin_and_one_process_trains_plainly():
     acc.backward(net(torch.ones(1, 2)).sum())
     opt.step()
     assert not torch.equal(net.bias.detach(), before)
-    assert torch.equal(acc.engine.get_state_dict(net)["bias"], net.bias.detach())
+    assert torch.equal(acc.get_state_dict(net)["bias"], net.bias.detach())

@@ -1,8 +1,9 @@
 """FSDP2, FSDP1, hybrid sharding and tensor parallelism on 2 real gloo processes.
 
-One run trains (parity with DDP, checkpoints in both layouts, loading from process 0 only,
-tensor parallelism, HSDP); a second run, in fresh processes, reloads and continues; then
-``accel merge-weights`` turns the sharded checkpoints into safetensors that a plain model loads.
+One run trains (parity with DDP, ``get_state_dict`` / ``save_model``, ``save_state`` in both
+layouts, loading from process 0 only, tensor parallelism, HSDP); a second run, in fresh
+processes, ``load_state``s and continues; then ``accel merge-weights`` turns the sharded
+checkpoints into safetensors that a plain model loads.
 """
 
 import importlib.util
@@ -60,8 +61,13 @@ def test_fsdp_train_save_resume_merge(tmp_path):
         assert all(torch.equal(weights[k], v) for k, v in expected.items())
         plain = _net_class()()
         plain.load_state_dict(weights, strict=True)  # every key, every shape
-        full_file = tmp_path / f"v{version}_FULL_STATE_DICT" / "pytorch_model_fsdp_0.safetensors"
-        plain.load_state_dict(load_file(str(full_file)), strict=True)
+        for path in (
+            tmp_path / f"v{version}_FULL_STATE_DICT" / "pytorch_model_fsdp_0.safetensors",
+            tmp_path / f"save_model_v{version}" / "model.safetensors",
+        ):
+            weights = load_file(str(path))
+            assert all(torch.equal(weights[k], v) for k, v in expected.items()), path
+            plain.load_state_dict(weights, strict=True)
 
 
 @pytest.mark.multiprocess

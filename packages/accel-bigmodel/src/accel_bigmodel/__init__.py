@@ -43,7 +43,7 @@ from ._offload import (
     offload_weight,
     save_offload_index,
 )
-from ._safetensors_io import CorruptSafetensorsError
+from ._safetensors_io import CorruptSafetensorsError, write_safetensors
 from ._sharding import shard_checkpoint
 from ._sizes import (
     calculate_maximum_sizes,
@@ -113,4 +113,5 @@ __all__ = [
     "save_offload_index",
     "set_module_tensor_to_device",
     "shard_checkpoint",
+    "write_safetensors",
 ]

@@ -118,9 +118,15 @@ class _Source:
         assert self.state is not None
         return self.state[name]
 
-    def materialize(self, name: str, dtype: torch.dtype) -> torch.Tensor:
-        """A fresh CPU tensor of ``dtype`` holding the stored value (one copy)."""
+    def materialize(self, name: str, dtype: torch.dtype, mmap: bool = False) -> torch.Tensor:
+        """A CPU tensor of ``dtype`` holding the stored value.
+
+        With ``mmap`` and a matching dtype it is a view of the memory-mapped file (no copy);
+        otherwise a fresh tensor filled by one read or one cast.
+        """
         if self.handle is not None and self.handle.dtype(name) == dtype:
+            if mmap:
+                return self.handle.view(name)
             return self.handle.load(name)
         source = self.raw(name)
         out = torch.empty(source.shape, dtype=dtype)
@@ -144,13 +150,17 @@ def load_checkpoint_in_model(
     *,
     show_progress: bool | None = None,
     num_threads: int | None = None,
+    mmap: bool = True,
 ) -> None:
     """Loads a (possibly sharded) checkpoint into a model, placing each weight as it is read.
 
-    Safetensors shards are memory-mapped and every tensor is read once, straight into its final
-    memory; shards are read by several threads. No full state dict is ever held in RAM, so the
-    peak resident memory is what the model keeps (``offload_state_dict`` is therefore satisfied
-    by construction). Weights mapped to ``"disk"`` are used in place when the checkpoint already
+    Safetensors shards are memory-mapped once. CPU weights whose stored dtype is the one wanted
+    stay views of that mapping (no copy: pages are read on first use and shared with the page
+    cache; the mapping is copy-on-write, the file is never modified); with ``mmap=False``, or
+    when a cast or another device is needed, each tensor is read once straight into its final
+    memory, by several threads. No full state dict is ever held in RAM, so the peak resident
+    memory is what the model keeps (``offload_state_dict`` is therefore satisfied by
+    construction). Weights mapped to ``"disk"`` are used in place when the checkpoint already
     holds them as safetensors in the right dtype, and otherwise written once to
     ``offload_folder`` as safetensors; ``offload_folder/index.json`` lists them.
 
@@ -172,6 +182,8 @@ def load_checkpoint_in_model(
         broadcast_from_rank0: Not supported: every process reads the checkpoint itself.
         show_progress: Draw a progress bar (default: only on a terminal, with tqdm installed).
         num_threads: Reader threads (default: up to 4, bounded by the CPU count).
+        mmap: Keep CPU weights of safetensors checkpoints as memory-mapped views when no cast is
+            needed. ``False`` reads them into private memory.
 
     Raises:
         FileNotFoundError: Missing checkpoint or shard.
@@ -272,7 +284,7 @@ def load_checkpoint_in_model(
 
     def read(job: tuple[_Source, str, torch.device, torch.dtype]) -> torch.Tensor:
         source, name, device, want = job
-        value = source.materialize(name, want)
+        value = source.materialize(name, want, mmap=mmap and device.type == "cpu")
         if device.type != "cpu":
             value = value.to(device)
         return value

@@ -235,6 +235,7 @@ def load_checkpoint_and_dispatch(
     broadcast_from_rank0: bool = False,
     *,
     show_progress: bool | None = None,
+    mmap: bool = True,
 ) -> nn.Module:
     """Loads a (possibly sharded) checkpoint into a model and dispatches it over devices.
 
@@ -257,6 +258,8 @@ def load_checkpoint_and_dispatch(
         full_state_dict: Accepted for compatibility.
         broadcast_from_rank0: Not supported (see :func:`load_checkpoint_in_model`).
         show_progress: Draw a progress bar (default: only on a terminal).
+        mmap: Keep CPU weights as memory-mapped views of safetensors files when no cast is
+            needed (see :func:`load_checkpoint_in_model`); ``False`` copies them into RAM.
 
     Returns:
         The loaded (and, with a device map, dispatched) model.
@@ -289,6 +292,7 @@ def load_checkpoint_and_dispatch(
         full_state_dict=full_state_dict,
         broadcast_from_rank0=broadcast_from_rank0,
         show_progress=show_progress,
+        mmap=mmap,
     )
     if resolved is None:
         return model

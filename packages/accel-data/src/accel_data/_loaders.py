@@ -37,6 +37,7 @@ class _Position:
     pending_skip: int = 0
     generator_state: torch.Tensor | None = None
     restore_generator: bool = False
+    resumed: bool = False
 
 
 def _set_loader_attribute(loader: DataLoader, name: str, value: Any) -> None:
@@ -182,6 +183,7 @@ class _PreparedLoaderMixin:
         generator_state = state_dict.get("generator_state")
         position.generator_state = None if generator_state is None else generator_state.clone()
         position.restore_generator = generator_state is not None
+        position.resumed = True
         self._first_iter_skip = None
 
     # ------------------------------------------------------------------------ batches
@@ -299,6 +301,7 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
     def __iter__(self) -> Iterator[Any]:
         if self.rng_types:
             synchronize_rng_states(self.rng_types, self.synchronized_generator)
+        resumed, self._position.resumed = self._position.resumed, False
         skip = self._start_pass()
         self.begin()
         try:
@@ -306,9 +309,15 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
             if isinstance(shard, BatchSamplerShard):
                 # Skipped batches are dropped as indices: their samples are never loaded.
                 shard._skip_next = skip
-                batches: Iterator[Any] = super().__iter__()
-            else:
-                batches = _skip_iter(super().__iter__(), skip)
+            # Creating the iterator draws its base seed from torch's global generator. A pass
+            # resumed from a state dict was created (and drew) before the state was saved, so
+            # drawing again would shift every later random number of the run.
+            rng = torch.get_rng_state() if resumed else None
+            batches: Iterator[Any] = super().__iter__()
+            if rng is not None:
+                torch.set_rng_state(rng)
+            if not isinstance(shard, BatchSamplerShard):
+                batches = _skip_iter(batches, skip)
             yield from self._with_lookahead(batches, shard)
         finally:
             self.end()

@@ -23,6 +23,7 @@ from accel_state import (
     parse_flag_from_env,
 )
 
+from ._accelerator_checkpointing import CheckpointingMixin
 from ._accelerator_ops import OpsMixin
 from ._accelerator_prepare import PrepareMixin
 from ._accelerator_tracking import TrackingMixin
@@ -40,7 +41,7 @@ _KNOWN_HANDLERS = (
 )
 
 
-class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin):
+class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, CheckpointingMixin):
     """Adapts a PyTorch training script to the environment it was launched in.
 
     Create one per process, pass models, optimizers, schedulers and dataloaders through

@@ -69,6 +69,14 @@ TRACKERS = _names(
 
 PRECISION = _names("accel_precision", "convert_outputs_to_fp32")
 
+CHECKPOINT = _names(
+    "accel._checkpoint_io",
+    """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_NAME
+    SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME SAFE_WEIGHTS_INDEX_NAME""",
+)
+CHECKPOINT.update(_names("accel._save_model", "save"))
+CHECKPOINT.update(_names("accel_bigmodel", "shard_checkpoint"))
+
 # Names at ``accel.*`` (seeds 002 and 004).
 TOP_LEVEL: dict[str, str] = {
     **FACADE,
@@ -84,7 +92,15 @@ TOP_LEVEL: dict[str, str] = {
 }
 
 # Names at ``accel.utils.*`` (seed 003).
-UTILS: dict[str, str] = {**STATE, **COLLECTIVES, **LAUNCH, **DATA, **PRECISION, **TRACKERS}
+UTILS: dict[str, str] = {
+    **STATE,
+    **COLLECTIVES,
+    **LAUNCH,
+    **DATA,
+    **PRECISION,
+    **TRACKERS,
+    **CHECKPOINT,
+}
 
 # Names at ``accel.inference.*`` (seed 000).
 INFERENCE: dict[str, str] = {}

@@ -101,11 +101,17 @@ def plugin(version, **kwargs):
     return FullyShardedDataParallelPlugin(**{**base, **kwargs})
 
 
+def my_batches():
+    """This process's batches (every other one): no prepared loader, so that checkpoints hold
+    only the model, the optimizer and the step."""
+    return [b for i, b in enumerate(loader()) if i % dist.get_world_size() == dist.get_rank()]
+
+
 def run(acc_kwargs, steps):
     acc = fresh(gradient_accumulation_steps=2, **acc_kwargs)
     model, opt = build()  # optimizer built before prepare, on the user's parameters
-    model, opt, data = acc.prepare(model, opt, loader())
-    batches = list(data)
+    model, opt = acc.prepare(model, opt)
+    batches = my_batches()
     return acc, model, opt, batches, train(acc, model, opt, batches[: 2 * steps])
 
 
@@ -122,7 +128,7 @@ def check_fsdp_train(version, ref):
     acc, model, opt, batches, first = run({"fsdp_plugin": plugin(version)}, STEPS)
     assert acc.distributed_type.value == "FSDP" and acc.engine.is_wrapped(model)
     close(first, first_ref, f"fsdp{version} vs ddp")
-    full = acc.engine.get_state_dict(model)
+    full = acc.get_state_dict(model)
     if acc.is_main_process:
         assert set(full) == set(state_ref), (sorted(full), sorted(state_ref))
         for k, v in full.items():
@@ -130,12 +136,10 @@ def check_fsdp_train(version, ref):
         torch.save(full, os.path.join(OUT, f"full_v{version}.pt"))
     else:
         assert full == {}
+    acc.save_model(model, os.path.join(OUT, f"save_model_v{version}"))
     for kind in ("SHARDED_STATE_DICT", "FULL_STATE_DICT"):
-        acc.engine.plugin.state_dict_type = kind
-        folder = os.path.join(OUT, f"v{version}_{kind}")
-        os.makedirs(folder, exist_ok=True)
-        acc.engine.save_model_state(model, folder, 0)
-        acc.engine.save_optimizer_state(opt, folder, 0)
+        acc.state.fsdp_plugin.set_state_dict_type(kind)
+        acc.save_state(os.path.join(OUT, f"v{version}_{kind}"))
     rest = train(acc, model, opt, batches[2 * STEPS : 2 * (STEPS + MORE)])
     close(rest, rest_ref, f"fsdp{version} after save vs ddp")
     if acc.is_main_process:
@@ -172,7 +176,7 @@ def check_rank0_loading():
     local_mb = sum(p.to_local().numel() * 4 for p in model.parameters()) / 2**20
     assert abs(local_mb - full_mb / 2) < 0.1 * full_mb, (local_mb, full_mb)
     assert float(model.scale) == 0.5  # a non-persistent buffer arrives from process 0 as well
-    full = acc.engine.get_state_dict(model)
+    full = acc.get_state_dict(model)
     if acc.is_main_process:
         assert all(torch.equal(full[k], v) for k, v in reference.items())
     growths = [None, None]
@@ -204,7 +208,7 @@ def check_tensor_parallel():
             o.zero_grad()
             losses.append(loss.item())
         assert abs(losses[0] - losses[1]) <= TOL, losses
-    full = acc.engine.get_state_dict(model)
+    full = acc.get_state_dict(model)
     if acc.is_main_process:
         for k, v in reference.state_dict().items():
             assert torch.allclose(full[k], v, atol=TOL), k
@@ -224,17 +228,18 @@ def check_resume(version, kind, with_optimizer):
     torch.manual_seed(123)  # different weights: everything must come from the checkpoint
     model = Net()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    model, opt, data = acc.prepare(model, opt, loader())
+    model, opt = acc.prepare(model, opt)
     folder = os.path.join(OUT, f"v{version}_{kind}")
-    assert acc.engine.load_model_state(model, folder, 0)
     if not with_optimizer:
-        full = acc.engine.get_state_dict(model)
+        assert acc.engine.load_model_state(model, folder, 0)
+        full = acc.get_state_dict(model)
         if acc.is_main_process:
             saved = torch.load(os.path.join(OUT, f"full_v{version}.pt"))
             assert all(torch.equal(full[k], v) for k, v in saved.items())
         return
-    assert acc.engine.load_optimizer_state(opt, folder, 0)
-    batches = list(data)
+    acc.load_state(folder)
+    assert acc.step == 2 * STEPS
+    batches = my_batches()
     rest = train(acc, model, opt, batches[2 * STEPS : 2 * (STEPS + MORE)])
     with open(os.path.join(OUT, f"expected_v{version}.json")) as f:
         close(rest, [tuple(r) for r in json.load(f)], f"fsdp{version} resumed from {kind}")

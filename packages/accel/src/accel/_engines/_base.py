@@ -15,6 +15,10 @@ if TYPE_CHECKING:
 class Engine:
     """Single process: the model only moves to the device. Subclasses wrap it."""
 
+    replicated_states: bool = True
+    """Whether every process holds the whole model and optimizer states (then the main process
+    alone writes them to checkpoints); an engine that shards them sets this to False."""
+
     def __init__(self, accelerator: Accelerator) -> None:
         self.accelerator = accelerator
 
@@ -63,12 +67,34 @@ class Engine:
         engine that replaces parameters when wrapping, e.g. by shards, overrides it)."""
         return optimizer
 
-    # ------------------------------------------------------------ hooks of checkpointing
-    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, Any]:
-        """The whole state dict of a prepared model (engines that shard gather it on the main
-        process and return ``{}`` on the others)."""
-        return (self.unwrap(model) if unwrap else model).state_dict()
+    # ------------------------------------------------------------------ checkpoint states
+    def model_state_dict(self, model: torch.nn.Module) -> dict[str, Any]:
+        """The full state dict of a prepared model, keyed as in the user's module."""
+        return _inner(self, model).state_dict()
 
+    def load_model_state_dict(
+        self, model: torch.nn.Module, path: str, strict: bool = True, **kwargs: Any
+    ) -> tuple[list[str], list[str]]:
+        """Load a weights file written by ``save_state`` into a prepared model.
+
+        Returns:
+            ``(missing_keys, unexpected_keys)``.
+        """
+        from .._checkpoint_io import load_weights
+
+        return load_weights(_inner(self, model), path, strict=strict, **kwargs)
+
+    def optimizer_state_dict(self, optimizer: Any) -> dict[str, Any]:
+        """The full state dict of a prepared optimizer."""
+        return optimizer.state_dict()
+
+    def load_optimizer_state_dict(self, optimizer: Any, state_dict: dict[str, Any]) -> None:
+        """Restore a prepared optimizer from :meth:`optimizer_state_dict` output."""
+        optimizer.load_state_dict(state_dict)
+
+    # --------------------------------------------------- checkpoint layouts of sharding engines
+    # ``save_state`` / ``load_state`` call these on every process when ``replicated_states`` is
+    # False, instead of writing the state dicts above from the main process.
     def save_model_state(self, model: torch.nn.Module, output_dir: str, index: int) -> bool:
         """Write the state of a prepared model in the engine's own layout.
 
@@ -95,3 +121,10 @@ class Engine:
         """Load an optimizer written by :meth:`save_optimizer_state`; False when the engine
         has no layout of its own or ``input_dir`` holds none."""
         return False
+
+
+def _inner(engine: Engine, model: torch.nn.Module) -> torch.nn.Module:
+    """The user's module inside compile and engine wrappers."""
+    if hasattr(model, "_orig_mod") and type(model).__name__ == "OptimizedModule":
+        model = model._orig_mod  # type: ignore[assignment]
+    return engine.unwrap(model)

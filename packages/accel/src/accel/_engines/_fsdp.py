@@ -108,6 +108,8 @@ class FSDPEngine(Engine):
     """Shards models over the data-parallel processes, optionally after splitting layers with
     tensor parallelism. See ``FullyShardedDataParallelPlugin`` and ``ParallelismConfig``."""
 
+    replicated_states = False
+
     def __init__(self, accelerator: Accelerator) -> None:
         super().__init__(accelerator)
         state = accelerator.state
@@ -347,8 +349,9 @@ class FSDPEngine(Engine):
         return optimizer
 
     # ------------------------------------------------------------------ checkpointing
-    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, Any]:
-        """The whole state dict, gathered on the main process (``{}`` on the others)."""
+    def model_state_dict(self, model: torch.nn.Module) -> dict[str, Any]:
+        """The whole state dict, gathered on the main process (``{}`` on the others); a
+        collective."""
         return io.full_model_state(model)
 
     def _sharded(self) -> bool:

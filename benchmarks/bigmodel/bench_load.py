@@ -1,0 +1,168 @@
+"""Load a ~2 GB sharded safetensors checkpoint into a meta model, all in RAM and half on disk.
+
+Compares accel_bigmodel with the reference library (accelerate) side by side; each measurement
+runs in a fresh subprocess (peak RSS is per process). Prints one JSON object.
+
+Run: uv run --group bench python benchmarks/bigmodel/bench_load.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+TOKENS = 32
+REPEATS = 3
+
+
+def _rss_now() -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def write_checkpoint(folder: str) -> list[str]:
+    import torch
+    from _models import bench_model
+    from accel_bigmodel import SAFE_WEIGHTS_INDEX_NAME, init_empty_weights, shard_checkpoint
+    from safetensors.torch import save_file
+
+    with init_empty_weights():
+        model = bench_model()
+    generator = torch.Generator().manual_seed(0)
+    meta = {k: v for k, v in model.state_dict().items()}
+    shards, index = shard_checkpoint(meta, "600MB", weights_name="model.safetensors")
+    for file_name, shard in shards.items():
+        tensors = {k: (torch.randn(v.shape, generator=generator) * 0.02) for k, v in shard.items()}
+        save_file(tensors, os.path.join(folder, file_name), metadata={"format": "pt"})
+        del tensors
+    with open(os.path.join(folder, SAFE_WEIGHTS_INDEX_NAME), "w") as handle:
+        json.dump(index, handle)
+    return [os.path.join(folder, f) for f in shards]
+
+
+def cat_seconds(files: list[str]) -> float:
+    best = float("inf")
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def worker(lib: str, mode: str, checkpoint: str, offload: str) -> dict:
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    from _models import bench_model
+
+    if lib == "accel":
+        from accel_bigmodel import (
+            compute_module_sizes,
+            init_empty_weights,
+            load_checkpoint_and_dispatch,
+        )
+    else:
+        from accelerate import init_empty_weights, load_checkpoint_and_dispatch
+        from accelerate.utils import compute_module_sizes
+
+    with init_empty_weights():
+        model = bench_model()
+    model.eval()
+    base_rss = _rss_now()
+    kwargs: dict = {}
+    if mode == "disk":
+        half = compute_module_sizes(model)[""] // 2
+        kwargs = {"max_memory": {"cpu": half, "disk": 10**12}, "offload_folder": offload}
+    else:
+        kwargs = {"max_memory": {"cpu": 10**11}}
+    if mode == "ramcopy":
+        kwargs["mmap"] = False
+    start = time.perf_counter()
+    model = load_checkpoint_and_dispatch(
+        model,
+        checkpoint,
+        # The reference's "auto" crashes on a max_memory with a "disk" key (get_balanced_memory
+        # calls torch.device("disk")); "sequential" is the same placement on a CPU-only machine.
+        device_map="sequential" if mode == "disk" else "auto",
+        no_split_module_classes=["DecoderLayer"],
+        **kwargs,
+    )
+    load_seconds = time.perf_counter() - start
+    result = {
+        "load_seconds": load_seconds,
+        "peak_rss": _peak_rss(),
+        "base_rss": base_rss,
+        "rss_after": _rss_now(),
+        "disk_modules": sum(1 for v in model.hf_device_map.values() if v == "disk"),
+    }
+    ids = torch.randint(0, 32000, (1, TOKENS), generator=torch.Generator().manual_seed(0))
+    times = []
+    with torch.no_grad():
+        for _ in range(REPEATS):
+            start = time.perf_counter()
+            out = model(ids)
+            times.append(time.perf_counter() - start)
+    result["forward_first"] = times[0]
+    result["forward_warm"] = min(times[1:])
+    result["checksum"] = float(out.double().sum())
+    return result
+
+
+def run_worker(lib: str, mode: str, checkpoint: str, files: list[str]) -> dict:
+    subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm page cache
+    offload = tempfile.mkdtemp(prefix="bench-offload-")
+    try:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--worker", lib, mode, checkpoint, offload],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "ACCEL_BIGMODEL_QUIET": "1"},
+        )
+    finally:
+        shutil.rmtree(offload, ignore_errors=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> dict:
+    root = tempfile.mkdtemp(prefix="bench-ckpt-")
+    try:
+        files = write_checkpoint(root)
+        size = sum(os.path.getsize(f) for f in files)
+        cat = cat_seconds(files)
+        results = {"checkpoint_bytes": size, "cat_seconds": cat, "runs": {}}
+        for mode in ("ram", "ramcopy", "disk"):
+            for lib in ("accel", "accelerate"):
+                if mode == "ramcopy" and lib == "accelerate":
+                    continue  # the reference has no such option
+                results["runs"][f"{lib}/{mode}"] = run_worker(lib, mode, root, files)
+        return results
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        print(json.dumps(worker(*sys.argv[2:6])))
+    else:
+        parser = argparse.ArgumentParser(description=__doc__)
+        parser.parse_args()
+        print(json.dumps(main(), indent=2))

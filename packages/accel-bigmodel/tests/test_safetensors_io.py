@@ -1,0 +1,56 @@
+import pytest
+import torch
+
+from accel_bigmodel import CorruptSafetensorsError, write_safetensors
+from accel_bigmodel._safetensors_io import SafetensorsFile
+
+TENSORS = {
+    "f32": torch.randn(3, 4),
+    "bf16": torch.randn(5, dtype=torch.bfloat16),
+    "f16": torch.randn(2, 2, dtype=torch.float16),
+    "i64": torch.arange(7),
+    "bool": torch.tensor([True, False, True]),
+    "empty": torch.zeros(0, 3),
+}
+
+
+def test_our_files_read_back_and_with_the_safetensors_library(tmp_path):
+    from safetensors import safe_open
+
+    path = tmp_path / "x.safetensors"
+    write_safetensors(path, TENSORS, metadata={"format": "pt"})
+    ours = SafetensorsFile(path)
+    assert ours.metadata == {"format": "pt"}
+    with safe_open(str(path), framework="pt") as handle:
+        for name, tensor in TENSORS.items():
+            assert torch.equal(handle.get_tensor(name), tensor)
+            assert torch.equal(ours.view(name), tensor)
+            assert torch.equal(ours.load(name), tensor)
+
+
+def test_files_of_the_safetensors_library_read_with_ours(tmp_path):
+    pytest.importorskip("numpy", reason="safetensors.torch.save_file needs numpy")
+    from safetensors.torch import save_file
+
+    path = tmp_path / "y.safetensors"
+    save_file(TENSORS, str(path))
+    ours = SafetensorsFile(path)
+    for name, tensor in TENSORS.items():
+        assert torch.equal(ours.view(name), tensor)
+
+
+def test_casting_while_writing(tmp_path):
+    path = tmp_path / "z.safetensors"
+    write_safetensors(path, {"w": torch.randn(4)}, dtypes={"w": torch.float16})
+    assert SafetensorsFile(path).dtype("w") == torch.float16
+
+
+def test_offsets_pointing_outside_the_file_are_rejected(tmp_path):
+    path = tmp_path / "bad.safetensors"
+    write_safetensors(path, {"w": torch.randn(4)})
+    data = bytearray(path.read_bytes())
+    header = data[8 : 8 + int.from_bytes(data[:8], "little")].decode()
+    bad = header.replace("[0,16]", "[0,64]").encode()
+    path.write_bytes(bytes(data[:8]) + bad + bytes(data[8 + len(bad) :]))
+    with pytest.raises(CorruptSafetensorsError, match="claims bytes"):
+        SafetensorsFile(path)

@@ -1,0 +1,354 @@
+"""Reading and writing the files of a training checkpoint.
+
+Weights go through safetensors (or ``torch.save`` when asked); every other file is a
+``torch.save`` pickle that is read back with ``torch.load(weights_only=True)``, so a tampered
+file is refused instead of executed. Only types of torch's ``weights_only`` allow-list are
+written (random states of numpy are stored as tensors for that reason); a registered object
+whose state holds other types is refused when it is saved, not when the run tries to resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from accel_bigmodel import (
+    SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME,
+    WEIGHTS_INDEX_NAME,
+    WEIGHTS_NAME,
+)
+from accel_bigmodel._safetensors_io import SafetensorsFile, write_safetensors
+
+MODEL_NAME = "pytorch_model"
+OPTIMIZER_NAME = "optimizer"
+RNG_STATE_NAME = "random_states"
+SCALER_NAME = "scaler.pt"
+SCHEDULER_NAME = "scheduler"
+SAMPLER_NAME = "dataloader"
+CUSTOM_NAME = "custom_checkpoint"
+
+_TIED_KEY = "accel_tied_aliases"
+
+__all__ = [
+    "MODEL_NAME",
+    "OPTIMIZER_NAME",
+    "RNG_STATE_NAME",
+    "SAFE_WEIGHTS_INDEX_NAME",
+    "SAFE_WEIGHTS_NAME",
+    "SCALER_NAME",
+    "SCHEDULER_NAME",
+    "WEIGHTS_INDEX_NAME",
+    "WEIGHTS_NAME",
+]
+
+
+class UnsafeCheckpointError(pickle.UnpicklingError):
+    """A checkpoint file holds objects that ``torch.load(weights_only=True)`` refuses."""
+
+
+def indexed_name(stem: str, ext: str, index: int) -> str:
+    """``stem.ext`` for the first object, ``stem_<index>.ext`` for the others."""
+    return f"{stem}.{ext}" if index == 0 else f"{stem}_{index}.{ext}"
+
+
+def weights_file_name(index: int, safe_serialization: bool) -> str:
+    """File of the ``index``-th model: ``model[_i].safetensors`` or ``pytorch_model[_i].bin``."""
+    if safe_serialization:
+        return indexed_name("model", "safetensors", index)
+    return indexed_name(MODEL_NAME, "bin", index)
+
+
+def fsync_file(path: str) -> None:
+    """Flush ``path`` to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: str) -> None:
+    """Flush the entries of folder ``path`` (new, renamed or deleted names) to storage."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems do not support fsync on folders
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- pickles
+def save_object(obj: Any, path: str) -> None:
+    """``torch.save`` to ``path`` through a temporary name, flushed before the rename."""
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    fsync_file(tmp)
+    os.replace(tmp, path)
+
+
+def check_loadable(path: str, what: str) -> None:
+    """Refuse a file just written if ``torch.load(weights_only=True)`` could not read it back.
+
+    Raises:
+        TypeError: naming the types outside the allow-list and how to fix it.
+    """
+    unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    allowed = {_global_name(g) for g in torch.serialization.get_safe_globals()}
+    refused = sorted(set(unsafe) - allowed)
+    if refused:
+        raise TypeError(
+            f"checkpoint files other than weights may hold only tensors, numbers, strings and "
+            f"containers of them, so that they load with torch.load(weights_only=True); the "
+            f"state of {what} holds {refused}. Return plain values from its state_dict(), or "
+            f"register the types with torch.serialization.add_safe_globals([...]) in both the "
+            f"saving and the resuming script."
+        )
+
+
+def _global_name(obj: Any) -> str:
+    if isinstance(obj, tuple):
+        obj = obj[0]
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+def load_object(path: str, **load_kwargs: Any) -> Any:
+    """``torch.load(path, weights_only=True)`` with a clear error for refused content.
+
+    Args:
+        path: The file.
+        **load_kwargs: More ``torch.load`` arguments (``map_location`` defaults to the CPU);
+            ``weights_only`` cannot be turned off.
+
+    Raises:
+        UnsafeCheckpointError: when the file holds objects outside the allow-list.
+    """
+    if load_kwargs.get("weights_only", True) is not True:
+        raise ValueError(
+            "checkpoint files are always read with weights_only=True, so that a tampered file "
+            f"cannot run code; got load_kwargs weights_only={load_kwargs['weights_only']!r}. "
+            "Drop weights_only from load_kwargs."
+        )
+    kwargs = {"map_location": "cpu", **load_kwargs, "weights_only": True}
+    try:
+        return torch.load(path, **kwargs)
+    except pickle.UnpicklingError as exc:
+        raise UnsafeCheckpointError(
+            f"checkpoint files are read with torch.load(weights_only=True), which accepts only "
+            f"tensors, numbers, strings, containers and registered types; {path} holds "
+            f"something else and was refused without running it ({_first_line(exc)}). If you "
+            f"wrote this file yourself with custom types, register them with "
+            f"torch.serialization.add_safe_globals([...]); otherwise do not trust this checkpoint."
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- weights
+def tied_aliases(state_dict: Mapping[str, torch.Tensor]) -> dict[str, str]:
+    """Map each name whose tensor shares memory with an earlier name to that earlier name."""
+    seen: dict[tuple[Any, ...], str] = {}
+    aliases: dict[str, str] = {}
+    for name, tensor in state_dict.items():
+        if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta":
+            continue
+        key = (
+            tensor.device,
+            tensor.untyped_storage().data_ptr(),
+            tensor.storage_offset(),
+            tuple(tensor.shape),
+            tuple(tensor.stride()),
+            tensor.dtype,
+        )
+        if key in seen:
+            aliases[name] = seen[key]
+        else:
+            seen[key] = name
+    return aliases
+
+
+def save_weights(state_dict: Mapping[str, Any], path: str, safe_serialization: bool) -> None:
+    """Write a model state dict; tied tensors are written once and their aliases recorded."""
+    aliases = tied_aliases(state_dict)
+    unique = {k: v for k, v in state_dict.items() if k not in aliases}
+    if not safe_serialization:
+        save_object({"state_dict": unique, _TIED_KEY: aliases}, path)
+        return
+    others = sorted(k for k, v in unique.items() if not isinstance(v, torch.Tensor))
+    if others:
+        raise TypeError(
+            f"safetensors stores tensors only; the state dict holds non-tensor entries {others}. "
+            "Call save_state(..., safe_serialization=False) for such a model."
+        )
+    write_safetensors(path, unique, metadata={"format": "pt", _TIED_KEY: json.dumps(aliases)})
+    fsync_file(path)
+
+
+def read_weights(path: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read a file written by :func:`save_weights`: ``(state_dict, aliases)``."""
+    if path.endswith(".safetensors"):
+        handle = SafetensorsFile(path)
+        state = {name: handle.load(name) for name in handle.keys()}
+        aliases = json.loads(handle.metadata.get(_TIED_KEY, "{}"))
+        return state, aliases
+    payload = load_object(path)
+    if isinstance(payload, dict) and "state_dict" in payload and _TIED_KEY in payload:
+        return dict(payload["state_dict"]), dict(payload[_TIED_KEY])
+    return dict(payload), {}
+
+
+def load_weights(
+    module: torch.nn.Module, path: str, strict: bool = True, **load_kwargs: Any
+) -> tuple[list[str], list[str]]:
+    """Load a file written by :func:`save_weights` into ``module``.
+
+    A plain module (no custom ``_load_from_state_dict`` nor load hooks) whose tensors are
+    contiguous CPU tensors of the stored dtype is filled in place from the file, one tensor at a
+    time, so no second copy of the weights is ever held; other modules go through
+    ``module.load_state_dict``.
+
+    Returns:
+        ``(missing_keys, unexpected_keys)``.
+
+    Raises:
+        KeyError: with ``strict``, when the keys differ (both lists are named).
+    """
+    if path.endswith(".safetensors") and _plain(module) and not load_kwargs:
+        missing, unexpected = _stream_safetensors(module, path, strict)
+    else:
+        state, aliases = read_weights(path)
+        for alias, source in aliases.items():
+            if source in state:
+                state[alias] = state[source]
+        result = module.load_state_dict(state, strict=False, **load_kwargs)
+        missing, unexpected = list(result.missing_keys), list(result.unexpected_keys)
+    if strict and (missing or unexpected):
+        raise KeyError(
+            f"a model must have exactly the keys of its checkpoint to load with strict=True; "
+            f"{os.path.basename(path)} lacks {_short(missing)} and has extra {_short(unexpected)}. "
+            "Prepare the same model architecture as the saving run, or pass strict=False to "
+            "load_state to load the matching keys only."
+        )
+    return missing, unexpected
+
+
+def _short(names: list[str], limit: int = 8) -> str:
+    if not names:
+        return "[]"
+    shown = ", ".join(repr(n) for n in names[:limit])
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return f"[{shown}{more}]"
+
+
+def _plain(module: torch.nn.Module) -> bool:
+    base = torch.nn.Module._load_from_state_dict
+    for sub in module.modules():
+        if type(sub)._load_from_state_dict is not base:
+            return False
+        if sub._load_state_dict_pre_hooks or sub._load_state_dict_post_hooks:
+            return False
+        if type(sub).set_extra_state is not torch.nn.Module.set_extra_state:
+            return False
+    return not module._state_dict_pre_hooks and not getattr(module, "_state_dict_hooks", None)
+
+
+def _stream_safetensors(
+    module: torch.nn.Module, path: str, strict: bool
+) -> tuple[list[str], list[str]]:
+    handle = SafetensorsFile(path)
+    aliases: dict[str, str] = json.loads(handle.metadata.get(_TIED_KEY, "{}"))
+    targets = module.state_dict(keep_vars=True)
+    stored = set(handle.keys())
+    available = stored | {a for a, s in aliases.items() if s in stored}
+    missing = [k for k in targets if k not in available]
+    unexpected = sorted(available - set(targets))
+    if strict and (missing or unexpected):
+        return missing, unexpected
+    written: set[tuple[int, int]] = set()
+    with torch.no_grad():
+        for name, target in targets.items():
+            source = name if name in stored else aliases.get(name)
+            if source is None or source not in stored:
+                continue
+            shape = tuple(handle.shape(source))
+            if shape != tuple(target.shape):
+                raise ValueError(
+                    f"a checkpoint tensor must have the shape of the model tensor it fills; "
+                    f"{source!r} in {os.path.basename(path)} is {list(shape)}, the model's "
+                    f"{name!r} is {list(target.shape)}. Prepare the model of the saving run."
+                )
+            key = (target.data_ptr(), target.numel())
+            if key in written:
+                continue  # a tied tensor already filled through another name
+            data = target.data
+            if (
+                data.device.type == "cpu"
+                and data.is_contiguous()
+                and (data.dtype == handle.dtype(source))
+            ):
+                handle.read_into(source, data)
+            else:
+                data.copy_(handle.load(source))
+            written.add(key)
+    return missing, unexpected
+
+
+# --------------------------------------------------------------------------- random states
+def capture_rng_state() -> dict[str, Any]:
+    """The states of python's, numpy's and torch's (CPU and CUDA) generators."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)  # type: ignore[misc]
+    state: dict[str, Any] = {
+        "random_state": random.getstate(),
+        "numpy_random_seed": {
+            "kind": str(kind),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
+        "torch_manual_seed": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["torch_cuda_manual_seed"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: Mapping[str, Any]) -> None:
+    """Put back the generator states returned by :func:`capture_rng_state`."""
+    if "random_state" in state:
+        random.setstate(_as_tuple(state["random_state"]))
+    numpy_state = state.get("numpy_random_seed")
+    if isinstance(numpy_state, Mapping):
+        np.random.set_state(
+            (
+                numpy_state["kind"],
+                numpy_state["keys"].numpy().astype(np.uint32),
+                numpy_state["pos"],
+                numpy_state["has_gauss"],
+                numpy_state["cached_gaussian"],
+            )
+        )
+    if "torch_manual_seed" in state:
+        torch.set_rng_state(state["torch_manual_seed"])
+    cuda = state.get("torch_cuda_manual_seed")
+    if cuda is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def _as_tuple(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_tuple(v) for v in value)
+    return value

@@ -1,0 +1,130 @@
+"""Timed rendezvous of all processes around a checkpoint, through the process group's store.
+
+``save_state`` must run on every process. A call on one process only would wait forever in a
+collective; here every process posts a key to the rendezvous store and waits for the others'
+keys with a deadline, so such a call fails on the waiting process with an error that says
+which processes never arrived. A process that fails while writing posts its error instead of
+``ok``, so the others raise at once rather than waiting for it.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+
+TIMEOUT_ENV = "ACCEL_CHECKPOINT_TIMEOUT"
+DEFAULT_ARRIVAL_TIMEOUT = 600.0
+_OK = "ok:"
+_ERROR = "error:"
+
+
+class CheckpointSyncError(RuntimeError):
+    """Processes did not meet, or one of them failed, during a collective checkpoint step."""
+
+
+def arrival_timeout() -> float:
+    """Seconds every process waits for the others to call save_state / load_state."""
+    raw = os.environ.get(TIMEOUT_ENV)
+    if not raw:
+        return DEFAULT_ARRIVAL_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise ValueError(
+            f"{TIMEOUT_ENV} must be a positive number of seconds; got {raw!r}. "
+            f"Set e.g. {TIMEOUT_ENV}=600."
+        )
+    return value
+
+
+class Rendezvous:
+    """Named meeting points of all processes for one checkpoint operation.
+
+    Args:
+        operation: ``"save_state"`` or ``"load_state"`` (used in messages and keys).
+        sequence: Number of the operation in this run (the same on every process).
+    """
+
+    def __init__(self, operation: str, sequence: int) -> None:
+        self.operation = operation
+        self.sequence = sequence
+        self.enabled = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        self.rank = dist.get_rank() if self.enabled else 0
+        self.world = dist.get_world_size() if self.enabled else 1
+        self._store: Any = _default_store() if self.enabled else None
+        self._posted: list[str] = []
+
+    def _key(self, phase: str, rank: int) -> str:
+        return f"accel/checkpoint/{self.operation}/{self.sequence}/{phase}/{rank}"
+
+    def meet(
+        self, phase: str, payload: str = "", timeout: float | None = None, error: str | None = None
+    ) -> list[str]:
+        """Post this process's payload (or error) for ``phase`` and wait for all processes.
+
+        Returns:
+            The payload of every process, by rank.
+
+        Raises:
+            CheckpointSyncError: when some process does not arrive in time or posted an error.
+        """
+        if not self.enabled:
+            return [payload]
+        key = self._key(phase, self.rank)
+        self._posted.append(key)
+        if error is not None:
+            # The failing process tells the others and goes on raising its own exception.
+            self._store.set(key, _ERROR + error)
+            return []
+        self._store.set(key, _OK + payload)
+        keys = [self._key(phase, r) for r in range(self.world)]
+        wait = arrival_timeout() if timeout is None else timeout
+        try:
+            self._store.wait(keys, timedelta(seconds=wait))
+        except Exception:
+            missing = [r for r, k in enumerate(keys) if not self._store.check([k])]
+            # Withdraw this process's key, so that a later lone call does not take it for
+            # a partner that arrived.
+            self._delete(key)
+            raise CheckpointSyncError(
+                f"{self.operation} must be called on every process (it is collective); "
+                f"process {self.rank} waited {wait:.0f}s at step {phase!r} but processes "
+                f"{missing} of {self.world} never reached it. Call "
+                f"accelerator.{self.operation}(...) on all processes, not inside "
+                f"`if accelerator.is_main_process:` (set {TIMEOUT_ENV} to wait longer for "
+                "slow processes)."
+            ) from None
+        values = [self._store.get(k).decode() for k in keys]
+        failures = [(r, v[len(_ERROR) :]) for r, v in enumerate(values) if v.startswith(_ERROR)]
+        if failures:
+            detail = "; ".join(f"process {r}: {msg}" for r, msg in failures)
+            raise CheckpointSyncError(
+                f"{self.operation} needs every process to succeed; it failed on {detail}. "
+                "Nothing was committed: fix that error and try again."
+            )
+        return [v[len(_OK) :] for v in values]
+
+    def cleanup(self) -> None:
+        """Delete this process's keys (call once every process has read them)."""
+        if self._store is None:
+            return
+        for key in self._posted:
+            self._delete(key)
+        self._posted.clear()
+
+    def _delete(self, key: str) -> None:
+        try:
+            self._store.delete_key(key)
+        except Exception:
+            pass  # some stores cannot delete keys; they are a few bytes each
+
+
+def _default_store() -> Any:
+    from torch.distributed import distributed_c10d
+
+    return distributed_c10d._get_default_store()

@@ -1,0 +1,348 @@
+"""What ``save_state`` writes and ``load_state`` reads, process by process.
+
+Layout of a checkpoint folder (``i`` > 0 for the second and later object of a kind)::
+
+    model[_i].safetensors | pytorch_model[_i].bin   weights, one file per prepared model
+    optimizer[_i].bin                               optimizer states
+    scheduler[_i].bin                               learning-rate scheduler states
+    dataloader[_i].bin                              positions of prepared dataloaders
+    scaler.pt                                       fp16 grad scaler (when there is one)
+    custom_checkpoint_<i>.pkl                       objects of register_for_checkpointing
+    random_states_<rank>.pkl                        generator states, one file per process
+    accel_checkpoint.json                           manifest, written last
+
+The engine decides how states are gathered; with replicated states (one process, DDP) the
+main process writes everything but the random states (the local main of each machine with
+``save_on_each_node``). Every process writes its own random states.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._checkpoint_dirs import (
+    FORMAT_VERSION,
+    Manifest,
+    check_target,
+    checkpoint_index,
+    checkpoints_in,
+    commit,
+    is_complete,
+    prepare_staging,
+    read_manifest,
+    recover_replaced,
+    rotate,
+    staging_dir,
+    verify_file,
+    warn_world_size,
+)
+from ._checkpoint_io import (
+    CUSTOM_NAME,
+    OPTIMIZER_NAME,
+    RNG_STATE_NAME,
+    SAMPLER_NAME,
+    SCALER_NAME,
+    SCHEDULER_NAME,
+    capture_rng_state,
+    check_loadable,
+    indexed_name,
+    load_object,
+    restore_rng_state,
+    save_object,
+    save_weights,
+    weights_file_name,
+)
+from ._checkpoint_sync import Rendezvous
+
+if TYPE_CHECKING:
+    from ._accelerator import Accelerator
+
+
+def is_writer(accelerator: Accelerator) -> bool:
+    """Whether this process writes the files shared by all processes."""
+    if accelerator.project_configuration.save_on_each_node:
+        return accelerator.is_local_main_process
+    return accelerator.is_main_process
+
+
+def _stateful(objects: list[Any]) -> list[Any]:
+    return [obj for obj in objects if callable(getattr(obj, "state_dict", None))]
+
+
+# --------------------------------------------------------------------------- paths
+def resolve_output_dir(accelerator: Accelerator, output_dir: str | os.PathLike[str] | None) -> str:
+    """The folder ``save_state`` writes: ``output_dir`` or the next automatic name."""
+    config = accelerator.project_configuration
+    if config.automatic_checkpoint_naming:
+        if config.project_dir is None:
+            raise ValueError(
+                "automatic_checkpoint_naming needs a project folder; got project_dir=None. "
+                "Pass ProjectConfiguration(project_dir=..., automatic_checkpoint_naming=True)."
+            )
+        folder = os.path.join(config.project_dir, "checkpoints")
+        path = os.path.join(folder, f"checkpoint_{config.iteration}")
+        if is_complete(path):
+            raise FileExistsError(
+                f"automatic checkpoint names are never reused; {path!r} already exists "
+                f"(iteration {config.iteration}). Set "
+                "accelerator.project_configuration.iteration to the next free index, or load "
+                "the latest checkpoint first (load_state() moves the iteration past it)."
+            )
+        return path
+    if output_dir is None:
+        raise ValueError(
+            "save_state needs a folder; got output_dir=None without automatic checkpoint "
+            "naming. Pass save_state(output_dir=...) or ProjectConfiguration("
+            "automatic_checkpoint_naming=True, project_dir=...)."
+        )
+    return os.path.abspath(os.fspath(output_dir))
+
+
+def resolve_input_dir(accelerator: Accelerator, input_dir: str | os.PathLike[str] | None) -> str:
+    """The folder ``load_state`` reads: ``input_dir`` or the latest complete checkpoint."""
+    if input_dir is not None:
+        path = os.path.abspath(os.fspath(input_dir))
+        if is_writer(accelerator):
+            recover_replaced(path)
+        return path
+    config = accelerator.project_configuration
+    if not config.automatic_checkpoint_naming or config.project_dir is None:
+        raise ValueError(
+            "load_state needs a folder; got input_dir=None without automatic checkpoint "
+            "naming. Pass load_state(input_dir=...) or ProjectConfiguration("
+            "automatic_checkpoint_naming=True, project_dir=...)."
+        )
+    folder = os.path.join(config.project_dir, "checkpoints")
+    found = checkpoints_in(folder)
+    if not found:
+        raise FileNotFoundError(
+            f"load_state() without a folder loads the latest complete checkpoint_<i> in "
+            f"{folder!r}; there is none. Save one with save_state() first."
+        )
+    return found[-1][1]
+
+
+# --------------------------------------------------------------------------- save
+def write_files(
+    accelerator: Accelerator,
+    stage: str,
+    safe_serialization: bool,
+    hooks: list[Callable[..., None]],
+    output_dir: str,
+) -> dict[str, Any]:
+    """Run the save hooks and write this process's files into ``stage``.
+
+    Returns:
+        Counts of the saved objects, for the manifest.
+    """
+    engine = accelerator.engine
+    models = list(accelerator._models)
+    optimizers = list(accelerator._optimizers)
+    if engine.replicated_states:
+        weights = [engine.model_state_dict(model) for model in models]
+    else:
+        # A sharding engine writes its own layout; every process takes part.
+        for i, model in enumerate(models):
+            engine.save_model_state(model, stage, i)
+        for i, opt in enumerate(optimizers):
+            engine.save_optimizer_state(opt, stage, i)
+        weights = []
+    for hook in hooks:
+        hook(models, weights, stage)
+    schedulers = _stateful(accelerator._schedulers)
+    loaders = _stateful(accelerator._dataloaders)
+    customs = list(accelerator._custom_objects)
+    if is_writer(accelerator):
+        for i, state in enumerate(weights):
+            save_weights(
+                state,
+                os.path.join(stage, weights_file_name(i, safe_serialization)),
+                safe_serialization,
+            )
+        for i, opt in enumerate(optimizers if engine.replicated_states else []):
+            save_object(
+                engine.optimizer_state_dict(opt),
+                os.path.join(stage, indexed_name(OPTIMIZER_NAME, "bin", i)),
+            )
+        groups = ((SCHEDULER_NAME, schedulers), (SAMPLER_NAME, loaders))
+        for stem, objects in groups:
+            for i, obj in enumerate(objects):
+                _save_checked(
+                    obj.state_dict(),
+                    os.path.join(stage, indexed_name(stem, "bin", i)),
+                    f"{stem} {i}",
+                )
+        if accelerator.scaler is not None:
+            _save_checked(
+                accelerator.scaler.state_dict(), os.path.join(stage, SCALER_NAME), "the grad scaler"
+            )
+        for i, obj in enumerate(customs):
+            what = f"registered object {i} ({type(obj).__name__})"
+            _save_checked(obj.state_dict(), os.path.join(stage, f"{CUSTOM_NAME}_{i}.pkl"), what)
+    rank = accelerator.process_index
+    save_object(capture_rng_state(), os.path.join(stage, f"{RNG_STATE_NAME}_{rank}.pkl"))
+    return {
+        "models": len(weights) if engine.replicated_states else len(models),
+        "optimizers": len(optimizers),
+        "schedulers": len(schedulers),
+        "dataloaders": len(loaders),
+        "custom_objects": len(customs),
+        "scaler": accelerator.scaler is not None,
+        "safe_serialization": bool(safe_serialization),
+    }
+
+
+def _save_checked(state: Any, path: str, what: str) -> None:
+    save_object(state, path)
+    check_loadable(path, what)
+
+
+def save_checkpoint(
+    accelerator: Accelerator,
+    output_dir: str,
+    safe_serialization: bool,
+    hooks: list[Callable[..., None]],
+    sequence: int,
+) -> str:
+    """Write a complete checkpoint to ``output_dir`` on every process, atomically."""
+    rendezvous = Rendezvous("save_state", sequence)
+    writer = is_writer(accelerator)
+    stage = staging_dir(output_dir)
+    if writer:
+        try:
+            check_target(output_dir)
+            prepare_staging(output_dir)
+        except Exception as exc:
+            rendezvous.meet("enter", error=_describe(exc))
+            raise
+    rendezvous.meet("enter")
+    try:
+        counts = write_files(accelerator, stage, safe_serialization, hooks, output_dir)
+    except BaseException as exc:
+        rendezvous.meet("written", error=_describe(exc))
+        raise
+    rendezvous.meet("written")
+    if writer:
+        try:
+            manifest = Manifest(
+                format_version=FORMAT_VERSION,
+                world_size=accelerator.num_processes,
+                step=int(accelerator.step),
+                extra=counts,
+            )
+            commit(stage, output_dir, manifest)
+            config = accelerator.project_configuration
+            if config.automatic_checkpoint_naming and config.total_limit is not None:
+                rotate(os.path.dirname(output_dir), config.total_limit, keep=output_dir)
+        except BaseException as exc:
+            rendezvous.meet("committed", error=_describe(exc))
+            raise
+    rendezvous.meet("committed")
+    return output_dir
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# --------------------------------------------------------------------------- load
+def load_checkpoint(
+    accelerator: Accelerator,
+    input_dir: str,
+    hooks: list[Callable[..., None]],
+    load_kwargs: dict[str, Any] | None,
+    model_kwargs: dict[str, Any],
+) -> Manifest:
+    """Restore every prepared and registered object from ``input_dir`` on this process."""
+    manifest = read_manifest(input_dir)
+    world = accelerator.num_processes
+    if manifest.world_size != world:
+        warn_world_size(manifest, world, input_dir)
+    load_kwargs = dict(load_kwargs or {})
+    engine = accelerator.engine
+    models = list(accelerator._models)
+    for hook in hooks:
+        hook(models, input_dir)
+    optimizers = list(accelerator._optimizers)
+    schedulers = _stateful(accelerator._schedulers)
+    loaders = _stateful(accelerator._dataloaders)
+    customs = list(accelerator._custom_objects)
+    counts = {
+        "optimizers": optimizers,
+        "schedulers": schedulers,
+        "dataloaders": loaders,
+        "custom_objects": customs,
+    }
+    if not hooks:
+        counts["models"] = models
+    for kind, objects in counts.items():
+        saved = manifest.extra.get(kind)
+        if saved is not None and int(saved) != len(objects):
+            raise ValueError(
+                f"load_state restores every object of the saving run into the same slots; "
+                f"{input_dir!r} holds {saved} {kind}, this run has {len(objects)}. Prepare (or "
+                "register) the same objects, in the same order, as the run that saved it."
+            )
+    read = lambda name: load_object(verify_file(input_dir, manifest, name), **load_kwargs)  # noqa: E731
+    # Dataloaders first: they refuse an incompatible batch size before anything else changes.
+    for i, loader in enumerate(loaders):
+        loader.load_state_dict(read(indexed_name(SAMPLER_NAME, "bin", i)))
+    for i, model in enumerate(models):
+        if not engine.replicated_states:
+            _load_own_layout(engine.load_model_state(model, input_dir, i), "model", i, input_dir)
+            continue
+        name = weights_file_name(i, True)
+        if name not in manifest.files:
+            name = weights_file_name(i, False)
+        engine.load_model_state_dict(model, verify_file(input_dir, manifest, name), **model_kwargs)
+    for i, opt in enumerate(optimizers):
+        if not engine.replicated_states:
+            loaded = engine.load_optimizer_state(opt, input_dir, i)
+            _load_own_layout(loaded, "optimizer", i, input_dir)
+            continue
+        engine.load_optimizer_state_dict(opt, read(indexed_name(OPTIMIZER_NAME, "bin", i)))
+    for i, scheduler in enumerate(schedulers):
+        scheduler.load_state_dict(read(indexed_name(SCHEDULER_NAME, "bin", i)))
+    _load_scaler(accelerator, input_dir, manifest, read)
+    for i, obj in enumerate(customs):
+        obj.load_state_dict(read(f"{CUSTOM_NAME}_{i}.pkl"))
+    rank = accelerator.process_index
+    rng_name = f"{RNG_STATE_NAME}_{rank}.pkl"
+    if rank < manifest.world_size and os.path.isfile(os.path.join(input_dir, rng_name)):
+        restore_rng_state(read(rng_name))
+    elif rank < manifest.world_size:
+        verify_file(input_dir, manifest, rng_name)
+    accelerator.step = manifest.step
+    index = checkpoint_index(input_dir)
+    config = accelerator.project_configuration
+    if config.automatic_checkpoint_naming and index is not None:
+        config.iteration = index + 1
+    return manifest
+
+
+def _load_own_layout(loaded: bool, what: str, index: int, input_dir: str) -> None:
+    if not loaded:
+        raise FileNotFoundError(
+            f"a sharded run loads each {what} from the layout its engine saved; {input_dir!r} "
+            f"holds none for {what} {index}. Load a checkpoint saved by a run with the same "
+            "engine (FSDP), or prepare the same objects as the saving run."
+        )
+
+
+def _load_scaler(
+    accelerator: Accelerator, input_dir: str, manifest: Manifest, read: Callable[[str], Any]
+) -> None:
+    saved = SCALER_NAME in manifest.files
+    if accelerator.scaler is not None and saved:
+        accelerator.scaler.load_state_dict(read(SCALER_NAME))
+    elif accelerator.scaler is not None or saved:
+        have = "has" if accelerator.scaler is not None else "has no"
+        warnings.warn(
+            f"checkpoint {input_dir!r} {'holds' if saved else 'holds no'} grad scaler state and "
+            f"this run {have} grad scaler (mixed_precision={accelerator.mixed_precision!r}); "
+            "the scaler was left as it is.",
+            stacklevel=3,
+        )
