@@ -7,6 +7,7 @@ checkpoints into safetensors that a plain model loads.
 """
 
 import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ SCRIPT = Path(__file__).parent / "scripts" / "fsdp_checks.py"
 TRAIN = [
     "fsdp2_train_save",
     "fsdp1_train_save",
+    "fsdp2_options",
     "wrong_wrap_class",
     "rank0_loading",
     "tensor_parallel",
@@ -81,3 +83,15 @@ def test_fsdp1_sharded_optimizer_reload(tmp_path):
     run_distributed(SCRIPT, str(tmp_path), "train", "fsdp1_train_save", timeout=300)
     result = run_distributed(SCRIPT, str(tmp_path), "resume", "fsdp1_resume_sharded", timeout=300)
     assert "PASSED check_fsdp1_resume_sharded" in result.stdout
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("ACCEL_TEST_FOUR_PROCESSES", "0") != "1",
+    reason="starts 4 processes (dp_shard 2 x tp 2); set ACCEL_TEST_FOUR_PROCESSES=1 to run it",
+)
+def test_fsdp_x_tensor_parallel_on_four_processes():
+    script = SCRIPT.parent / "fsdp_tp_2d.py"
+    result = run_distributed(script, num_processes=4, timeout=600)
+    assert "PASSED check_fsdp_x_tp" in result.stdout, result.stdout + result.stderr

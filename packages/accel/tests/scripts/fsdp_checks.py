@@ -147,6 +147,25 @@ def check_fsdp_train(version, ref):
             json.dump(rest, f)
 
 
+def check_fsdp2_options(ref):
+    """Size-based units, activation checkpointing, CPU offload and no resharding after
+    forward change memory and traffic, not results."""
+    options = plugin(
+        2,
+        auto_wrap_policy="SIZE_BASED_WRAP",
+        transformer_cls_names_to_wrap=None,
+        min_num_params=300,
+        activation_checkpointing=True,
+        cpu_offload=True,
+        reshard_after_forward=False,
+    )
+    acc, model, *_, first = run({"fsdp_plugin": options}, STEPS)
+    assert getattr(model.blocks[0].lin1, "_accel_checkpointed", False)
+    assert type(model.blocks[0].lin1).__name__.startswith("FSDP")  # 16 x 32 + 32 >= 300
+    assert not type(model.embed).__name__.startswith("FSDP")  # 8 x 16 + 16 < 300
+    close(first, ref[0], "fsdp2 with options vs ddp")
+
+
 def check_wrong_wrap_class():
     acc = fresh(fsdp_plugin=plugin(2, transformer_cls_names_to_wrap=["Blok"]))
     try:
@@ -254,6 +273,7 @@ def main():
         checks = [
             ("fsdp2_train_save", lambda: check_fsdp_train(2, adamw)),
             ("fsdp1_train_save", lambda: check_fsdp_train(1, adamw)),
+            ("fsdp2_options", lambda: check_fsdp2_options(adamw)),
             ("wrong_wrap_class", check_wrong_wrap_class),
             ("rank0_loading", check_rank0_loading),
             ("tensor_parallel", check_tensor_parallel),

@@ -208,7 +208,10 @@ class FSDPEngine(Engine):
                 "mesh": data_mesh,
                 "reshard_after_forward": plugin.reshard_after_forward,
                 "mp_policy": build.fsdp2_mp_policy(plugin),
-                "offload_policy": CPUOffloadPolicy() if offload else OffloadPolicy(),
+                # On a CPU device the parameters already live in CPU memory.
+                "offload_policy": CPUOffloadPolicy()
+                if offload and device.type != "cpu"
+                else OffloadPolicy(),
             }
             if ignored:
                 kwargs["ignored_params"] = ignored
@@ -239,7 +242,7 @@ class FSDPEngine(Engine):
             build.broadcast_module_states(model, device)
         offload = plugin.cpu_offload
         if not isinstance(offload, CPUOffload):
-            offload = CPUOffload(offload_params=bool(offload))
+            offload = CPUOffload(offload_params=bool(offload) and device.type != "cpu")
         kwargs: dict[str, Any] = {
             "sharding_strategy": ShardingStrategy[plugin.sharding_strategy],
             "cpu_offload": offload,
