@@ -38,7 +38,7 @@ VARIANTS = {
 }
 
 
-def _model(dim: int, depth: int):  # noqa: ANN202
+def _model(dim: int, depth: int):
     import torch
 
     class Block(torch.nn.Module):
@@ -71,10 +71,9 @@ def child(args: argparse.Namespace) -> None:
 
     lib, mode = VARIANTS[args.variant]
     if lib == "accel":
-        from accel_bigmodel import init_empty_weights
-
         from accel import Accelerator
         from accel.utils import FullyShardedDataParallelPlugin as Plugin
+        from accel_bigmodel import init_empty_weights
     else:
         from accelerate import Accelerator, init_empty_weights
         from accelerate.utils import FullyShardedDataParallelPlugin as Plugin
@@ -106,6 +105,8 @@ def child(args: argparse.Namespace) -> None:
         loss = model(x).pow(2).mean()
         acc.backward(loss)
         opt.step()
+        if step == args.steps + 1:
+            state_mib = _local_state_mib(model, opt)
         opt.zero_grad()
         elapsed = torch.tensor(time.perf_counter() - start, dtype=torch.float64)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
@@ -113,15 +114,17 @@ def child(args: argparse.Namespace) -> None:
             times.append(elapsed.item())
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     report = [None] * dist.get_world_size()
-    dist.all_gather_object(report, (rss_prepared, rss))
+    dist.all_gather_object(report, (rss_prepared, rss, state_mib))
     if acc.is_main_process:
         print(
             "RESULT "
             + json.dumps(
                 {
                     "variant": args.variant,
-                    "engine": f"{acc.distributed_type}, {_param_kind(model)}",
+                    "engine": f"{acc.distributed_type.value}, {_param_kind(model)}",
                     "step_ms": statistics.median(times) * 1000,
+                    "step_min_ms": min(times) * 1000,
+                    "state": [r[2] for r in report],
                     "rss_prepared": [r[0] for r in report],
                     "rss_peak": [r[1] for r in report],
                 }
@@ -130,7 +133,26 @@ def child(args: argparse.Namespace) -> None:
         )
 
 
-def _param_kind(model) -> str:  # noqa: ANN001
+def _local_state_mib(model, opt) -> float:
+    """MiB of parameters, gradients and optimizer states held by this process."""
+    import torch
+
+    def local(t: torch.Tensor) -> torch.Tensor:
+        return t.to_local() if hasattr(t, "to_local") else t
+
+    total = 0
+    for p in model.parameters():
+        total += local(p).numel() * p.element_size()
+        if p.grad is not None:
+            total += local(p.grad).numel() * p.grad.element_size()
+    for per_param in opt.state.values():
+        for value in per_param.values():
+            if isinstance(value, torch.Tensor) and value.dim() > 0:
+                total += local(value).numel() * value.element_size()
+    return total / 2**20
+
+
+def _param_kind(model) -> str:
     """What the prepared model holds: DTensor shards, or whole tensors (under which wrapper)."""
     param = next(model.parameters())
     if type(param).__name__ == "DTensor":
@@ -158,11 +180,17 @@ def driver(args: argparse.Namespace) -> None:
             variant,
             *(f"--{k}={getattr(args, k)}" for k in ("steps", "dim", "depth", "batch")),
         ]
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        # A fixed mmap threshold makes glibc return freed large buffers to the system, so RSS
+        # follows live memory instead of the allocator's high-water mark (same for all rows).
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
         if done.returncode != 0 or not lines:
-            errors = [ln for ln in done.stderr.splitlines() if "Error" in ln and ":" in ln]
+            errors = [
+                ln
+                for ln in done.stderr.splitlines()
+                if "Error" in ln and ":" in ln and "ChildFailedError" not in ln
+            ]
             tail = (errors or done.stderr.strip().splitlines() or ["(no output)"])[-1]
             rows.append({"variant": variant, "error": tail[:160]})
         else:
@@ -187,19 +215,22 @@ def _write(args: argparse.Namespace, rows: list[dict], params: int, torch_versio
         "Command: `uv run python benchmarks/engines/bench_fsdp.py "
         f"--steps {args.steps} --dim {args.dim} --depth {args.depth} --batch {args.batch}`",
         "",
-        "| variant | distributed type, parameters | step (ms, median) "
-        "| peak RSS after prepare, rank 0 / rank 1 (MiB) "
-        "| peak RSS at the end, rank 0 / rank 1 (MiB) |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "| variant | distributed type, parameters | step ms (median / min) "
+        "| params + grads + AdamW state per process (MiB) "
+        "| peak RSS after prepare, rank 0 / 1 (MiB) "
+        "| peak RSS at the end, rank 0 / 1 (MiB) |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         if "error" in row:
-            lines.append(f"| {row['variant']} | failed: `{row['error']}` | | | |")
+            lines.append(f"| {row['variant']} | failed: `{row['error']}` | | | | |")
             continue
         prep = " / ".join(f"{v:.0f}" for v in row["rss_prepared"])
         peak = " / ".join(f"{v:.0f}" for v in row["rss_peak"])
+        state = " / ".join(f"{v:.0f}" for v in row["state"])
         lines.append(
-            f"| {row['variant']} | {row['engine']} | {row['step_ms']:.1f} | {prep} | {peak} |"
+            f"| {row['variant']} | {row['engine']} | {row['step_ms']:.0f} / "
+            f"{row['step_min_ms']:.0f} | {state} | {prep} | {peak} |"
         )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
