@@ -186,10 +186,14 @@ def driver(args: argparse.Namespace) -> None:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
         lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
         if done.returncode != 0 or not lines:
+            # The process that failed first names the cause; its peers report a lost connection.
             errors = [
                 ln
                 for ln in done.stderr.splitlines()
-                if "Error" in ln and ":" in ln and "ChildFailedError" not in ln
+                if "Error" in ln
+                and ":" in ln
+                and "ChildFailedError" not in ln
+                and "Connection closed" not in ln
             ]
             tail = (errors or done.stderr.strip().splitlines() or ["(no output)"])[-1]
             rows.append({"variant": variant, "error": tail[:160]})
