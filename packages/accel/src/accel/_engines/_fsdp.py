@@ -284,7 +284,7 @@ class FSDPEngine(Engine):
             return ModuleWrapPolicy(build._wrap_classes(self.plugin, model))
         if policy == "SIZE_BASED_WRAP":
             return functools.partial(
-                size_based_auto_wrap_policy, min_num_params=self.plugin.min_num_params
+                size_based_auto_wrap_policy, min_num_params=self.plugin.min_num_params or 0
             )
         return policy
 

@@ -111,8 +111,9 @@ def select_units(
         return []
     if policy == "TRANSFORMER_BASED_WRAP":
         classes = tuple(_wrap_classes(plugin, model))
-        units = [m for m in model.modules() if m is not model and isinstance(m, classes)]
-        return list(reversed(units))
+        matched = [m for m in model.modules() if m is not model and isinstance(m, classes)]
+        return list(reversed(matched))
+    assert callable(policy) or policy == "SIZE_BASED_WRAP"
     units: list[torch.nn.Module] = []
     taken: set[int] = set()
     # Children before parents, so a parent counts only what no child unit took.
@@ -123,7 +124,7 @@ def select_units(
         if policy == "SIZE_BASED_WRAP":
             chosen = numel >= (plugin.min_num_params or 0)
         else:
-            chosen = bool(policy(module=module, recurse=False, nonwrapped_numel=numel))  # type: ignore[operator]
+            chosen = bool(policy(module=module, recurse=False, nonwrapped_numel=numel))  # type: ignore[operator,misc]
         if chosen and numel > 0:
             units.append(module)
             taken.update(id(p) for p in module.parameters())
@@ -315,7 +316,7 @@ def load_from_rank0(
         model.to_empty(device=device)
     set_model_state_dict(
         model,
-        full_state,
+        full_state,  # type: ignore[arg-type]
         options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
     )
     names = sorted(non_persistent_buffers(model))

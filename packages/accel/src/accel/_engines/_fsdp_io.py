@@ -47,7 +47,8 @@ def full_model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         config = FullStateDictConfig(offload_to_cpu=False, rank0_only=True)
         with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, config):
             return model.state_dict()
-    return get_model_state_dict(model, options=_options(full_state_dict=True, cpu_offload=True))
+    state = get_model_state_dict(model, options=_options(full_state_dict=True, cpu_offload=True))
+    return state  # type: ignore[return-value]
 
 
 def _fsdp1_on_cpu(model: torch.nn.Module) -> bool:
@@ -94,7 +95,9 @@ def load_model(model: torch.nn.Module, input_dir: str, index: int) -> bool:
 
         full = load_file(file) if dist.get_rank() == 0 else {}
         set_model_state_dict(
-            model, full, options=_options(full_state_dict=True, broadcast_from_rank0=True)
+            model,
+            full,  # type: ignore[arg-type]
+            options=_options(full_state_dict=True, broadcast_from_rank0=True),
         )
         return True
     return False
