@@ -279,8 +279,8 @@ def test_free_memory_resets():
 def test_unsupported_engines_raise_clearly():
     with pytest.raises(NotImplementedError, match="deepspeed_plugin.*not supported yet"):
         Accelerator(cpu=True, deepspeed_plugin=object())
-    with pytest.raises(NotImplementedError, match="fsdp_plugin"):
-        Accelerator(cpu=True, fsdp_plugin=object())
+    with pytest.raises(NotImplementedError, match="megatron_lm_plugin"):
+        Accelerator(cpu=True, megatron_lm_plugin=object())
 
 
 def test_kwargs_handlers_validation():

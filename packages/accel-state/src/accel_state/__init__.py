@@ -20,11 +20,13 @@ _EXPORTS = {
     "DistributedDataParallelKwargs": "._kwargs",
     "DistributedType": "._enums",
     "DynamoBackend": "._enums",
+    "FullyShardedDataParallelPlugin": "._fsdp_plugin",
     "GradScalerKwargs": "._kwargs",
     "GradientAccumulationPlugin": "._plugins",
     "GradientState": "._accelerator_state",
     "InitProcessGroupKwargs": "._kwargs",
     "KwargsHandler": "._kwargs",
+    "ParallelismConfig": "._parallelism",
     "PartialState": "._state",
     "PrecisionType": "._enums",
     "ProfileKwargs": "._kwargs",
@@ -32,11 +34,13 @@ _EXPORTS = {
     "RNGType": "._enums",
     "SageMakerDistributedType": "._enums",
     "TorchDynamoPlugin": "._plugins",
+    "TorchTensorParallelPlugin": "._parallelism",
     "WorldInfo": "._environment",
     "clear_environment": "._environment",
     "compare_versions": "._imports",
     "detect_world": "._environment",
     "get_int_from_env": "._environment",
+    "get_module_class_from_name": "._fsdp_plugin",
     "is_aim_available": "._imports",
     "is_bf16_available": "._imports",
     "is_bnb_available": "._imports",
@@ -89,11 +93,13 @@ __all__ = [
     "DistributedDataParallelKwargs",
     "DistributedType",
     "DynamoBackend",
+    "FullyShardedDataParallelPlugin",
     "GradScalerKwargs",
     "GradientAccumulationPlugin",
     "GradientState",
     "InitProcessGroupKwargs",
     "KwargsHandler",
+    "ParallelismConfig",
     "PartialState",
     "PrecisionType",
     "ProfileKwargs",
@@ -101,12 +107,14 @@ __all__ = [
     "RNGType",
     "SageMakerDistributedType",
     "TorchDynamoPlugin",
+    "TorchTensorParallelPlugin",
     "WorldInfo",
     "__version__",
     "clear_environment",
     "compare_versions",
     "detect_world",
     "get_int_from_env",
+    "get_module_class_from_name",
     "is_aim_available",
     "is_bf16_available",
     "is_bnb_available",
@@ -180,6 +188,7 @@ if TYPE_CHECKING:
         patch_environment,
         str_to_bool,
     )
+    from ._fsdp_plugin import FullyShardedDataParallelPlugin, get_module_class_from_name
     from ._imports import (
         compare_versions,
         is_aim_available,
@@ -225,6 +234,7 @@ if TYPE_CHECKING:
         release_memory,
         should_reduce_batch_size,
     )
+    from ._parallelism import ParallelismConfig, TorchTensorParallelPlugin
     from ._plugins import GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin
     from ._random import set_seed, synchronize_rng_state, synchronize_rng_states
     from ._state import PartialState, is_debug_mode

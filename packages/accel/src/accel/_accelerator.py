@@ -20,6 +20,7 @@ from accel_state import (
     ProfileKwargs,
     ProjectConfiguration,
     TorchDynamoPlugin,
+    parse_flag_from_env,
 )
 
 from ._accelerator_checkpointing import CheckpointingMixin
@@ -28,6 +29,7 @@ from ._accelerator_prepare import PrepareMixin
 from ._accelerator_tracking import TrackingMixin
 from ._accelerator_training import TrainingMixin
 from ._engines import engine_for
+from ._engines._fsdp import resolve_parallel_plugins, shards_data
 
 _UNSET: Any = object()
 _KNOWN_HANDLERS = (
@@ -55,8 +57,9 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         cpu: Force the CPU.
         dataloader_config: How prepared dataloaders shard, dispatch and place batches.
         deepspeed_plugin: DeepSpeed configuration (engine not in this version: clear error).
-        fsdp_plugin: FSDP configuration (engine not in this version: clear error).
-        torch_tp_plugin: Tensor-parallel configuration (not in this version: clear error).
+        fsdp_plugin: A ``FullyShardedDataParallelPlugin``: shard models with FSDP (default:
+            built from ``ACCEL_FSDP_*`` when the launcher set ``ACCEL_USE_FSDP=1``).
+        torch_tp_plugin: A ``TorchTensorParallelPlugin``: split layers over processes.
         megatron_lm_plugin: Megatron-LM configuration (not in this version: clear error).
         rng_types: Generators synchronised at the start of each epoch of a prepared loader.
         log_with: Trackers to log to.
@@ -68,7 +71,8 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         dynamo_backend: ``torch.compile`` backend (or use ``dynamo_plugin``).
         dynamo_plugin: Full ``torch.compile`` settings.
         deepspeed_plugins: Several DeepSpeed configurations (not in this version).
-        parallelism_config: N-D parallelism (not in this version).
+        parallelism_config: A ``ParallelismConfig``: how processes split between replicated
+            data, sharded data and tensor parallelism (hybrid sharding, FSDP x TP).
     """
 
     def __init__(
@@ -95,13 +99,18 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         deepspeed_plugins: Any = None,
         parallelism_config: Any = None,
     ) -> None:
+        fsdp_plugin, parallelism_config = resolve_parallel_plugins(
+            fsdp_plugin,
+            torch_tp_plugin,
+            parallelism_config,
+            deepspeed_given=deepspeed_plugin is not None
+            or deepspeed_plugins is not None
+            or parse_flag_from_env("ACCEL_USE_DEEPSPEED"),
+        )
         _refuse_unsupported_engines(
             deepspeed_plugin=deepspeed_plugin,
             deepspeed_plugins=deepspeed_plugins,
-            fsdp_plugin=fsdp_plugin,
-            torch_tp_plugin=torch_tp_plugin,
             megatron_lm_plugin=megatron_lm_plugin,
-            parallelism_config=parallelism_config,
         )
         if project_config is None:
             project_config = ProjectConfiguration(
@@ -143,9 +152,15 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
             mixed_precision=mixed_precision,
             cpu=cpu,
             dynamo_plugin=dynamo_plugin,
+            fsdp_plugin=fsdp_plugin,
+            torch_tp_plugin=parallelism_config.tp_handler if parallelism_config else None,
             _from_accelerator=True,
             **init_kwargs,
         )
+        self.state.parallelism_config = parallelism_config
+        self.parallelism_config = parallelism_config
+        if shards_data(fsdp_plugin, parallelism_config, self.state.num_processes):
+            self.state.distributed_type = DistributedType.FSDP
 
         if gradient_accumulation_plugin is not None:
             if gradient_accumulation_steps != 1:
@@ -319,7 +334,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
 
 def _refuse_unsupported_engines(**plugins: Any) -> None:
     given = {name: value for name, value in plugins.items() if value is not None}
-    flags = {"ACCEL_USE_DEEPSPEED": "deepspeed_plugin", "ACCEL_USE_FSDP": "fsdp_plugin"}
+    flags = {"ACCEL_USE_DEEPSPEED": "deepspeed_plugin"}
     for env, name in flags.items():
         if os.environ.get(env, "0").lower() in ("1", "true", "yes"):
             given.setdefault(name, f"set by {env}")

@@ -76,7 +76,7 @@ class PrepareMixin:
             device_placement = self.device_placement
         self._models.append(model)
         if device_placement and not _has_device_map(model):
-            model = model.to(self.device)
+            model = self.engine.place_model(model)
         if self.fp8_recipe_handler is not None and not evaluation_mode:
             from accel_precision import convert_model_to_fp8
 
@@ -117,6 +117,7 @@ class PrepareMixin:
             from accel_precision import switch_optimizer_parameters
 
             switch_optimizer_parameters(optimizer, self._fp8_replaced_params)
+        optimizer = self.engine.adapt_optimizer(optimizer)
         wrapped = AcceleratedOptimizer(optimizer, device_placement=placement, scaler=self.scaler)
         self._optimizers.append(wrapped)
         return wrapped
@@ -154,11 +155,12 @@ class PrepareMixin:
         if device_placement is None:
             device_placement = self.device_placement
         config = self.dataloader_config
+        num_replicas, replica_index = self.engine.data_parallel_rank()
         prepared = prepare_data_loader(
             data_loader,
             self.device,
-            num_processes=self.num_processes,
-            process_index=self.process_index,
+            num_processes=num_replicas,
+            process_index=replica_index,
             split_batches=config.split_batches,
             put_on_device=device_placement,
             rng_types=self.rng_types,

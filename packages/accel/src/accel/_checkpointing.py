@@ -138,17 +138,19 @@ def write_files(
         Counts of the saved objects, for the manifest.
     """
     engine = accelerator.engine
-    if not engine.replicated_states:
-        raise NotImplementedError(
-            f"save_state writes replicated model and optimizer states from the main process; "
-            f"the {type(engine).__name__} engine shards them. Save with that engine's own "
-            "checkpoint method."
-        )
     models = list(accelerator._models)
-    weights = [engine.model_state_dict(model) for model in models]
+    optimizers = list(accelerator._optimizers)
+    if engine.replicated_states:
+        weights = [engine.model_state_dict(model) for model in models]
+    else:
+        # A sharding engine writes its own layout; every process takes part.
+        for i, model in enumerate(models):
+            engine.save_model_state(model, stage, i)
+        for i, opt in enumerate(optimizers):
+            engine.save_optimizer_state(opt, stage, i)
+        weights = []
     for hook in hooks:
         hook(models, weights, stage)
-    optimizers = list(accelerator._optimizers)
     schedulers = _stateful(accelerator._schedulers)
     loaders = _stateful(accelerator._dataloaders)
     customs = list(accelerator._custom_objects)
@@ -159,7 +161,7 @@ def write_files(
                 os.path.join(stage, weights_file_name(i, safe_serialization)),
                 safe_serialization,
             )
-        for i, opt in enumerate(optimizers):
+        for i, opt in enumerate(optimizers if engine.replicated_states else []):
             save_object(
                 engine.optimizer_state_dict(opt),
                 os.path.join(stage, indexed_name(OPTIMIZER_NAME, "bin", i)),
@@ -182,7 +184,7 @@ def write_files(
     rank = accelerator.process_index
     save_object(capture_rng_state(), os.path.join(stage, f"{RNG_STATE_NAME}_{rank}.pkl"))
     return {
-        "models": len(weights),
+        "models": len(weights) if engine.replicated_states else len(models),
         "optimizers": len(optimizers),
         "schedulers": len(schedulers),
         "dataloaders": len(loaders),
@@ -288,11 +290,18 @@ def load_checkpoint(
     for i, loader in enumerate(loaders):
         loader.load_state_dict(read(indexed_name(SAMPLER_NAME, "bin", i)))
     for i, model in enumerate(models):
+        if not engine.replicated_states:
+            _load_own_layout(engine.load_model_state(model, input_dir, i), "model", i, input_dir)
+            continue
         name = weights_file_name(i, True)
         if name not in manifest.files:
             name = weights_file_name(i, False)
         engine.load_model_state_dict(model, verify_file(input_dir, manifest, name), **model_kwargs)
     for i, opt in enumerate(optimizers):
+        if not engine.replicated_states:
+            loaded = engine.load_optimizer_state(opt, input_dir, i)
+            _load_own_layout(loaded, "optimizer", i, input_dir)
+            continue
         engine.load_optimizer_state_dict(opt, read(indexed_name(OPTIMIZER_NAME, "bin", i)))
     for i, scheduler in enumerate(schedulers):
         scheduler.load_state_dict(read(indexed_name(SCHEDULER_NAME, "bin", i)))
@@ -311,6 +320,15 @@ def load_checkpoint(
     if config.automatic_checkpoint_naming and index is not None:
         config.iteration = index + 1
     return manifest
+
+
+def _load_own_layout(loaded: bool, what: str, index: int, input_dir: str) -> None:
+    if not loaded:
+        raise FileNotFoundError(
+            f"a sharded run loads each {what} from the layout its engine saved; {input_dir!r} "
+            f"holds none for {what} {index}. Load a checkpoint saved by a run with the same "
+            "engine (FSDP), or prepare the same objects as the saving run."
+        )
 
 
 def _load_scaler(

@@ -33,6 +33,13 @@ STATE.update(
         "find_executable_batch_size release_memory clear_device_cache should_reduce_batch_size",
     )
 )
+STATE.update(
+    _names(
+        "accel_state",
+        """FullyShardedDataParallelPlugin TorchTensorParallelPlugin ParallelismConfig
+        get_module_class_from_name""",
+    )
+)
 
 LAUNCH = _names("accel_launch", "write_basic_config")
 
@@ -111,7 +118,7 @@ TOP_LEVEL: dict[str, str] = {
         name: STATE[name]
         for name in """PartialState AcceleratorState GradientState DistributedType
         AutocastKwargs DistributedDataParallelKwargs GradScalerKwargs InitProcessGroupKwargs
-        ProfileKwargs""".split()
+        ProfileKwargs FullyShardedDataParallelPlugin ParallelismConfig""".split()
     },
 }
 

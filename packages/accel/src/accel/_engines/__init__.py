@@ -13,6 +13,7 @@ from accel_state import DistributedType
 
 from ._base import Engine
 from ._ddp import DDPEngine
+from ._fsdp import FSDPEngine
 
 if TYPE_CHECKING:
     from .._accelerator import Accelerator
@@ -23,6 +24,7 @@ _ENGINES: dict[DistributedType, type[Engine]] = {
     DistributedType.MULTI_GPU: DDPEngine,
     DistributedType.MULTI_XPU: DDPEngine,
     DistributedType.MULTI_NPU: DDPEngine,
+    DistributedType.FSDP: FSDPEngine,
 }
 
 
@@ -30,6 +32,12 @@ def engine_for(accelerator: Accelerator) -> Engine:
     """Build the engine that serves ``accelerator.distributed_type``."""
     kind = accelerator.distributed_type
     cls = _ENGINES.get(kind)
+    if (
+        getattr(accelerator.state, "parallelism_config", None) is not None
+        and accelerator.num_processes > 1
+    ):
+        # Tensor parallelism (alone or with data parallelism) runs on the device mesh.
+        cls = FSDPEngine
     if cls is None:
         raise NotImplementedError(
             f"distributed type {kind.value} has no engine in this version of accel; supported: "
@@ -38,4 +46,4 @@ def engine_for(accelerator: Accelerator) -> Engine:
     return cls(accelerator)
 
 
-__all__ = ["DDPEngine", "Engine", "engine_for"]
+__all__ = ["DDPEngine", "Engine", "FSDPEngine", "engine_for"]

@@ -22,6 +22,15 @@ class Engine:
     def __init__(self, accelerator: Accelerator) -> None:
         self.accelerator = accelerator
 
+    def data_parallel_rank(self) -> tuple[int, int]:
+        """How many data-parallel replicas read different batches, and which one this process
+        is (processes that split one model, e.g. with tensor parallelism, read the same)."""
+        return self.accelerator.num_processes, self.accelerator.process_index
+
+    def place_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Move ``model`` to the device of this process before it is wrapped."""
+        return model.to(self.accelerator.device)
+
     def wrap_model(self, model: torch.nn.Module, evaluation_mode: bool) -> torch.nn.Module:
         """Wrap ``model`` for training (or only place it when ``evaluation_mode``)."""
         return model
@@ -52,6 +61,12 @@ class Engine:
         """Clip the global gradient norm; return the norm before clipping."""
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
 
+    # ------------------------------------------------------------------ hooks of prepare
+    def adapt_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Point an optimizer built on the user's parameters at the engine's parameters (an
+        engine that replaces parameters when wrapping, e.g. by shards, overrides it)."""
+        return optimizer
+
     # ------------------------------------------------------------------ checkpoint states
     def model_state_dict(self, model: torch.nn.Module) -> dict[str, Any]:
         """The full state dict of a prepared model, keyed as in the user's module."""
@@ -76,6 +91,36 @@ class Engine:
     def load_optimizer_state_dict(self, optimizer: Any, state_dict: dict[str, Any]) -> None:
         """Restore a prepared optimizer from :meth:`optimizer_state_dict` output."""
         optimizer.load_state_dict(state_dict)
+
+    # --------------------------------------------------- checkpoint layouts of sharding engines
+    # ``save_state`` / ``load_state`` call these on every process when ``replicated_states`` is
+    # False, instead of writing the state dicts above from the main process.
+    def save_model_state(self, model: torch.nn.Module, output_dir: str, index: int) -> bool:
+        """Write the state of a prepared model in the engine's own layout.
+
+        Returns:
+            False when the engine has no layout of its own (the caller writes the state dict).
+        """
+        return False
+
+    def load_model_state(self, model: torch.nn.Module, input_dir: str, index: int) -> bool:
+        """Load a model written by :meth:`save_model_state`; False when the engine has no
+        layout of its own or ``input_dir`` holds none."""
+        return False
+
+    def save_optimizer_state(
+        self, optimizer: torch.optim.Optimizer, output_dir: str, index: int
+    ) -> bool:
+        """Write the state of a prepared optimizer in the engine's own layout; False when the
+        engine has none (the caller writes ``optimizer.state_dict()``)."""
+        return False
+
+    def load_optimizer_state(
+        self, optimizer: torch.optim.Optimizer, input_dir: str, index: int
+    ) -> bool:
+        """Load an optimizer written by :meth:`save_optimizer_state`; False when the engine
+        has no layout of its own or ``input_dir`` holds none."""
+        return False
 
 
 def _inner(engine: Engine, model: torch.nn.Module) -> torch.nn.Module:

@@ -1,0 +1,337 @@
+"""Turning a ``FullyShardedDataParallelPlugin`` (and a ``ParallelismConfig``) into sharded
+modules: the device mesh, the units to shard, FSDP1 arguments, FSDP2 ``fully_shard`` calls,
+tensor parallelism, activation checkpointing and loading weights from process 0 only."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+from accel_state import (
+    FullyShardedDataParallelPlugin,
+    ParallelismConfig,
+    get_module_class_from_name,
+)
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+_DTYPES = {
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+}
+
+
+# ----------------------------------------------------------------------------- the mesh
+def build_mesh(
+    plugin: FullyShardedDataParallelPlugin | None,
+    config: ParallelismConfig | None,
+    device_type: str,
+    world_size: int,
+    local_world_size: int,
+) -> DeviceMesh:
+    """The device mesh of the run.
+
+    An explicit ``ParallelismConfig`` decides; otherwise the sharding strategy does:
+    ``HYBRID_SHARD*`` replicates across machines and shards within one, ``NO_SHARD`` replicates
+    everywhere, and the others shard over every process.
+    """
+    if config is None:
+        strategy = plugin.sharding_strategy if plugin is not None else "FULL_SHARD"
+        if strategy.startswith("HYBRID_SHARD"):
+            shard = local_world_size if world_size % local_world_size == 0 else world_size
+            config = ParallelismConfig(dp_replicate_size=world_size // shard, dp_shard_size=shard)
+        elif strategy == "NO_SHARD":
+            config = ParallelismConfig(dp_replicate_size=world_size, dp_shard_size=1)
+        else:
+            config = ParallelismConfig(dp_shard_size=world_size)
+    mesh = config.build_device_mesh(device_type, world_size)
+    return mesh
+
+
+def dp_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
+    """The data-parallel part of ``mesh``: 1-D ``dp_shard`` (FSDP) or 2-D ``dp_replicate`` x
+    ``dp_shard`` (HSDP; a shard size of 1 is plain replication); None when no dimension of
+    the mesh splits data (tensor parallelism only)."""
+    names = mesh.mesh_dim_names or ()
+    dims = tuple(n for n in ("dp_replicate", "dp_shard") if n in names)
+    if not dims:
+        return None
+    if len(dims) == len(names):
+        return mesh
+    return mesh[dims]
+
+
+# ---------------------------------------------------------------------- which units
+def _wrap_classes(
+    plugin: FullyShardedDataParallelPlugin, model: torch.nn.Module
+) -> set[type[torch.nn.Module]]:
+    names = plugin.transformer_cls_names_to_wrap or list(
+        getattr(model, "_no_split_modules", None) or []
+    )
+    if not names:
+        raise ValueError(
+            "auto_wrap_policy TRANSFORMER_BASED_WRAP wraps the classes named in "
+            "transformer_cls_names_to_wrap; got none (and the model has no _no_split_modules). "
+            "Set transformer_cls_names_to_wrap=['YourBlock'] (ACCEL_FSDP_TRANSFORMER_LAYER_CLS_"
+            "TO_WRAP) or use SIZE_BASED_WRAP."
+        )
+    classes = set()
+    for name in names:
+        cls = get_module_class_from_name(model, name)
+        if cls is None:
+            present = sorted({type(m).__name__ for m in model.modules()})
+            raise ValueError(
+                f"auto_wrap_policy TRANSFORMER_BASED_WRAP: no submodule of the model is of class "
+                f"{name!r}; the model's classes are {present}. Set "
+                "transformer_cls_names_to_wrap to names from that list."
+            )
+        classes.add(cls)
+    return classes
+
+
+def _own_numel(module: torch.nn.Module, taken: set[int]) -> int:
+    return sum(p.numel() for p in module.parameters() if id(p) not in taken)
+
+
+def select_units(
+    plugin: FullyShardedDataParallelPlugin, model: torch.nn.Module
+) -> list[torch.nn.Module]:
+    """Submodules (not the root) that become their own FSDP unit, innermost first."""
+    policy = plugin.auto_wrap_policy
+    if policy == "NO_WRAP":
+        return []
+    if policy == "TRANSFORMER_BASED_WRAP":
+        classes = tuple(_wrap_classes(plugin, model))
+        matched = [m for m in model.modules() if m is not model and isinstance(m, classes)]
+        return list(reversed(matched))
+    assert callable(policy) or policy == "SIZE_BASED_WRAP"
+    units: list[torch.nn.Module] = []
+    taken: set[int] = set()
+    # Children before parents, so a parent counts only what no child unit took.
+    for module in reversed(list(model.modules())):
+        if module is model:
+            continue
+        numel = _own_numel(module, taken)
+        if policy == "SIZE_BASED_WRAP":
+            chosen = numel >= (plugin.min_num_params or 0)
+        else:
+            chosen = bool(policy(module=module, recurse=False, nonwrapped_numel=numel))  # type: ignore[operator,misc]
+        if chosen and numel > 0:
+            units.append(module)
+            taken.update(id(p) for p in module.parameters())
+    return units
+
+
+def ignored_modules(
+    plugin: FullyShardedDataParallelPlugin, model: torch.nn.Module
+) -> list[torch.nn.Module]:
+    """The modules named by ``plugin.ignored_modules`` (modules, or a regex over names)."""
+    spec = plugin.ignored_modules
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        pattern = re.compile(spec)
+        return [m for name, m in model.named_modules() if name and pattern.fullmatch(name)]
+    return list(spec)
+
+
+# -------------------------------------------------------------- precision and offload
+def _policy_dtypes(policy: Any) -> dict[str, torch.dtype | None]:
+    if isinstance(policy, str):
+        dtype = _dtype(policy)
+        return {"param_dtype": dtype, "reduce_dtype": dtype, "buffer_dtype": dtype}
+    if isinstance(policy, dict):
+        return {k: _dtype(v) if v is not None else None for k, v in policy.items()}
+    return {
+        k: getattr(policy, k)
+        for k in ("param_dtype", "reduce_dtype", "buffer_dtype", "output_dtype")
+        if hasattr(policy, k)
+    }
+
+
+def _dtype(value: Any) -> torch.dtype:
+    if isinstance(value, torch.dtype):
+        return value
+    dtype = _DTYPES.get(str(value).lower())
+    if dtype is None:
+        raise ValueError(
+            f"mixed_precision_policy dtypes must be torch dtypes or one of {sorted(_DTYPES)}; "
+            f"got {value!r}. Use e.g. {{'param_dtype': 'bf16', 'reduce_dtype': 'fp32'}}."
+        )
+    return dtype
+
+
+def fsdp2_mp_policy(plugin: FullyShardedDataParallelPlugin) -> Any:
+    """The ``MixedPrecisionPolicy`` of ``fully_shard`` (default: full precision)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    policy = plugin.mixed_precision_policy
+    if policy is None or isinstance(policy, MixedPrecisionPolicy):
+        return policy or MixedPrecisionPolicy()
+    dtypes = _policy_dtypes(policy)
+    return MixedPrecisionPolicy(
+        param_dtype=dtypes.get("param_dtype"),
+        reduce_dtype=dtypes.get("reduce_dtype"),
+        output_dtype=dtypes.get("output_dtype"),
+    )
+
+
+def fsdp1_mp_policy(plugin: FullyShardedDataParallelPlugin) -> Any:
+    """The ``MixedPrecision`` of ``FullyShardedDataParallel`` (None: full precision)."""
+    from torch.distributed.fsdp import MixedPrecision
+
+    policy = plugin.mixed_precision_policy
+    if policy is None or isinstance(policy, MixedPrecision):
+        return policy
+    dtypes = _policy_dtypes(policy)
+    return MixedPrecision(
+        param_dtype=dtypes.get("param_dtype"),
+        reduce_dtype=dtypes.get("reduce_dtype"),
+        buffer_dtype=dtypes.get("buffer_dtype"),
+    )
+
+
+def offload_enabled(plugin: FullyShardedDataParallelPlugin) -> bool:
+    """Whether parameters are kept on the CPU."""
+    value = plugin.cpu_offload
+    return bool(getattr(value, "offload_params", value)) or type(value).__name__ == (
+        "CPUOffloadPolicy"
+    )
+
+
+# --------------------------------------------------------------- activation checkpointing
+def checkpoint_forward(module: torch.nn.Module) -> None:
+    """Make ``module`` recompute its activations in the backward pass (non-reentrant
+    ``torch.utils.checkpoint``); the module keeps its class, names and state-dict keys."""
+    if getattr(module, "_accel_checkpointed", False):
+        return
+    inner = module.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        return torch.utils.checkpoint.checkpoint(inner, *args, use_reentrant=False, **kwargs)
+
+    module.forward = forward  # type: ignore[method-assign]
+    module._accel_checkpointed = True  # type: ignore[assignment]
+
+
+# ----------------------------------------------------------------------- tensor parallel
+def apply_tensor_parallel(model: torch.nn.Module, tp_mesh: DeviceMesh, plan: Any) -> None:
+    """Split the layers of ``model`` over ``tp_mesh`` following ``plan`` (or the model's
+    ``_tp_plan``)."""
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        ParallelStyle,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    styles: dict[str, Callable[[], ParallelStyle]] = {
+        "colwise": ColwiseParallel,
+        "rowwise": RowwiseParallel,
+        "sequence": SequenceParallel,
+        "sequence_parallel": SequenceParallel,
+    }
+    plan = plan if plan is not None else getattr(model, "_tp_plan", None)
+    if not plan:
+        raise ValueError(
+            "tensor parallelism needs a plan saying how each layer is split; got none "
+            "(TorchTensorParallelPlugin.tp_plan is None and the model has no _tp_plan). Pass "
+            "TorchTensorParallelPlugin(tp_size=..., tp_plan={'layers.*.up': 'colwise', "
+            "'layers.*.down': 'rowwise'})."
+        )
+    resolved: dict[str, ParallelStyle] = {}
+    for name, style in plan.items():
+        if isinstance(style, str):
+            if style not in styles:
+                raise ValueError(
+                    f"tp_plan[{name!r}] must be a ParallelStyle or one of {sorted(styles)}; got "
+                    f"{style!r}. Use 'colwise' or 'rowwise'."
+                )
+            style = styles[style]()
+        resolved[name] = style
+    parallelize_module(model, tp_mesh, resolved)
+
+
+# ------------------------------------------------------------ loading from process 0 only
+def any_rank_has_meta(model: torch.nn.Module, group: Any = None) -> bool:
+    """Whether the model has meta tensors on at least one process (a collective)."""
+    local = any(t.is_meta for t in [*model.parameters(), *model.buffers()])
+    flag = torch.tensor([int(local)])
+    dist.all_reduce(flag, group=group)
+    if local and dist.get_rank() == 0:
+        raise ValueError(
+            "loading weights from process 0 only needs real weights on process 0; got meta "
+            "tensors there. Build the model normally on the main process and under "
+            "init_empty_weights() (or torch.device('meta')) on the others."
+        )
+    return bool(flag.item())
+
+
+def non_persistent_buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Buffers that ``state_dict`` leaves out, by full name."""
+    out = {}
+    for prefix, module in model.named_modules():
+        for name in getattr(module, "_non_persistent_buffers_set", ()):
+            buf = module._buffers.get(name)
+            if buf is not None:
+                out[f"{prefix}.{name}" if prefix else name] = buf
+    return out
+
+
+def broadcast_module_states(model: torch.nn.Module, device: torch.device) -> None:
+    """Overwrite parameters and buffers with process 0's values (in place, tensor by tensor)."""
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if tensor.is_meta:
+                continue
+            dist.broadcast(tensor.data, src=0)
+
+
+def load_from_rank0(
+    model: torch.nn.Module,
+    full_state: dict[str, torch.Tensor],
+    extra_buffers: dict[str, torch.Tensor],
+    device: torch.device,
+    materialize: bool = True,
+) -> None:
+    """Give the sharded ``model`` (on meta, unless ``materialize`` is False) real storage and
+    process 0's weights.
+
+    Process 0 passes the full state dict; the others pass ``{}`` and receive their shards one
+    tensor at a time, so no process other than 0 ever holds the whole model.
+    """
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if materialize:
+        model.to_empty(device=device)
+    set_model_state_dict(
+        model,
+        full_state,  # type: ignore[arg-type]
+        options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True),
+    )
+    names = sorted(non_persistent_buffers(model))
+    buffers = dict(model.named_buffers())
+    with torch.no_grad():
+        for name in names:
+            if dist.get_rank() == 0:
+                buffers[name].copy_(extra_buffers[name])
+            dist.broadcast(buffers[name], src=0)
+
+
+def default_param_init(device: torch.device) -> Callable[[torch.nn.Module], None]:
+    """FSDP1 ``param_init_fn``: give a meta module empty storage on ``device``."""
+    return functools.partial(_to_empty, device=device)
+
+
+def _to_empty(module: torch.nn.Module, device: torch.device) -> None:
+    module.to_empty(device=device, recurse=False)

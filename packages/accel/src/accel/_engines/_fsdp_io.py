@@ -1,0 +1,159 @@
+"""Saving and loading sharded models and optimizers with ``torch.distributed.checkpoint``.
+
+Two layouts, chosen by ``state_dict_type`` when saving and recognised by their names when
+loading:
+
+- ``SHARDED_STATE_DICT``: ``pytorch_model_fsdp_<i>/`` and ``optimizer_fsdp_<i>/``, folders of
+  ``torch.distributed.checkpoint`` where each process writes its own shards (the model entries
+  are ``model.<name>``, which ``accel merge-weights`` turns into one safetensors file).
+- ``FULL_STATE_DICT``: ``pytorch_model_fsdp_<i>.safetensors`` (the whole model, gathered on
+  process 0) and ``optimizer_fsdp_<i>.bin``. On loading, process 0 reads the file and the
+  others receive their shards from it, one tensor at a time.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+MODEL_DIR = "pytorch_model_fsdp_{}"
+MODEL_FILE = "pytorch_model_fsdp_{}.safetensors"
+OPTIM_DIR = "optimizer_fsdp_{}"
+OPTIM_FILE = "optimizer_fsdp_{}.bin"
+
+
+def _options(**kwargs: Any) -> Any:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(**kwargs)
+
+
+def full_model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The whole state dict of a sharded model, on CPU, on process 0 (``{}`` elsewhere).
+
+    A collective: every process must call it.
+    """
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    if _fsdp1_on_cpu(model):
+        # Offloading a gathered FSDP1 state to the CPU when it already is there crashes
+        # torch 2.13; FSDP1's own rank-0-only gathering does the same job.
+        from torch.distributed.fsdp import FullStateDictConfig, StateDictType
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        config = FullStateDictConfig(offload_to_cpu=False, rank0_only=True)
+        with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, config):
+            return model.state_dict()
+    state = get_model_state_dict(model, options=_options(full_state_dict=True, cpu_offload=True))
+    return state  # type: ignore[return-value]
+
+
+def _fsdp1_on_cpu(model: torch.nn.Module) -> bool:
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    if not isinstance(model, FSDP):
+        return False
+    return next(iter(model.parameters()), torch.empty(0)).device.type == "cpu"
+
+
+def save_model(model: torch.nn.Module, output_dir: str, index: int, sharded: bool) -> str:
+    """Write ``model`` into ``output_dir``; return the path written (a collective)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    if sharded:
+        path = os.path.join(output_dir, MODEL_DIR.format(index))
+        dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=path)
+        return path
+    from safetensors.torch import save_file
+
+    path = os.path.join(output_dir, MODEL_FILE.format(index))
+    state = full_model_state(model)
+    if dist.get_rank() == 0:
+        save_file({k: v.contiguous() for k, v in state.items()}, path, metadata={"format": "pt"})
+    dist.barrier()
+    return path
+
+
+def load_model(model: torch.nn.Module, input_dir: str, index: int) -> bool:
+    """Load ``model`` from whichever layout ``input_dir`` holds; False when it holds neither."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+
+    folder = os.path.join(input_dir, MODEL_DIR.format(index))
+    file = os.path.join(input_dir, MODEL_FILE.format(index))
+    if os.path.isdir(folder):
+        state = {"model": get_model_state_dict(model)}
+        dcp.load(state, checkpoint_id=folder)
+        set_model_state_dict(model, state["model"])
+        return True
+    if os.path.isfile(file):
+        from safetensors.torch import load_file
+
+        full = load_file(file) if dist.get_rank() == 0 else {}
+        set_model_state_dict(
+            model,
+            full,  # type: ignore[arg-type]
+            options=_options(full_state_dict=True, broadcast_from_rank0=True),
+        )
+        return True
+    return False
+
+
+def save_optimizer(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    output_dir: str,
+    index: int,
+    sharded: bool,
+) -> str:
+    """Write the state of ``optimizer`` (over the parameters of ``model``); a collective."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    if sharded:
+        path = os.path.join(output_dir, OPTIM_DIR.format(index))
+        dcp.save({"optimizer": get_optimizer_state_dict(model, optimizer)}, checkpoint_id=path)
+        return path
+    path = os.path.join(output_dir, OPTIM_FILE.format(index))
+    # FSDP1 on CPU: every process gathers the full state (see full_model_state).
+    offload = not _fsdp1_on_cpu(model)
+    state = get_optimizer_state_dict(
+        model, optimizer, options=_options(full_state_dict=True, cpu_offload=offload)
+    )
+    if dist.get_rank() == 0:
+        torch.save(state, path)
+    dist.barrier()
+    return path
+
+
+def load_optimizer(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, input_dir: str, index: int
+) -> bool:
+    """Load ``optimizer`` from whichever layout ``input_dir`` holds; False when neither."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_optimizer_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    folder = os.path.join(input_dir, OPTIM_DIR.format(index))
+    file = os.path.join(input_dir, OPTIM_FILE.format(index))
+    if os.path.isdir(folder):
+        state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
+        dcp.load(state, checkpoint_id=folder)
+        set_optimizer_state_dict(model, optimizer, state["optimizer"])
+        return True
+    if os.path.isfile(file):
+        full = torch.load(file, weights_only=True) if dist.get_rank() == 0 else {}
+        set_optimizer_state_dict(
+            model,
+            optimizer,
+            full,
+            options=_options(full_state_dict=True, broadcast_from_rank0=True),
+        )
+        return True
+    return False

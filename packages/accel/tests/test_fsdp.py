@@ -1,0 +1,168 @@
+"""FSDP / tensor-parallel settings and their errors, in one process (the 2-process runs are in
+test_fsdp_multiprocess.py)."""
+
+import pytest
+import torch
+from accel_state import patch_environment
+
+from accel import Accelerator
+from accel._engines import _fsdp_build as build
+from accel.utils import (
+    FullyShardedDataParallelPlugin,
+    ParallelismConfig,
+    TorchTensorParallelPlugin,
+    get_module_class_from_name,
+)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, dim=4):
+        super().__init__()
+        self.inner = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def model():
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), Block(), Block(), torch.nn.Linear(4, 1))
+
+
+def test_plugin_defaults():
+    plugin = FullyShardedDataParallelPlugin()
+    assert plugin.fsdp_version == 2 and plugin.is_fsdp2
+    assert plugin.sharding_strategy == "FULL_SHARD" and plugin.reshard_after_forward is True
+    assert plugin.state_dict_type == "SHARDED_STATE_DICT"
+    assert plugin.auto_wrap_policy == "NO_WRAP"
+    assert plugin.sync_module_states and plugin.use_orig_params and not plugin.cpu_offload
+    assert FullyShardedDataParallelPlugin(fsdp_version=1).state_dict_type == "FULL_STATE_DICT"
+
+
+def test_plugin_reads_launcher_environment_and_arguments_win():
+    env = {
+        "ACCEL_FSDP_VERSION": "1",
+        "ACCEL_FSDP_SHARDING_STRATEGY": "SHARD_GRAD_OP",
+        "ACCEL_FSDP_TRANSFORMER_LAYER_CLS_TO_WRAP": "Block,Attention",
+        "ACCEL_FSDP_OFFLOAD_PARAMS": "1",
+        "ACCEL_FSDP_STATE_DICT_TYPE": "SHARDED_STATE_DICT",
+        "ACCEL_FSDP_ACTIVATION_CHECKPOINTING": "true",
+        "ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING": "1",
+    }
+    with patch_environment(**env):
+        plugin = FullyShardedDataParallelPlugin()
+        explicit = FullyShardedDataParallelPlugin(fsdp_version=2, sharding_strategy="FULL_SHARD")
+    assert plugin.fsdp_version == 1 and plugin.sharding_strategy == "SHARD_GRAD_OP"
+    assert plugin.reshard_after_forward is False
+    assert plugin.auto_wrap_policy == "TRANSFORMER_BASED_WRAP"
+    assert plugin.transformer_cls_names_to_wrap == ["Block", "Attention"]
+    assert plugin.cpu_offload is True and plugin.activation_checkpointing is True
+    assert plugin.cpu_ram_efficient_loading is True
+    assert plugin.state_dict_type == "SHARDED_STATE_DICT"
+    assert explicit.fsdp_version == 2 and explicit.sharding_strategy == "FULL_SHARD"
+
+
+def test_plugin_accepts_torch_enums_and_numbers():
+    from torch.distributed.fsdp import BackwardPrefetch, ShardingStrategy
+
+    plugin = FullyShardedDataParallelPlugin(
+        sharding_strategy=ShardingStrategy.HYBRID_SHARD,
+        backward_prefetch=BackwardPrefetch.BACKWARD_POST,
+    )
+    assert plugin.sharding_strategy == "HYBRID_SHARD"
+    assert plugin.backward_prefetch == "BACKWARD_POST"
+    assert FullyShardedDataParallelPlugin(sharding_strategy=2).sharding_strategy == "SHARD_GRAD_OP"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"fsdp_version": 3}, ["fsdp_version must be 1 or 2", "got 3"]),
+        ({"sharding_strategy": "SPLIT"}, ["FULL_SHARD", "'SPLIT'"]),
+        ({"auto_wrap_policy": "LAYER_WRAP"}, ["TRANSFORMER_BASED_WRAP", "'LAYER_WRAP'"]),
+        (
+            {"cpu_ram_efficient_loading": True, "sync_module_states": False},
+            ["sync_module_states=True"],
+        ),
+        ({"use_orig_params": False}, ["fsdp_version=1"]),
+        ({"state_dict_type": "LOCAL_STATE_DICT"}, ["FSDP1 only"]),
+    ],
+)
+def test_plugin_errors_state_rule_value_and_fix(kwargs, words):
+    with pytest.raises(ValueError) as err:
+        FullyShardedDataParallelPlugin(**kwargs)
+    for word in words:
+        assert word in str(err.value), str(err.value)
+
+
+def test_get_module_class_from_name():
+    assert get_module_class_from_name(model(), "Block") is Block
+    assert get_module_class_from_name(model(), "Linear") is torch.nn.Linear
+    assert get_module_class_from_name(model(), "Missing") is None
+
+
+def test_wrong_wrap_class_names_the_class_and_the_classes_present():
+    plugin = FullyShardedDataParallelPlugin(transformer_cls_names_to_wrap=["Blok"])
+    with pytest.raises(ValueError) as err:
+        build.select_units(plugin, model())
+    message = str(err.value)
+    assert "'Blok'" in message and "'Block'" in message and "'Sequential'" in message
+
+
+def test_units_transformer_and_size_based():
+    net = model()
+    units = build.select_units(
+        FullyShardedDataParallelPlugin(transformer_cls_names_to_wrap=["Block"]), net
+    )
+    assert units == [net[2], net[1]]  # innermost first
+    size = FullyShardedDataParallelPlugin(auto_wrap_policy="SIZE_BASED_WRAP", min_num_params=20)
+    chosen = build.select_units(size, net)
+    assert {id(m) for m in chosen} == {id(net[0]), id(net[1].inner), id(net[2].inner)}
+    regex = FullyShardedDataParallelPlugin(ignored_modules=r"[12]")
+    assert build.ignored_modules(regex, net) == [net[1], net[2]]
+
+
+def test_parallelism_config_layout():
+    config = ParallelismConfig(tp_size=2)
+    config.validate(4)  # dp_shard takes what the others leave
+    assert config.sizes == {"dp_replicate": 1, "dp_shard": 2, "cp": 1, "tp": 2}
+    assert config.mesh_dim_names == ("dp_shard", "tp") and config.dp_dim_names == ("dp_shard",)
+    hsdp = ParallelismConfig(dp_replicate_size=2, dp_shard_size=1)
+    assert hsdp.mesh_dim_names == ("dp_replicate", "dp_shard")
+    assert ParallelismConfig(tp_size=2, dp_shard_size=1).mesh_dim_names == ("tp",)
+    with pytest.raises(ValueError, match=r"equal the number of processes \(4\)"):
+        ParallelismConfig(dp_shard_size=3).validate(4)
+    with pytest.raises(ValueError, match="integer >= 1"):
+        ParallelismConfig(tp_size=0)
+    with pytest.raises(ValueError, match="differ"):
+        ParallelismConfig(tp_size=2, tp_handler=TorchTensorParallelPlugin(tp_size=4))
+    with patch_environment(ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE="2"):
+        assert ParallelismConfig().dp_replicate_size == 2
+
+
+def test_fsdp_with_deepspeed_is_a_clear_error():
+    with pytest.raises(ValueError, match="cannot be combined") as err:
+        Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(), deepspeed_plugin=object())
+    assert "fsdp_plugin / deepspeed_plugin" in str(err.value)
+    with patch_environment(ACCEL_USE_FSDP="1", ACCEL_USE_DEEPSPEED="1"):
+        with pytest.raises(ValueError, match="cannot be combined"):
+            Accelerator()
+
+
+def test_wrong_plugin_type_is_a_clear_error():
+    with pytest.raises(TypeError, match="fsdp_plugin must be a FullyShardedDataParallelPlugin"):
+        Accelerator(fsdp_plugin={"fsdp_version": 2})
+
+
+def test_launcher_flag_builds_the_plugin_and_one_process_trains_plainly():
+    with patch_environment(ACCEL_USE_FSDP="1", ACCEL_FSDP_VERSION="2"):
+        acc = Accelerator(cpu=True)
+    assert isinstance(acc.state.fsdp_plugin, FullyShardedDataParallelPlugin)
+    assert acc.distributed_type.value == "NO"  # one process: nothing to shard over
+    net = torch.nn.Linear(2, 1)
+    before = net.bias.detach().clone()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    net, opt = acc.prepare(net, opt)
+    acc.backward(net(torch.ones(1, 2)).sum())
+    opt.step()
+    assert not torch.equal(net.bias.detach(), before)
+    assert torch.equal(acc.get_state_dict(net)["bias"], net.bias.detach())
