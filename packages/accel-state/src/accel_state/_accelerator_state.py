@@ -28,6 +28,7 @@ class AcceleratorState:
 
     _shared_state: dict[str, Any] = {}
     _mixed_precision: PrecisionType
+    parallelism_config: Any
 
     def __init__(
         self,
