@@ -44,12 +44,35 @@ def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[st
     return subprocess.run(command, text=True, capture_output=True, **kwargs)  # type: ignore[call-overload]
 
 
-def check(package: str, wheels: Path, constraints: Path, workdir: Path) -> tuple[bool, str]:
+def _local_closure(package: str, wheels_by_name: dict[str, Path]) -> list[str]:
+    """``package`` and every workspace package it depends on, directly or not."""
+    seen: list[str] = []
+    todo = [package]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.append(name)
+        text = (PACKAGES / name / "pyproject.toml").read_text()
+        deps = re.search(r"^dependencies = \[(.*?)\]", text, re.M | re.S)
+        for req in re.findall(r'"([^"]+)"', deps.group(1) if deps else ""):
+            dep = re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0]
+            if dep in wheels_by_name:
+                todo.append(dep)
+    return seen
+
+
+def check(
+    package: str, wheels_by_name: dict[str, Path], constraints: Path, workdir: Path
+) -> tuple[bool, str]:
     """Return (ok, summary) for one package."""
     uv = _uv()
     venv = workdir / f"venv-{package}"
     python = venv / "bin" / "python"
     _run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    # Local wheels are passed by path: a name alone could resolve to an unrelated project of
+    # the same name on the package index.
+    local = [str(wheels_by_name[name]) for name in _local_closure(package, wheels_by_name)]
     install = _run(
         [
             uv,
@@ -58,11 +81,9 @@ def check(package: str, wheels: Path, constraints: Path, workdir: Path) -> tuple
             "--quiet",
             "--python",
             str(python),
-            "--find-links",
-            str(wheels),
             "--constraint",
             str(constraints),
-            package,
+            *local,
             "pytest>=8",
             "pytest-timeout>=2.3",
         ]
@@ -119,9 +140,12 @@ def main() -> int:
             print(build.stderr)
             return 1
         constraints = _constraints(workdir)
+        wheels_by_name = {
+            path.name.split("-")[0].replace("_", "-"): path for path in wheels.glob("*.whl")
+        }
         for name in names:
             start = time.perf_counter()
-            ok, summary = check(name, wheels, constraints, workdir)
+            ok, summary = check(name, wheels_by_name, constraints, workdir)
             failures += not ok
             status = "ok  " if ok else "FAIL"
             print(f"{status} {name:<18} {time.perf_counter() - start:5.1f}s  {summary}", flush=True)
