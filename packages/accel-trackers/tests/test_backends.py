@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import struct
+import time
 import zipfile
 
 import pytest
@@ -98,8 +99,16 @@ def test_wandb_offline_run_folder(tmp_path, monkeypatch):
     runs = glob.glob(str(tmp_path / "wandb" / "offline-run-*"))
     assert len(runs) == 1
     (log_file,) = glob.glob(os.path.join(runs[0], "run-*.wandb"))
+    # `run.finish()` returns once wandb's service process has the run; that process may write
+    # the transaction log a moment later, so read it once it ends with the exit record.
+    deadline = time.monotonic() + 60
+    records = _wandb_records(log_file)
+    while not any(r.WhichOneof("record_type") == "exit" for r in records):
+        assert time.monotonic() < deadline, f"{log_file} never got its exit record"
+        time.sleep(0.2)
+        records = _wandb_records(log_file)
     history, config = [], {}
-    for rec in _wandb_records(log_file):
+    for rec in records:
         kind = rec.WhichOneof("record_type")
         if kind == "history":
             history.append(

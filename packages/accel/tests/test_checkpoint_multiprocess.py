@@ -28,7 +28,7 @@ def test_two_processes_resume_exactly_and_fail_loudly(tmp_path):
         timeout=300,
         env={"ACCEL_CHECKPOINT_TIMEOUT": "5"},
     )
-    for check in ("exact_resume", "failure_reported", "one_process_call"):
+    for check in ("exact_resume", "failure_reported", "one_process_call", "later_accelerators"):
         for rank in (0, 1):
             assert f"PASSED check_{check} rank={rank}" in result.stdout, (
                 result.stdout + result.stderr

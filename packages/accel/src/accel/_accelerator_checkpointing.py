@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 class CheckpointingMixin:
     """Methods that save and restore a training run."""
 
-    _checkpoint_sequence: int = 0
     _save_model_state_pre_hook: dict[Any, Any]
     _load_model_state_pre_hook: dict[Any, Any]
 
@@ -121,8 +120,7 @@ class CheckpointingMixin:
             )
         path = resolve_output_dir(self, output_dir)
         hooks = list(self._save_model_state_pre_hook.values())
-        self._checkpoint_sequence += 1
-        save_checkpoint(self, path, safe_serialization, hooks, self._checkpoint_sequence)
+        save_checkpoint(self, path, safe_serialization, hooks)
         if self.project_configuration.automatic_checkpoint_naming:
             self.project_configuration.iteration += 1
         return path
@@ -152,8 +150,7 @@ class CheckpointingMixin:
                 read with ``weights_only=True``).
             **load_model_func_kwargs: Passed to the model loader, e.g. ``strict=False``.
         """
-        self._checkpoint_sequence += 1
-        rendezvous = Rendezvous("load_state", self._checkpoint_sequence)
+        rendezvous = Rendezvous("load_state")
         try:
             path = resolve_input_dir(self, input_dir)
         except Exception as exc:

@@ -47,16 +47,24 @@ class Rendezvous:
 
     Args:
         operation: ``"save_state"`` or ``"load_state"`` (used in messages and keys).
-        sequence: Number of the operation in this run (the same on every process).
+
+    Every operation of this process gets the next number of one process-wide sequence, so
+    keys never repeat while the process group (and its store) lives, even when several
+    ``Accelerator`` objects are created one after another: every process creates them and
+    checkpoints in the same order, so the numbers agree across processes.
     """
+
+    _count = 0
+    """Operations started by this process so far."""
 
     _previous: Rendezvous | None = None
     """The last operation of this process; its keys are deleted once every process has
     entered the next one (by then all have read them)."""
 
-    def __init__(self, operation: str, sequence: int) -> None:
+    def __init__(self, operation: str) -> None:
+        Rendezvous._count += 1
         self.operation = operation
-        self.sequence = sequence
+        self.sequence = Rendezvous._count
         self.enabled = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
         self.rank = dist.get_rank() if self.enabled else 0
         self.world = dist.get_world_size() if self.enabled else 1
@@ -93,8 +101,11 @@ class Rendezvous:
         except Exception:
             missing = [r for r, k in enumerate(keys) if not self._store.check([k])]
             # Withdraw this process's key, so that a later lone call does not take it for
-            # a partner that arrived.
+            # a partner that arrived, and give its number back: the processes that never
+            # came did not count this operation, and the next collective call must agree.
             self._delete(key)
+            if Rendezvous._count == self.sequence:
+                Rendezvous._count -= 1
             raise CheckpointSyncError(
                 f"{self.operation} must be called on every process (it is collective); "
                 f"process {self.rank} waited {wait:.0f}s at step {phase!r} but processes "

@@ -204,10 +204,9 @@ def save_checkpoint(
     output_dir: str,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],
-    sequence: int,
 ) -> str:
     """Write a complete checkpoint to ``output_dir`` on every process, atomically."""
-    rendezvous = Rendezvous("save_state", sequence)
+    rendezvous = Rendezvous("save_state")
     writer = is_writer(accelerator)
     stage = staging_dir(output_dir)
     if writer:

@@ -86,6 +86,21 @@ def called_on_one_process(acc):
     print(f"PASSED check_one_process_call rank={acc.process_index}", flush=True)
 
 
+def later_accelerators_agree(acc):
+    # After the failed lone call, a collective save still meets; then two new Accelerator
+    # objects in the same processes (one process group, one store) each load a checkpoint:
+    # their rendezvous keys must not collide with the earlier objects' keys.
+    target = os.path.join(OUT, "after_misuse")
+    acc.save_state(target)
+    for seed in (5, 6):
+        acc = common.fresh_accelerator(OUT, seed=seed)
+        acc.project_configuration.automatic_checkpoint_naming = False
+        common.build(acc)
+        acc.load_state(target)
+        acc.save_state(os.path.join(OUT, f"again_{seed}"))
+    print(f"PASSED check_later_accelerators rank={acc.process_index}", flush=True)
+
+
 if MODE == "full":
     full()
 else:
@@ -93,3 +108,4 @@ else:
     accelerator.project_configuration.automatic_checkpoint_naming = False  # explicit folders
     failure_on_one_process(accelerator)
     called_on_one_process(accelerator)
+    later_accelerators_agree(accelerator)
