@@ -17,12 +17,14 @@ _EXPORTS = {
     "AcceleratorState": "._accelerator_state",
     "AutocastKwargs": "._kwargs",
     "ComputeEnvironment": "._enums",
+    "DeepSpeedPlugin": "._deepspeed_plugin",
     "DistributedDataParallelKwargs": "._kwargs",
     "DistributedType": "._enums",
     "DynamoBackend": "._enums",
     "GradScalerKwargs": "._kwargs",
     "GradientAccumulationPlugin": "._plugins",
     "GradientState": "._accelerator_state",
+    "HfDeepSpeedConfig": "._deepspeed_plugin",
     "InitProcessGroupKwargs": "._kwargs",
     "KwargsHandler": "._kwargs",
     "PartialState": "._state",
@@ -86,12 +88,14 @@ __all__ = [
     "AcceleratorState",
     "AutocastKwargs",
     "ComputeEnvironment",
+    "DeepSpeedPlugin",
     "DistributedDataParallelKwargs",
     "DistributedType",
     "DynamoBackend",
     "GradScalerKwargs",
     "GradientAccumulationPlugin",
     "GradientState",
+    "HfDeepSpeedConfig",
     "InitProcessGroupKwargs",
     "KwargsHandler",
     "PartialState",
@@ -162,6 +166,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from ._accelerator_state import AcceleratorState, GradientState
+    from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
     from ._enums import (
         ComputeEnvironment,
         DistributedType,

@@ -53,7 +53,9 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin):
         gradient_accumulation_steps: Batches accumulated per optimizer step.
         cpu: Force the CPU.
         dataloader_config: How prepared dataloaders shard, dispatch and place batches.
-        deepspeed_plugin: DeepSpeed configuration (engine not in this version: clear error).
+        deepspeed_plugin: A ``DeepSpeedPlugin`` (or a dict of named plugins): train with
+            DeepSpeed (default: one built from the launcher's environment under
+            ``ACCEL_USE_DEEPSPEED=1``).
         fsdp_plugin: FSDP configuration (engine not in this version: clear error).
         torch_tp_plugin: Tensor-parallel configuration (not in this version: clear error).
         megatron_lm_plugin: Megatron-LM configuration (not in this version: clear error).
@@ -66,7 +68,8 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin):
         kwargs_handlers: Kwargs handlers customising DDP, autocast, grad scaler, process group.
         dynamo_backend: ``torch.compile`` backend (or use ``dynamo_plugin``).
         dynamo_plugin: Full ``torch.compile`` settings.
-        deepspeed_plugins: Several DeepSpeed configurations (not in this version).
+        deepspeed_plugins: Several named ``DeepSpeedPlugin`` (one per model); the first is
+            active, ``accelerator.state.select_deepspeed_plugin(name)`` switches.
         parallelism_config: N-D parallelism (not in this version).
     """
 
@@ -94,9 +97,8 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin):
         deepspeed_plugins: Any = None,
         parallelism_config: Any = None,
     ) -> None:
+        ds_plugins = _deepspeed_plugins(deepspeed_plugin, deepspeed_plugins, fsdp_plugin)
         _refuse_unsupported_engines(
-            deepspeed_plugin=deepspeed_plugin,
-            deepspeed_plugins=deepspeed_plugins,
             fsdp_plugin=fsdp_plugin,
             torch_tp_plugin=torch_tp_plugin,
             megatron_lm_plugin=megatron_lm_plugin,
@@ -142,9 +144,12 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin):
             mixed_precision=mixed_precision,
             cpu=cpu,
             dynamo_plugin=dynamo_plugin,
+            deepspeed_plugin=ds_plugins,
             _from_accelerator=True,
             **init_kwargs,
         )
+        if ds_plugins is not None:
+            self.state.distributed_type = DistributedType.DEEPSPEED
 
         if gradient_accumulation_plugin is not None:
             if gradient_accumulation_steps != 1:
@@ -165,8 +170,10 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin):
         self.dataloader_config = _dataloader_config(dataloader_config, split_batches)
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         self.rng_types = rng_types
-        self.scaler = _make_scaler(self)
-        self.native_amp = self.mixed_precision in ("fp16", "bf16")
+        self.engine = engine_for(self)
+        handled = self.engine.handles_mixed_precision
+        self.scaler = None if handled else _make_scaler(self)
+        self.native_amp = not handled and self.mixed_precision in ("fp16", "bf16")
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
         self._models: list[torch.nn.Module] = []
@@ -176,7 +183,6 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin):
         self._custom_objects: list[Any] = []
         self._save_model_state_pre_hook: dict[Any, Any] = {}
         self._load_model_state_pre_hook: dict[Any, Any] = {}
-        self.engine = engine_for(self)
         self.log_with = log_with
         self.trackers: list[Any] = []
 
@@ -307,7 +313,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin):
 
 def _refuse_unsupported_engines(**plugins: Any) -> None:
     given = {name: value for name, value in plugins.items() if value is not None}
-    flags = {"ACCEL_USE_DEEPSPEED": "deepspeed_plugin", "ACCEL_USE_FSDP": "fsdp_plugin"}
+    flags = {"ACCEL_USE_FSDP": "fsdp_plugin"}
     for env, name in flags.items():
         if os.environ.get(env, "0").lower() in ("1", "true", "yes"):
             given.setdefault(name, f"set by {env}")
@@ -318,6 +324,37 @@ def _refuse_unsupported_engines(**plugins: Any) -> None:
             f"{names} set. Leave it unset to train with DDP (several processes) or plainly "
             "(one process); the README's support table lists what each version supports."
         )
+
+
+def _deepspeed_plugins(plugin: Any, plugins: Any, fsdp_plugin: Any) -> dict[str, Any] | None:
+    """The named DeepSpeed plugins of the run (None without DeepSpeed)."""
+    from accel_state import DeepSpeedPlugin
+
+    if plugin is not None and plugins is not None:
+        raise ValueError(
+            "pass deepspeed_plugin or deepspeed_plugins, not both; got both. Put every plugin "
+            "in deepspeed_plugins={name: DeepSpeedPlugin(...)}."
+        )
+    given = plugins if plugins is not None else plugin
+    if given is None and os.environ.get("ACCEL_USE_DEEPSPEED", "0").lower() in ("1", "true", "yes"):
+        given = DeepSpeedPlugin()
+    if given is None:
+        return None
+    named = dict(given) if isinstance(given, dict) else {"default": given}
+    for name, value in named.items():
+        if not isinstance(value, DeepSpeedPlugin):
+            raise TypeError(
+                f"deepspeed plugins must be DeepSpeedPlugin instances; got {name!r}: "
+                f"{type(value).__name__}. Wrap the config: DeepSpeedPlugin(hf_ds_config=...)."
+            )
+    fsdp_env = os.environ.get("ACCEL_USE_FSDP", "0").lower() in ("1", "true", "yes")
+    if fsdp_plugin is not None or fsdp_env:
+        raise ValueError(
+            "a run uses one engine: DeepSpeed or FSDP, not both; got a DeepSpeed plugin and "
+            f"{'an fsdp_plugin' if fsdp_plugin is not None else 'ACCEL_USE_FSDP=1'}. Drop one "
+            "of them (DeepSpeed ZeRO stage 3 and FSDP both shard parameters)."
+        )
+    return named
 
 
 def _dataloader_config(config: Any, split_batches: Any) -> Any:

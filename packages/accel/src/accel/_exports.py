@@ -34,6 +34,15 @@ STATE.update(
     )
 )
 
+DEEPSPEED = _names("accel_state", "DeepSpeedPlugin HfDeepSpeedConfig")
+DEEPSPEED.update(
+    _names(
+        "accel._engines._deepspeed_objects",
+        """DummyOptim DummyScheduler DeepSpeedEngineWrapper DeepSpeedOptimizerWrapper
+        DeepSpeedSchedulerWrapper""",
+    )
+)
+
 LAUNCH = _names("accel_launch", "write_basic_config")
 
 FACADE = _names("accel._accelerator", "Accelerator")
@@ -68,6 +77,7 @@ TOP_LEVEL: dict[str, str] = {
     "DataLoaderConfiguration": "accel_data",
     "skip_first_batches": "accel_data",
     "find_executable_batch_size": "accel_state",
+    "DeepSpeedPlugin": "accel_state",
     **{
         name: STATE[name]
         for name in """PartialState AcceleratorState GradientState DistributedType
@@ -77,7 +87,15 @@ TOP_LEVEL: dict[str, str] = {
 }
 
 # Names at ``accel.utils.*`` (seed 003).
-UTILS: dict[str, str] = {**STATE, **COLLECTIVES, **LAUNCH, **DATA, **PRECISION, **TRACKERS}
+UTILS: dict[str, str] = {
+    **STATE,
+    **DEEPSPEED,
+    **COLLECTIVES,
+    **LAUNCH,
+    **DATA,
+    **PRECISION,
+    **TRACKERS,
+}
 
 # Names at ``accel.inference.*`` (seed 000).
 INFERENCE: dict[str, str] = {}

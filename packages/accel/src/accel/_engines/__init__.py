@@ -1,7 +1,7 @@
 """One small engine per distributed type: how models are wrapped, synchronised and unwrapped.
 
 The facade asks :func:`engine_for` for the engine of the run and calls only the methods of
-:class:`Engine`; adding FSDP or DeepSpeed means adding a module here and a line in the table,
+:class:`Engine`; adding an engine (FSDP ...) means adding a module here and a line in the table,
 not branches in the facade.
 """
 
@@ -13,6 +13,7 @@ from accel_state import DistributedType
 
 from ._base import Engine
 from ._ddp import DDPEngine
+from ._deepspeed import DeepSpeedEngine
 
 if TYPE_CHECKING:
     from .._accelerator import Accelerator
@@ -23,6 +24,7 @@ _ENGINES: dict[DistributedType, type[Engine]] = {
     DistributedType.MULTI_GPU: DDPEngine,
     DistributedType.MULTI_XPU: DDPEngine,
     DistributedType.MULTI_NPU: DDPEngine,
+    DistributedType.DEEPSPEED: DeepSpeedEngine,
 }
 
 
@@ -38,4 +40,4 @@ def engine_for(accelerator: Accelerator) -> Engine:
     return cls(accelerator)
 
 
-__all__ = ["DDPEngine", "Engine", "engine_for"]
+__all__ = ["DDPEngine", "DeepSpeedEngine", "Engine", "engine_for"]

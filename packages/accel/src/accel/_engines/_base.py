@@ -15,8 +15,25 @@ if TYPE_CHECKING:
 class Engine:
     """Single process: the model only moves to the device. Subclasses wrap it."""
 
+    handles_mixed_precision: bool = False
+    """Whether the engine casts weights and scales losses itself (no autocast, no grad scaler
+    from the Accelerator)."""
+    replicated_states: bool = True
+    """Whether every process holds whole model and optimizer states (False: each holds shards,
+    saved and loaded by :meth:`save_engine_state` / :meth:`load_engine_state`)."""
+
     def __init__(self, accelerator: Accelerator) -> None:
         self.accelerator = accelerator
+
+    def prepare_all(self, objects: list[Any]) -> dict[int, Any]:
+        """Prepare objects that the engine needs together (model, optimizer, scheduler).
+
+        Called by ``prepare`` after the dataloaders are prepared, with every object passed.
+
+        Returns:
+            The prepared objects by position; the facade prepares the others one by one.
+        """
+        return {}
 
     def wrap_model(self, model: torch.nn.Module, evaluation_mode: bool) -> torch.nn.Module:
         """Wrap ``model`` for training (or only place it when ``evaluation_mode``)."""
@@ -41,6 +58,16 @@ class Engine:
             scaler.scale(loss).backward(**kwargs)
         else:
             loss.backward(**kwargs)
+
+    def model_state_dict(self, model: torch.nn.Module) -> dict[str, Any]:
+        """The full state dict of a prepared ``model`` (call on every process)."""
+        return self.unwrap(model).state_dict()
+
+    def save_engine_state(self, output_dir: str) -> None:
+        """Write the sharded states this engine owns into ``output_dir`` (every process)."""
+
+    def load_engine_state(self, input_dir: str, **load_kwargs: Any) -> None:
+        """Read back what :meth:`save_engine_state` wrote (every process)."""
 
     def clip_grad_norm_(
         self, parameters: Iterable[torch.nn.Parameter], max_norm: float, norm_type: float = 2
