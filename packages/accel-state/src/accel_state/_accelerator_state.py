@@ -53,6 +53,8 @@ class AcceleratorState:
                     f"{self._mixed_precision.value!r}; got {str(mixed_precision)!r}. Create one "
                     "Accelerator per process, or call AcceleratorState._reset_state() first."
                 )
+            if deepspeed_plugin is not None:
+                self.deepspeed_plugins = _named_plugins(deepspeed_plugin)
             return
         self._partial = PartialState(cpu, **kwargs)
         precision = mixed_precision

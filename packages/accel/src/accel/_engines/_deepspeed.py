@@ -69,6 +69,7 @@ class DeepSpeedEngine(Engine):
                 "accel launch --use_deepspeed."
             )
         for plugin in plugins.values():
+            plugin.set_mixed_precision(accelerator.mixed_precision)
             _reconcile_accumulation(accelerator, plugin)
         self.engines: list[Any] = []
         self._wrappers: dict[int, DeepSpeedEngineWrapper] = {}
