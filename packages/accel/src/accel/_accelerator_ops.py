@@ -138,6 +138,7 @@ class OpsMixin:
         self._schedulers.clear()
         self._dataloaders.clear()
         self._custom_objects.clear()
+        self.engine.release()
         self.step = 0
         gc.collect()
         return release_memory(*objects)

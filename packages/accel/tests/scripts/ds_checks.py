@@ -211,6 +211,8 @@ def check_two_plugins_and_zero3_init():
     full = acc.engine.model_state_dict(teacher)
     if acc.is_main_process:
         assert full["weight"].shape == (1, 8)
+    acc.free_memory()
+    assert acc.engine.engines == [] and acc._models == []
 
 
 CHECKS = {

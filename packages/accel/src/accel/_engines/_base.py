@@ -69,6 +69,9 @@ class Engine:
     def load_engine_state(self, input_dir: str, **load_kwargs: Any) -> None:
         """Read back what :meth:`save_engine_state` wrote (every process)."""
 
+    def release(self) -> None:
+        """Drop what the engine holds on prepared objects (``free_memory``)."""
+
     def clip_grad_norm_(
         self, parameters: Iterable[torch.nn.Parameter], max_norm: float, norm_type: float = 2
     ) -> torch.Tensor:

@@ -295,15 +295,31 @@ class DeepSpeedEngine(Engine):
             return dict(state) if state is not None else {}
         return model.module.state_dict()
 
+    def _trained_engines(self) -> list[Any]:
+        # Models prepared without an optimizer do not change: nothing to checkpoint.
+        return [e for e in self.engines if e.optimizer is not None]
+
     def save_engine_state(self, output_dir: str) -> None:
-        """Every process writes its shards of each engine (weights, optimizer, DeepSpeed's
-        scheduler) under ``{output_dir}/deepspeed_model_{i}``."""
-        for i, engine in enumerate(self.engines):
+        """Every process writes its shards of each trained engine (weights, optimizer,
+        DeepSpeed's scheduler) under ``{output_dir}/deepspeed_model_{i}``."""
+        for i, engine in enumerate(self._trained_engines()):
             engine.save_checkpoint(output_dir, tag=f"{CHECKPOINT_TAG}_{i}", save_latest=False)
 
+    def release(self) -> None:
+        """Forget the DeepSpeed engines (``free_memory``) so that their memory can be freed."""
+        for engine in self.engines:
+            destroy = getattr(engine, "destroy", None)  # DeepSpeed >= 0.14
+            if destroy is not None:
+                destroy()
+        self.engines.clear()
+        self._wrappers.clear()
+        self._plugins.clear()
+        self._trainable_by_plugin.clear()
+        self._last_trainable = None
+
     def load_engine_state(self, input_dir: str, **load_kwargs: Any) -> None:
-        """Restore each engine's shards written by :meth:`save_engine_state`."""
-        for i, engine in enumerate(self.engines):
+        """Restore each trained engine's shards written by :meth:`save_engine_state`."""
+        for i, engine in enumerate(self._trained_engines()):
             tag = f"{CHECKPOINT_TAG}_{i}"
             if not os.path.isdir(os.path.join(input_dir, tag)):
                 raise FileNotFoundError(
