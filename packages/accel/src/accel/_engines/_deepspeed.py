@@ -206,12 +206,12 @@ class DeepSpeedEngine(Engine):
             config["gradient_clipping"] = 0.0
         values.update(_bucket_sizes(model))
         if isinstance(optimizer, DummyOptim):
-            params = {"lr": optimizer.lr, "weight_decay": optimizer.weight_decay}
-            params.update(optimizer.kwargs)
-            values.update({f"optimizer.params.{k}": v for k, v in params.items()})
+            opt_params = {"lr": optimizer.lr, "weight_decay": optimizer.weight_decay}
+            opt_params.update(optimizer.kwargs)
+            values.update({f"optimizer.params.{k}": v for k, v in opt_params.items()})
         if isinstance(scheduler, DummyScheduler):
             lr = optimizer.lr if isinstance(optimizer, DummyOptim) else None
-            params = {
+            params: dict[str, Any] = {
                 "warmup_min_lr": 0,
                 "warmup_max_lr": lr,
                 "warmup_num_steps": scheduler.warmup_num_steps,
@@ -232,7 +232,8 @@ class DeepSpeedEngine(Engine):
 
     # ------------------------------------------------------------------ training loop
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        return model.module if isinstance(model, _engine_class()) else model
+        inner: Any = model
+        return inner.module if isinstance(model, _engine_class()) else model
 
     def is_wrapped(self, model: torch.nn.Module) -> bool:
         return isinstance(model, _engine_class())
@@ -288,12 +289,13 @@ class DeepSpeedEngine(Engine):
         """Full weights of ``model``. Under ZeRO 3 the shards are gathered layer by layer: the
         main process gets the whole state dict, the others an empty dict (call on every
         process)."""
-        if not isinstance(model, _engine_class()):
+        engine: Any = model
+        if not isinstance(engine, _engine_class()):
             return self.unwrap(model).state_dict()
-        if model.zero_optimization_partition_weights():
-            state = model._zero3_consolidated_16bit_state_dict()
+        if engine.zero_optimization_partition_weights():
+            state = engine._zero3_consolidated_16bit_state_dict()
             return dict(state) if state is not None else {}
-        return model.module.state_dict()
+        return engine.module.state_dict()
 
     def _trained_engines(self) -> list[Any]:
         # Models prepared without an optimizer do not change: nothing to checkpoint.
@@ -335,7 +337,7 @@ class DeepSpeedEngine(Engine):
                 )
 
 
-def _engine_class() -> type:
+def _engine_class() -> Any:
     return import_deepspeed().DeepSpeedEngine
 
 
@@ -371,7 +373,7 @@ def _micro_batch_size(accelerator: Accelerator, plugin: DeepSpeedPlugin) -> int 
 def _bucket_sizes(model: torch.nn.Module) -> dict[str, Any]:
     """Bucket sizes for ``"auto"``: from the hidden size of a transformers-style config, else
     DeepSpeed's defaults."""
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)
     hidden = getattr(config, "hidden_size", None)
     if hidden is None and isinstance(getattr(config, "hidden_sizes", None), (list, tuple)):
         hidden = max(config.hidden_sizes)
