@@ -204,7 +204,9 @@ def _table(rows: list[dict[str, Any]], steps: int, warmup: int, torch_version: s
         "Step = forward + backward + clip + optimizer step (DeepSpeed's step runs inside "
         "`backward`), median over steps of the slower process. Peak RSS = `VmHWM` of each "
         "process (rank 0 / rank 1), imported libraries included. Added = peak minus the "
-        "resident size just before the model was built.",
+        "resident size just before the model was built; accelerate imports DeepSpeed when "
+        "the Accelerator is created and accel only at `prepare`, so accel's added column "
+        "includes DeepSpeed's import (about 150 MB): compare peaks across libraries.",
         "",
         "accelerate needs two workarounds on a CPU-only machine, applied here: `cpu=True` for "
         "DDP (else it sees 1 process), and for DeepSpeed `ACCELERATE_USE_DEEPSPEED=true` with "
