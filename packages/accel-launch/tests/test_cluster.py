@@ -278,6 +278,8 @@ def test_deepspeed_multi_machine_command_line(tmp_path):
 def test_deepspeed_launcher_missing_is_a_clear_error(tmp_path):
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("w1 slots=1\nw2 slots=1\n")
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
     r = accel(
         "launch",
         "--use_deepspeed",
@@ -290,7 +292,7 @@ def test_deepspeed_launcher_missing_is_a_clear_error(tmp_path):
         "--deepspeed_hostfile",
         str(hostfile),
         "t.py",
-        env={"PATH": os.path.dirname(sys.executable)},
+        env={"PATH": str(empty_bin)},  # no `deepspeed` command, even where it is installed
         check=False,
     )
     assert r.returncode == 2 and "needs the `deepspeed` command" in r.stderr

@@ -277,7 +277,7 @@ def test_free_memory_resets():
 
 
 def test_unsupported_engines_raise_clearly():
-    with pytest.raises(NotImplementedError, match="deepspeed_plugin.*not supported yet"):
+    with pytest.raises(TypeError, match="must be DeepSpeedPlugin instances"):
         Accelerator(cpu=True, deepspeed_plugin=object())
     with pytest.raises(NotImplementedError, match="megatron_lm_plugin"):
         Accelerator(cpu=True, megatron_lm_plugin=object())

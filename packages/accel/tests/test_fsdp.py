@@ -8,6 +8,7 @@ from accel_state import patch_environment
 from accel import Accelerator
 from accel._engines import _fsdp_build as build
 from accel.utils import (
+    DeepSpeedPlugin,
     FullyShardedDataParallelPlugin,
     ParallelismConfig,
     TorchTensorParallelPlugin,
@@ -141,7 +142,9 @@ def test_parallelism_config_layout():
 
 def test_fsdp_with_deepspeed_is_a_clear_error():
     with pytest.raises(ValueError, match="cannot be combined") as err:
-        Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(), deepspeed_plugin=object())
+        Accelerator(
+            fsdp_plugin=FullyShardedDataParallelPlugin(), deepspeed_plugin=DeepSpeedPlugin()
+        )
     assert "fsdp_plugin / deepspeed_plugin" in str(err.value)
     with patch_environment(ACCEL_USE_FSDP="1", ACCEL_USE_DEEPSPEED="1"):
         with pytest.raises(ValueError, match="cannot be combined"):

@@ -34,6 +34,7 @@ def test_seed_names_at_documented_paths():
         "AutocastKwargs",
         "ProfileKwargs",
         "skip_first_batches",
+        "DeepSpeedPlugin",
     ]:
         assert name in accel.__all__, name
     for name in [
@@ -67,8 +68,32 @@ def test_seed_names_at_documented_paths():
         "GradientAccumulationPlugin",
         "TorchDynamoPlugin",
         "KwargsHandler",
+        "DeepSpeedPlugin",
+        "DummyOptim",
+        "DummyScheduler",
+        "HfDeepSpeedConfig",
     ]:
         assert name in accel.utils.__all__, name
+
+
+def test_deepspeed_plugin_signature_matches_the_reference():
+    params = list(inspect.signature(accel.DeepSpeedPlugin).parameters)
+    assert params[:11] == [
+        "hf_ds_config",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "zero_stage",
+        "is_train_batch_min",
+        "offload_optimizer_device",
+        "offload_param_device",
+        "offload_optimizer_nvme_path",
+        "offload_param_nvme_path",
+        "zero3_init_flag",
+        "zero3_save_16bit_model",
+    ]
+    process = inspect.signature(accel.DeepSpeedPlugin.deepspeed_config_process).parameters
+    assert list(process)[1:5] == ["prefix", "mismatches", "config", "must_match"]
+    assert process["must_match"].default is True
 
 
 def test_accelerator_signature_matches_the_reference():

@@ -17,6 +17,7 @@ _EXPORTS = {
     "AcceleratorState": "._accelerator_state",
     "AutocastKwargs": "._kwargs",
     "ComputeEnvironment": "._enums",
+    "DeepSpeedPlugin": "._deepspeed_plugin",
     "DistributedDataParallelKwargs": "._kwargs",
     "DistributedType": "._enums",
     "DynamoBackend": "._enums",
@@ -24,6 +25,7 @@ _EXPORTS = {
     "GradScalerKwargs": "._kwargs",
     "GradientAccumulationPlugin": "._plugins",
     "GradientState": "._accelerator_state",
+    "HfDeepSpeedConfig": "._deepspeed_plugin",
     "InitProcessGroupKwargs": "._kwargs",
     "KwargsHandler": "._kwargs",
     "ParallelismConfig": "._parallelism",
@@ -90,6 +92,7 @@ __all__ = [
     "AcceleratorState",
     "AutocastKwargs",
     "ComputeEnvironment",
+    "DeepSpeedPlugin",
     "DistributedDataParallelKwargs",
     "DistributedType",
     "DynamoBackend",
@@ -97,6 +100,7 @@ __all__ = [
     "GradScalerKwargs",
     "GradientAccumulationPlugin",
     "GradientState",
+    "HfDeepSpeedConfig",
     "InitProcessGroupKwargs",
     "KwargsHandler",
     "ParallelismConfig",
@@ -170,6 +174,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from ._accelerator_state import AcceleratorState, GradientState
+    from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
     from ._enums import (
         ComputeEnvironment,
         DistributedType,

@@ -20,7 +20,8 @@ class AcceleratorState:
         mixed_precision: ``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"``.
         cpu: Force the CPU.
         dynamo_plugin: A ``TorchDynamoPlugin`` or None.
-        deepspeed_plugin: Engine plugin, stored for the engine that reads it.
+        deepspeed_plugin: A ``DeepSpeedPlugin``, or a dict of named plugins (the first is active;
+            switch with :meth:`select_deepspeed_plugin`).
         fsdp_plugin: Engine plugin, stored for the engine that reads it.
         _from_accelerator: Set by ``Accelerator``.
         **kwargs: Passed to ``PartialState`` (process-group arguments).
@@ -53,6 +54,8 @@ class AcceleratorState:
                     f"{self._mixed_precision.value!r}; got {str(mixed_precision)!r}. Create one "
                     "Accelerator per process, or call AcceleratorState._reset_state() first."
                 )
+            if deepspeed_plugin is not None:
+                self.deepspeed_plugins = _named_plugins(deepspeed_plugin)
             return
         self._partial = PartialState(cpu, **kwargs)
         precision = mixed_precision
@@ -60,7 +63,7 @@ class AcceleratorState:
             precision = parse_choice_from_env("ACCEL_MIXED_PRECISION", "no")
         self._mixed_precision = PrecisionType.parse(precision, "mixed_precision")
         self.dynamo_plugin = dynamo_plugin
-        self.deepspeed_plugin = deepspeed_plugin
+        self.deepspeed_plugins = _named_plugins(deepspeed_plugin)
         self.fsdp_plugin = fsdp_plugin
         self.torch_tp_plugin = torch_tp_plugin
         self.megatron_lm_plugin = megatron_lm_plugin
@@ -97,6 +100,34 @@ class AcceleratorState:
     def distributed_type(self, value: DistributedType) -> None:
         self._distributed_type = DistributedType.parse(value, "distributed_type")
 
+    @property
+    def deepspeed_plugin(self) -> Any:
+        """The active ``DeepSpeedPlugin`` (None without DeepSpeed)."""
+        plugins = self.__dict__.get("deepspeed_plugins")
+        if not plugins:
+            return None
+        return next((p for p in plugins.values() if p.selected), next(iter(plugins.values())))
+
+    def get_deepspeed_plugin(self, name: str) -> Any:
+        """The ``DeepSpeedPlugin`` registered under ``name``."""
+        plugins = self.__dict__.get("deepspeed_plugins") or {}
+        if name not in plugins:
+            raise ValueError(
+                f"no DeepSpeed plugin is named {name!r}; got plugins {sorted(plugins)}. Pass one "
+                "of these names, or add the plugin to Accelerator(deepspeed_plugins={...})."
+            )
+        return plugins[name]
+
+    def select_deepspeed_plugin(self, name: str | None = None) -> None:
+        """Make the plugin named ``name`` the active one (the next ``prepare`` uses it)."""
+        plugins = self.__dict__.get("deepspeed_plugins") or {}
+        if name is None:
+            name = next(iter(plugins), None)
+        chosen = self.get_deepspeed_plugin(name)  # type: ignore[arg-type]
+        for plugin in plugins.values():
+            plugin._unselect()
+        chosen.select(_from_accelerator_state=True)
+
     def __repr__(self) -> str:
         return repr(self._partial) + f"Mixed precision type: {self.mixed_precision}\n"
 
@@ -106,6 +137,18 @@ class AcceleratorState:
         cls._shared_state.clear()
         if reset_partial_state:
             PartialState._reset_state()
+
+
+def _named_plugins(plugin: Any) -> dict[str, Any] | None:
+    if plugin is None:
+        return None
+    plugins = dict(plugin) if isinstance(plugin, dict) else {"default": plugin}
+    if not plugins:
+        return None
+    first = next(iter(plugins.values()))
+    if not any(p.selected for p in plugins.values()):
+        first.select(_from_accelerator_state=True)
+    return plugins
 
 
 class GradientState:

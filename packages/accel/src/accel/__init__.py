@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from accel_state import (
         AcceleratorState,
         AutocastKwargs,
+        DeepSpeedPlugin,
         DistributedDataParallelKwargs,
         DistributedType,
         FullyShardedDataParallelPlugin,

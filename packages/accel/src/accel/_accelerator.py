@@ -56,7 +56,9 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         gradient_accumulation_steps: Batches accumulated per optimizer step.
         cpu: Force the CPU.
         dataloader_config: How prepared dataloaders shard, dispatch and place batches.
-        deepspeed_plugin: DeepSpeed configuration (engine not in this version: clear error).
+        deepspeed_plugin: A ``DeepSpeedPlugin`` (or a dict of named plugins): train with
+            DeepSpeed (default: one built from the launcher's environment under
+            ``ACCEL_USE_DEEPSPEED=1``).
         fsdp_plugin: A ``FullyShardedDataParallelPlugin``: shard models with FSDP (default:
             built from ``ACCEL_FSDP_*`` when the launcher set ``ACCEL_USE_FSDP=1``).
         torch_tp_plugin: A ``TorchTensorParallelPlugin``: split layers over processes.
@@ -70,7 +72,8 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         kwargs_handlers: Kwargs handlers customising DDP, autocast, grad scaler, process group.
         dynamo_backend: ``torch.compile`` backend (or use ``dynamo_plugin``).
         dynamo_plugin: Full ``torch.compile`` settings.
-        deepspeed_plugins: Several DeepSpeed configurations (not in this version).
+        deepspeed_plugins: Several named ``DeepSpeedPlugin`` (one per model); the first is
+            active, ``accelerator.state.select_deepspeed_plugin(name)`` switches.
         parallelism_config: A ``ParallelismConfig``: how processes split between replicated
             data, sharded data and tensor parallelism (hybrid sharding, FSDP x TP).
     """
@@ -99,17 +102,14 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         deepspeed_plugins: Any = None,
         parallelism_config: Any = None,
     ) -> None:
+        ds_plugins = _deepspeed_plugins(deepspeed_plugin, deepspeed_plugins)
         fsdp_plugin, parallelism_config = resolve_parallel_plugins(
             fsdp_plugin,
             torch_tp_plugin,
             parallelism_config,
-            deepspeed_given=deepspeed_plugin is not None
-            or deepspeed_plugins is not None
-            or parse_flag_from_env("ACCEL_USE_DEEPSPEED"),
+            deepspeed_given=ds_plugins is not None,
         )
         _refuse_unsupported_engines(
-            deepspeed_plugin=deepspeed_plugin,
-            deepspeed_plugins=deepspeed_plugins,
             megatron_lm_plugin=megatron_lm_plugin,
         )
         if project_config is None:
@@ -154,12 +154,15 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
             dynamo_plugin=dynamo_plugin,
             fsdp_plugin=fsdp_plugin,
             torch_tp_plugin=parallelism_config.tp_handler if parallelism_config else None,
+            deepspeed_plugin=ds_plugins,
             _from_accelerator=True,
             **init_kwargs,
         )
         self.state.parallelism_config = parallelism_config
         self.parallelism_config = parallelism_config
-        if shards_data(fsdp_plugin, parallelism_config, self.state.num_processes):
+        if ds_plugins is not None:
+            self.state.distributed_type = DistributedType.DEEPSPEED
+        elif shards_data(fsdp_plugin, parallelism_config, self.state.num_processes):
             self.state.distributed_type = DistributedType.FSDP
 
         if gradient_accumulation_plugin is not None:
@@ -181,8 +184,10 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         self.dataloader_config = _dataloader_config(dataloader_config, split_batches)
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         self.rng_types = rng_types
-        self.scaler = _make_scaler(self)
-        self.native_amp = self.mixed_precision in ("fp16", "bf16", "fp8")
+        self.engine = engine_for(self)
+        handled = self.engine.handles_mixed_precision
+        self.scaler = None if handled else _make_scaler(self)
+        self.native_amp = not handled and self.mixed_precision in ("fp16", "bf16", "fp8")
         self.fp8_recipe_handler = _fp8_recipe(self)
         self._fp8_replaced_params: dict[Any, Any] = {}
         self.step = 0
@@ -194,7 +199,6 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         self._custom_objects: list[Any] = []
         self._save_model_state_pre_hook: dict[Any, Any] = {}
         self._load_model_state_pre_hook: dict[Any, Any] = {}
-        self.engine = engine_for(self)
         self.log_with = log_with
         self.trackers: list[Any] = []
 
@@ -334,10 +338,6 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
 
 def _refuse_unsupported_engines(**plugins: Any) -> None:
     given = {name: value for name, value in plugins.items() if value is not None}
-    flags = {"ACCEL_USE_DEEPSPEED": "deepspeed_plugin"}
-    for env, name in flags.items():
-        if os.environ.get(env, "0").lower() in ("1", "true", "yes"):
-            given.setdefault(name, f"set by {env}")
     if given:
         names = ", ".join(sorted(given))
         raise NotImplementedError(
@@ -345,6 +345,30 @@ def _refuse_unsupported_engines(**plugins: Any) -> None:
             f"{names} set. Leave it unset to train with DDP (several processes) or plainly "
             "(one process); the README's support table lists what each version supports."
         )
+
+
+def _deepspeed_plugins(plugin: Any, plugins: Any) -> dict[str, Any] | None:
+    """The named DeepSpeed plugins of the run (None without DeepSpeed)."""
+    from accel_state import DeepSpeedPlugin
+
+    if plugin is not None and plugins is not None:
+        raise ValueError(
+            "pass deepspeed_plugin or deepspeed_plugins, not both; got both. Put every plugin "
+            "in deepspeed_plugins={name: DeepSpeedPlugin(...)}."
+        )
+    given = plugins if plugins is not None else plugin
+    if given is None and parse_flag_from_env("ACCEL_USE_DEEPSPEED"):
+        given = DeepSpeedPlugin()
+    if given is None:
+        return None
+    named = dict(given) if isinstance(given, dict) else {"default": given}
+    for name, value in named.items():
+        if not isinstance(value, DeepSpeedPlugin):
+            raise TypeError(
+                f"deepspeed plugins must be DeepSpeedPlugin instances; got {name!r}: "
+                f"{type(value).__name__}. Wrap the config: DeepSpeedPlugin(hf_ds_config=...)."
+            )
+    return named
 
 
 def _dataloader_config(config: Any, split_batches: Any) -> Any:

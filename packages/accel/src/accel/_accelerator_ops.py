@@ -19,6 +19,7 @@ class OpsMixin:
     """Methods that delegate to the state, the collectives and the data packages."""
 
     flag_tensor: torch.Tensor | None
+    step: int
 
     # ------------------------------------------------------------- collectives
     def gather(self: Accelerator, tensor: Any) -> Any:
@@ -138,6 +139,7 @@ class OpsMixin:
         self._schedulers.clear()
         self._dataloaders.clear()
         self._custom_objects.clear()
+        self.engine.release()
         self.step = 0
         gc.collect()
         return release_memory(*objects)

@@ -44,12 +44,21 @@ class PrepareMixin:
             from accel_precision import prepare_msamp_objects
 
             result = prepare_msamp_objects(result, self.fp8_recipe_handler)
-        # Models and loaders first, then optimizers, then schedulers (which need the
-        # prepared optimizers).
-        for kinds in (("model", "loader"), ("optimizer",), ("scheduler",)):
+        # Loaders first (an engine may size itself from their batch sizes), then what the
+        # engine prepares jointly (DeepSpeed: model + optimizer + scheduler), then models,
+        # optimizers, and schedulers (which need the prepared optimizers).
+        for i, obj in enumerate(args):
+            if _kind(obj) == "loader":
+                result[i] = self._prepare_one(result[i], "loader", device_placement[i])
+        joint = self.engine.prepare_all(list(result))
+        for i, prepared in joint.items():
+            result[i] = prepared
+            if isinstance(prepared, torch.nn.Module):
+                self._models.append(prepared)
+        for kinds in (("model",), ("optimizer",), ("scheduler",)):
             for i, obj in enumerate(args):
                 kind = _kind(obj)
-                if kind is not None and kind in kinds:
+                if i not in joint and kind is not None and kind in kinds:
                     result[i] = self._prepare_one(result[i], kind, device_placement[i])
         return result[0] if len(result) == 1 else tuple(result)
 

@@ -326,7 +326,7 @@ def _load_own_layout(loaded: bool, what: str, index: int, input_dir: str) -> Non
         raise FileNotFoundError(
             f"a sharded run loads each {what} from the layout its engine saved; {input_dir!r} "
             f"holds none for {what} {index}. Load a checkpoint saved by a run with the same "
-            "engine (FSDP), or prepare the same objects as the saving run."
+            "engine (FSDP or DeepSpeed), or prepare the same objects as the saving run."
         )
 
 

@@ -41,6 +41,15 @@ STATE.update(
     )
 )
 
+DEEPSPEED = _names("accel_state", "DeepSpeedPlugin HfDeepSpeedConfig")
+DEEPSPEED.update(
+    _names(
+        "accel._engines._deepspeed_objects",
+        """DummyOptim DummyScheduler DeepSpeedEngineWrapper DeepSpeedOptimizerWrapper
+        DeepSpeedSchedulerWrapper""",
+    )
+)
+
 LAUNCH = _names("accel_launch", "write_basic_config")
 
 FACADE = _names("accel._accelerator", "Accelerator")
@@ -114,6 +123,7 @@ TOP_LEVEL: dict[str, str] = {
     "DataLoaderConfiguration": "accel_data",
     "skip_first_batches": "accel_data",
     "find_executable_batch_size": "accel_state",
+    "DeepSpeedPlugin": "accel_state",
     **{
         name: STATE[name]
         for name in """PartialState AcceleratorState GradientState DistributedType
@@ -126,6 +136,7 @@ TOP_LEVEL: dict[str, str] = {
 UTILS: dict[str, str] = {
     **BIGMODEL,
     **STATE,
+    **DEEPSPEED,
     **COLLECTIVES,
     **LAUNCH,
     **DATA,

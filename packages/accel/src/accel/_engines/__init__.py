@@ -1,7 +1,7 @@
 """One small engine per distributed type: how models are wrapped, synchronised and unwrapped.
 
 The facade asks :func:`engine_for` for the engine of the run and calls only the methods of
-:class:`Engine`; adding FSDP or DeepSpeed means adding a module here and a line in the table,
+:class:`Engine`; adding an engine (FSDP ...) means adding a module here and a line in the table,
 not branches in the facade.
 """
 
@@ -13,6 +13,7 @@ from accel_state import DistributedType
 
 from ._base import Engine
 from ._ddp import DDPEngine
+from ._deepspeed import DeepSpeedEngine
 from ._fsdp import FSDPEngine
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ _ENGINES: dict[DistributedType, type[Engine]] = {
     DistributedType.MULTI_XPU: DDPEngine,
     DistributedType.MULTI_NPU: DDPEngine,
     DistributedType.FSDP: FSDPEngine,
+    DistributedType.DEEPSPEED: DeepSpeedEngine,
 }
 
 
@@ -46,4 +48,4 @@ def engine_for(accelerator: Accelerator) -> Engine:
     return cls(accelerator)
 
 
-__all__ = ["DDPEngine", "Engine", "FSDPEngine", "engine_for"]
+__all__ = ["DDPEngine", "DeepSpeedEngine", "Engine", "FSDPEngine", "engine_for"]

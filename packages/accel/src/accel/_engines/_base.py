@@ -15,9 +15,13 @@ if TYPE_CHECKING:
 class Engine:
     """Single process: the model only moves to the device. Subclasses wrap it."""
 
+    handles_mixed_precision: bool = False
+    """Whether the engine casts weights and scales losses itself (no autocast, no grad scaler
+    from the Accelerator)."""
     replicated_states: bool = True
-    """Whether every process holds the whole model and optimizer states (then the main process
-    alone writes them to checkpoints); an engine that shards them sets this to False."""
+    """Whether every process holds whole model and optimizer states (False: each holds shards,
+    saved and loaded by :meth:`save_model_state` / :meth:`load_model_state` and the optimizer
+    counterparts)."""
 
     def __init__(self, accelerator: Accelerator) -> None:
         self.accelerator = accelerator
@@ -30,6 +34,16 @@ class Engine:
     def place_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move ``model`` to the device of this process before it is wrapped."""
         return model.to(self.accelerator.device)
+
+    def prepare_all(self, objects: list[Any]) -> dict[int, Any]:
+        """Prepare objects that the engine needs together (model, optimizer, scheduler).
+
+        Called by ``prepare`` after the dataloaders are prepared, with every object passed.
+
+        Returns:
+            The prepared objects by position; the facade prepares the others one by one.
+        """
+        return {}
 
     def wrap_model(self, model: torch.nn.Module, evaluation_mode: bool) -> torch.nn.Module:
         """Wrap ``model`` for training (or only place it when ``evaluation_mode``)."""
@@ -54,6 +68,9 @@ class Engine:
             scaler.scale(loss).backward(**kwargs)
         else:
             loss.backward(**kwargs)
+
+    def release(self) -> None:
+        """Drop what the engine holds on prepared objects (``free_memory``)."""
 
     def clip_grad_norm_(
         self, parameters: Iterable[torch.nn.Parameter], max_norm: float, norm_type: float = 2

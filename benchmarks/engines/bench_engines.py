@@ -1,0 +1,279 @@
+"""Step time and peak memory per process: DDP vs FSDP2 vs DeepSpeed ZeRO-2 vs ZeRO-3, accel vs
+accelerate.
+
+Run the whole comparison (each configuration in its own pair of fresh processes, because peak
+RSS only grows within a process):
+
+    TORCH_EXTENSIONS_DIR=~/.cache/accel/torch_extensions \
+        uv run python benchmarks/engines/bench_engines.py [--steps 20] [--out PATH]
+
+One configuration alone (what the driver starts through torchrun):
+
+    python -m torch.distributed.run --nproc_per_node 2 benchmarks/engines/bench_engines.py \
+        --worker --lib accel --engine zero3 --result r.json
+
+Every configuration trains the same MLP (same seed, same data, AdamW, clipping to 1.0, fp32)
+with the library's documented loop: ``prepare``, ``backward``, ``clip_grad_norm_``,
+``optimizer.step``, ``zero_grad``. Step time is the median over the timed steps of the slower
+process; memory is the peak resident set size (``VmHWM``) of each process, and the same peak
+minus the resident size measured just before the model was built (what training added on top
+of the imported libraries).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve()
+ENGINES = ("ddp", "fsdp2", "zero2", "zero3")
+LIBS = ("accel", "accelerate")
+WIDTH, DEPTH, BATCH = 1024, 8, 16
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _build(torch: Any) -> Any:
+    torch.manual_seed(0)
+    layers: list[Any] = []
+    for _ in range(DEPTH):
+        layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.GELU()]
+    return torch.nn.Sequential(*layers, torch.nn.Linear(WIDTH, 1))
+
+
+def worker(lib: str, engine: str, steps: int, warmup: int, result: str) -> None:
+    """Train ``steps + warmup`` steps under one configuration; rank 0 writes ``result``."""
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, TensorDataset
+
+    if lib == "accel":
+        from accel import Accelerator, DeepSpeedPlugin, FullyShardedDataParallelPlugin
+    else:
+        from accelerate import Accelerator
+        from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
+
+    kwargs: dict[str, Any] = {}
+    if engine in ("ddp", "fsdp2") and lib == "accelerate":
+        kwargs["cpu"] = True  # without it accelerate sees one process on a CPU-only machine
+    if engine == "fsdp2":
+        # Each Linear is its own FSDP unit: gathered before its forward, freed after.
+        kwargs["fsdp_plugin"] = FullyShardedDataParallelPlugin(
+            fsdp_version=2,
+            auto_wrap_policy="TRANSFORMER_BASED_WRAP",
+            transformer_cls_names_to_wrap=["Linear"],
+        )
+    elif engine.startswith("zero") and lib == "accel":
+        kwargs["deepspeed_plugin"] = DeepSpeedPlugin(
+            zero_stage=int(engine[-1]), gradient_clipping=1.0, gradient_accumulation_steps=1
+        )
+    elif engine.startswith("zero"):
+        # With cpu=True accelerate drops DeepSpeed silently (the run is DDP); without it, its
+        # state counts one process on a CPU-only machine, so its "auto" batch sizes would not
+        # match DeepSpeed's world of 2: write them out, and enable DeepSpeed by environment.
+        os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
+        config = {
+            "train_batch_size": 2 * BATCH,
+            "train_micro_batch_size_per_gpu": BATCH,
+            "gradient_accumulation_steps": 1,
+            "gradient_clipping": 1.0,
+            "zero_optimization": {"stage": int(engine[-1])},
+            "zero_allow_untested_optimizer": True,
+        }
+        kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=config)
+    acc = Accelerator(**kwargs)
+    seen = acc.num_processes
+    base_kb = _status_kb("VmRSS")
+    model = _build(torch)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(0)
+    n = BATCH * 2 * (steps + warmup)
+    x = torch.randn(n, WIDTH, generator=g)
+    data = TensorDataset(x, x.mean(dim=1, keepdim=True))
+    model, opt, loader = acc.prepare(model, opt, DataLoader(data, batch_size=BATCH))
+    times, losses = [], []
+    for i, (xb, yb) in enumerate(loader):
+        if i == steps + warmup:  # a library that does not shard the data sees more batches
+            break
+        dist.barrier()
+        start = time.perf_counter()
+        loss = torch.nn.functional.mse_loss(model(xb), yb)
+        acc.backward(loss)
+        acc.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        elapsed = time.perf_counter() - start
+        if i >= warmup:
+            times.append(elapsed)
+        losses.append(loss.item())
+    per_rank = [None] * dist.get_world_size()
+    mine = {
+        "times": times,
+        "peak_kb": _status_kb("VmHWM"),
+        "base_kb": base_kb,
+        "final_loss": losses[-1],
+        "seen_processes": seen,
+        "distributed_type": str(getattr(acc.distributed_type, "value", acc.distributed_type)),
+        "ds_sharded": any(hasattr(p, "ds_id") for p in model.parameters()),
+        "dtensor": any(type(p).__name__ == "DTensor" for p in model.parameters()),
+    }
+    dist.all_gather_object(per_rank, mine)
+    if dist.get_rank() == 0:
+        slowest = [max(r["times"][k] for r in per_rank) for k in range(len(times))]
+        out = {
+            "lib": lib,
+            "engine": engine,
+            "step_ms": 1000 * statistics.median(slowest),
+            "peak_mb": [r["peak_kb"] / 1024 for r in per_rank],
+            "added_mb": [(r["peak_kb"] - r["base_kb"]) / 1024 for r in per_rank],
+            "final_loss": per_rank[0]["final_loss"],
+            "seen_processes": per_rank[0]["seen_processes"],
+            "distributed_type": per_rank[0]["distributed_type"],
+            "zero3_params_sharded": per_rank[0]["ds_sharded"],
+            "fsdp_params_sharded": per_rank[0]["dtensor"],
+            "params": sum(p.numel() for p in _build(torch).parameters()),
+        }
+        Path(result).write_text(json.dumps(out))
+
+
+def drive(steps: int, warmup: int, out: Path, timeout: float) -> None:
+    """Run every configuration in fresh processes and write the Markdown table."""
+    import torch
+    from accel_state.testing import free_port
+
+    rows = []
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for engine in ENGINES:
+        for lib in LIBS:
+            with tempfile.TemporaryDirectory() as tmp:
+                result = Path(tmp) / "r.json"
+                command = [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nproc_per_node=2",
+                    "--master_addr=127.0.0.1",
+                    f"--master_port={free_port()}",
+                    str(HERE),
+                    "--worker",
+                    f"--lib={lib}",
+                    f"--engine={engine}",
+                    f"--steps={steps}",
+                    f"--warmup={warmup}",
+                    f"--result={result}",
+                ]
+                proc = subprocess.run(
+                    command, env=env, capture_output=True, text=True, timeout=timeout
+                )
+                if proc.returncode != 0 or not result.exists():
+                    tail = (proc.stdout + proc.stderr)[-3000:]
+                    rows.append({"lib": lib, "engine": engine, "error": tail})
+                    print(f"{lib} {engine}: FAILED\n{tail}", flush=True)
+                    continue
+                row = json.loads(result.read_text())
+                rows.append(row)
+                print(
+                    f"{lib:10s} {engine:5s} {row['step_ms']:8.1f} ms  peak "
+                    f"{max(row['peak_mb']):7.0f} MB  added {max(row['added_mb']):7.0f} MB",
+                    flush=True,
+                )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(_table(rows, steps, warmup, torch.__version__))
+
+
+def _table(rows: list[dict[str, Any]], steps: int, warmup: int, torch_version: str) -> str:
+    import deepspeed
+
+    params = next((r["params"] for r in rows if "params" in r), 0)
+    names = {
+        "ddp": "DDP",
+        "fsdp2": "FSDP2",
+        "zero2": "DeepSpeed ZeRO-2",
+        "zero3": "DeepSpeed ZeRO-3",
+    }
+    lines = [
+        "# Engines: DDP vs FSDP2 vs DeepSpeed ZeRO-2 vs ZeRO-3 (accel and accelerate)",
+        "",
+        f"2 gloo processes on one machine ({platform.machine()}, {os.cpu_count()} cores, shared "
+        f"with other jobs), torch {torch_version}, DeepSpeed {deepspeed.__version__}. Model: "
+        f"MLP of {DEPTH} x Linear({WIDTH}, {WIDTH}) + GELU, {params / 1e6:.1f} M parameters "
+        f"(fp32), AdamW, clipping to 1.0, batch {BATCH} per process; {steps} timed steps after "
+        f"{warmup} warm-up steps. Each row ran in its own pair of fresh processes, rows one "
+        "after another.",
+        "",
+        "Step = forward + backward + clip + optimizer step (DeepSpeed's step runs inside "
+        "`backward`), median over steps of the slower process. Peak RSS = `VmHWM` of each "
+        "process (rank 0 / rank 1), imported libraries included. Added = peak minus the "
+        "resident size just before the model was built; accelerate imports DeepSpeed when "
+        "the Accelerator is created and accel only at `prepare`, so accel's added column "
+        "includes DeepSpeed's import (about 150 MB): compare peaks across libraries.",
+        "",
+        "accelerate needs two workarounds on a CPU-only machine, applied here: `cpu=True` for "
+        "DDP and FSDP (else it sees 1 process), and for DeepSpeed `ACCELERATE_USE_DEEPSPEED=true` with "
+        "batch sizes written in the config instead of `cpu=True`, which silently trains with "
+        'DDP instead of DeepSpeed. Its state then still counts 1 process (column "processes '
+        'seen"), so it does not shard the data: each process reads every batch (same batch '
+        "size, so the same work per step, but a different loss trajectory).",
+        "",
+        "| engine | library | processes seen | distributed type | step (ms) "
+        "| peak RSS rank 0 / 1 (MB) | added rank 0 / 1 (MB) | loss after last step |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        if row["engine"] == "zero3" and not row.get("zero3_params_sharded", True):
+            lines.insert(-2, f"WARNING: {row['lib']} ZeRO-3 parameters were not sharded.\n")
+        if row["engine"] == "fsdp2" and not row.get("fsdp_params_sharded", True):
+            lines.insert(-2, f"Note: {row['lib']} FSDP2 parameters were not sharded (DTensor).\n")
+    for row in rows:
+        name = names[row["engine"]]
+        if "error" in row:
+            lines.append(f"| {name} | {row['lib']} | | | failed | | | |")
+            continue
+        peak = " / ".join(f"{v:,.0f}" for v in row["peak_mb"])
+        added = " / ".join(f"{v:,.0f}" for v in row["added_mb"])
+        lines.append(
+            f"| {name} | {row['lib']} | {row['seen_processes']} | {row['distributed_type']} "
+            f"| {row['step_ms']:,.1f} "
+            f"| {peak} | {added} | {row['final_loss']:.5f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--lib", choices=LIBS, default="accel")
+    parser.add_argument("--engine", choices=ENGINES, default="ddp")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--result", default="")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=HERE.parents[1] / "results" / "engines.md",
+    )
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.lib, args.engine, args.steps, args.warmup, args.result)
+    else:
+        drive(args.steps, args.warmup, args.out, args.timeout)
+
+
+if __name__ == "__main__":
+    main()

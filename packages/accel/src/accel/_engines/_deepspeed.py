@@ -1,0 +1,410 @@
+"""Training with DeepSpeed: ZeRO stages 0-3, offload, DeepSpeed's mixed precision and loss scaling.
+
+``prepare`` hands the model, its optimizer and (for a scheduler of the DeepSpeed config) the
+scheduler together to ``deepspeed.initialize`` after completing the config's ``"auto"`` values
+from the Accelerator. ``accelerator.backward`` runs DeepSpeed's backward and, at the end of each
+accumulation cycle, DeepSpeed's step, which reduces gradients, clips them to the config's
+``gradient_clipping``, updates the weights and zeroes the gradients. The optimizer and
+scheduler returned by ``prepare`` therefore do nothing on ``step``/``zero_grad`` (a scheduler
+built with torch keeps following real optimizer steps as under DDP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING, Any
+
+import torch
+from accel_state import DeepSpeedPlugin
+
+from ._base import Engine
+from ._deepspeed_objects import (
+    DeepSpeedEngineWrapper,
+    DeepSpeedOptimizerWrapper,
+    DeepSpeedSchedulerWrapper,
+    DummyOptim,
+    DummyScheduler,
+)
+
+if TYPE_CHECKING:
+    from .._accelerator import Accelerator
+
+AUTO_VALUE = "auto"
+CHECKPOINT_TAG = "deepspeed_model"
+"""Name of the folder (DeepSpeed "tag") holding model ``i`` in a checkpoint: ``{tag}_{i}``."""
+
+
+def import_deepspeed() -> Any:
+    """Import DeepSpeed, or raise an ImportError naming the install command."""
+    try:
+        import deepspeed
+    except ImportError as err:
+        raise ImportError(
+            "training with DeepSpeed needs the deepspeed package, which is not installed; got "
+            f'ImportError({err}). Run: pip install "accel[deepspeed]"'
+        ) from err
+    return deepspeed
+
+
+class DeepSpeedEngine(Engine):
+    """Wraps each prepared model in a ``deepspeed.DeepSpeedEngine`` built from the active
+    :class:`DeepSpeedPlugin`.
+
+    Several models: prepare each in its own ``prepare`` call after selecting its plugin with
+    ``accelerator.state.select_deepspeed_plugin(name)``. ``backward`` steps the engine of the
+    active plugin when it trains, else the last prepared engine that has an optimizer.
+    """
+
+    handles_mixed_precision = True
+    replicated_states = False
+
+    def __init__(self, accelerator: Accelerator) -> None:
+        super().__init__(accelerator)
+        plugins = accelerator.state.deepspeed_plugins
+        if not plugins:
+            raise ValueError(
+                "the DeepSpeed engine needs a DeepSpeedPlugin; got none. Pass "
+                "Accelerator(deepspeed_plugin=DeepSpeedPlugin(...)) or launch with "
+                "accel launch --use_deepspeed."
+            )
+        for plugin in plugins.values():
+            plugin.set_mixed_precision(accelerator.mixed_precision)
+            _reconcile_accumulation(accelerator, plugin)
+        self.engines: list[Any] = []
+        self._wrappers: dict[int, DeepSpeedEngineWrapper] = {}
+        self._plugins: dict[int, DeepSpeedPlugin] = {}
+        self._trainable_by_plugin: dict[int, DeepSpeedEngineWrapper] = {}
+        self._last_trainable: DeepSpeedEngineWrapper | None = None
+
+    # ------------------------------------------------------------------ prepare
+    def prepare_all(self, objects: list[Any]) -> dict[int, Any]:
+        """Build one DeepSpeed engine from the model, optimizer and scheduler in ``objects``.
+
+        Returns:
+            The prepared objects by position (model, optimizer, config scheduler); torch
+            schedulers are left to the facade, which makes them follow the optimizer.
+        """
+        models = [(i, o) for i, o in enumerate(objects) if isinstance(o, torch.nn.Module)]
+        optimizers = [
+            (i, o)
+            for i, o in enumerate(objects)
+            if isinstance(o, (torch.optim.Optimizer, DummyOptim))
+        ]
+        dummy_schedulers = [(i, o) for i, o in enumerate(objects) if isinstance(o, DummyScheduler)]
+        if not models:
+            if optimizers or dummy_schedulers:
+                raise ValueError(
+                    "under DeepSpeed an optimizer is prepared together with its model; got an "
+                    "optimizer or scheduler without a model. Pass them in one call: "
+                    "accelerator.prepare(model, optimizer, scheduler, dataloader)."
+                )
+            return {}
+        if len(models) > 1 or len(optimizers) > 1 or len(dummy_schedulers) > 1:
+            raise ValueError(
+                "one DeepSpeed engine is built per prepare call, from one model, one optimizer "
+                f"and one scheduler; got {len(models)} models, {len(optimizers)} optimizers, "
+                f"{len(dummy_schedulers)} config schedulers. Prepare each model in its own call, "
+                "after accelerator.state.select_deepspeed_plugin(name) when they need different "
+                "DeepSpeed configs."
+            )
+        model_index, model = models[0]
+        optimizer = optimizers[0][1] if optimizers else None
+        scheduler = dummy_schedulers[0][1] if dummy_schedulers else None
+        engine, ds_optimizer, ds_scheduler = self._initialize(model, optimizer, scheduler)
+        prepared: dict[int, Any] = {model_index: engine}
+        if optimizer is not None:
+            client = optimizer if isinstance(optimizer, torch.optim.Optimizer) else ds_optimizer
+            wrapped = DeepSpeedOptimizerWrapper(client, engine)
+            self.accelerator._optimizers.append(wrapped)
+            prepared[optimizers[0][0]] = wrapped
+            if scheduler is not None:
+                wrapped_scheduler = DeepSpeedSchedulerWrapper(ds_scheduler, [wrapped])
+                self.accelerator._schedulers.append(wrapped_scheduler)
+                prepared[dummy_schedulers[0][0]] = wrapped_scheduler
+        return prepared
+
+    def wrap_model(self, model: torch.nn.Module, evaluation_mode: bool) -> torch.nn.Module:
+        """A model prepared alone (``prepare_model``) gets an engine without optimizer."""
+        if isinstance(model, _engine_class()):
+            return model
+        engine, _, _ = self._initialize(model, None, None)
+        return engine
+
+    def _initialize(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> Any:
+        deepspeed = import_deepspeed()
+        from accel_state import AcceleratorState
+
+        plugin: DeepSpeedPlugin = AcceleratorState().deepspeed_plugin
+        config = self._complete_config(plugin, model, optimizer, scheduler)
+        kwargs: dict[str, Any] = {"model": model, "config_params": config}
+        if isinstance(optimizer, DummyOptim):
+            if "optimizer" not in config:
+                raise ValueError(
+                    "DummyOptim stands for the optimizer of the DeepSpeed config; got a config "
+                    'without an "optimizer" section. Add the section, or pass a torch optimizer.'
+                )
+            kwargs["model_parameters"] = optimizer.params
+        elif optimizer is not None:
+            if "optimizer" in config:
+                raise ValueError(
+                    'the optimizer is defined twice: by the DeepSpeed config\'s "optimizer" '
+                    f"section and by the {type(optimizer).__name__} passed to prepare. Remove the "
+                    "section, or pass accel.utils.DummyOptim(model.parameters(), lr=...)."
+                )
+            config.setdefault("zero_allow_untested_optimizer", True)
+            kwargs["optimizer"] = optimizer
+        if isinstance(scheduler, DummyScheduler):
+            if scheduler.lr_scheduler_callable is not None:
+                kwargs["lr_scheduler"] = scheduler.lr_scheduler_callable
+            elif "scheduler" not in config:
+                raise ValueError(
+                    "DummyScheduler stands for the scheduler of the DeepSpeed config; got a "
+                    'config without a "scheduler" section. Add the section, pass '
+                    "DummyScheduler(..., lr_scheduler_callable=fn), or a torch scheduler."
+                )
+        engine, ds_optimizer, _, ds_scheduler = deepspeed.initialize(**kwargs)
+        wrapper = DeepSpeedEngineWrapper(engine)
+        self.engines.append(engine)
+        self._wrappers[id(engine)] = wrapper
+        self._plugins[id(engine)] = plugin
+        if optimizer is not None:
+            self._trainable_by_plugin[id(plugin)] = wrapper
+            self._last_trainable = wrapper
+        return engine, ds_optimizer, ds_scheduler
+
+    def _complete_config(
+        self, plugin: DeepSpeedPlugin, model: torch.nn.Module, optimizer: Any, scheduler: Any
+    ) -> dict[str, Any]:
+        """Fill the plugin's ``"auto"`` values from the Accelerator; raise on disagreement."""
+        acc = self.accelerator
+        plugin.set_mixed_precision(acc.mixed_precision)
+        config = plugin.deepspeed_config
+        gas = acc.gradient_accumulation_steps
+        values: dict[str, Any] = {"gradient_accumulation_steps": gas}
+        micro = _micro_batch_size(acc, plugin)
+        if micro is None and config.get("train_micro_batch_size_per_gpu", AUTO_VALUE) == AUTO_VALUE:
+            if optimizer is not None:
+                raise ValueError(
+                    'the DeepSpeed config\'s train_micro_batch_size_per_gpu is "auto", filled '
+                    "from a prepared dataloader; got none prepared. Pass the training dataloader "
+                    "to the same prepare call, or write the batch size in the config."
+                )
+            micro = 1
+        if micro is not None:
+            values["train_micro_batch_size_per_gpu"] = micro
+            values["train_batch_size"] = micro * gas * acc.num_processes
+        elif isinstance(config.get("train_micro_batch_size_per_gpu"), int):
+            values["train_batch_size"] = (
+                config["train_micro_batch_size_per_gpu"] * gas * acc.num_processes
+            )
+        if plugin.gradient_clipping not in (None, AUTO_VALUE):
+            values["gradient_clipping"] = plugin.gradient_clipping
+        elif config.get("gradient_clipping", AUTO_VALUE) == AUTO_VALUE:
+            # DeepSpeed clips to 1.0 when the config is silent; no clipping unless asked for,
+            # as with the other engines.
+            config["gradient_clipping"] = 0.0
+        values.update(_bucket_sizes(model))
+        if isinstance(optimizer, DummyOptim):
+            opt_params = {"lr": optimizer.lr, "weight_decay": optimizer.weight_decay}
+            opt_params.update(optimizer.kwargs)
+            values.update({f"optimizer.params.{k}": v for k, v in opt_params.items()})
+        if isinstance(scheduler, DummyScheduler):
+            lr = optimizer.lr if isinstance(optimizer, DummyOptim) else None
+            params: dict[str, Any] = {
+                "warmup_min_lr": 0,
+                "warmup_max_lr": lr,
+                "warmup_num_steps": scheduler.warmup_num_steps,
+                "total_num_steps": scheduler.total_num_steps,
+            }
+            params.update(scheduler.kwargs)
+            values.update({f"scheduler.params.{k}": v for k, v in params.items()})
+        plugin.deepspeed_config_process(must_match=True, **values)
+        remaining = _auto_keys(config)
+        if remaining:
+            raise ValueError(
+                'every "auto" value of the DeepSpeed config must be filled from the '
+                f"Accelerator before deepspeed.initialize; got unfilled {remaining}. Write these "
+                "values in the config (or pass what fills them: DummyOptim/DummyScheduler "
+                "arguments, a dataloader, gradient_clipping)."
+            )
+        return config
+
+    # ------------------------------------------------------------------ training loop
+    def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        inner: Any = model
+        return inner.module if isinstance(model, _engine_class()) else model
+
+    def is_wrapped(self, model: torch.nn.Module) -> bool:
+        return isinstance(model, _engine_class())
+
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
+        """A null context: DeepSpeed decides when gradients travel. Stages 0 and 1 reduce them at
+        the end of the accumulation cycle only; stages 2 and 3 reduce-scatter every backward
+        into the partitioned gradient buffers (that is how they save memory)."""
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """DeepSpeed's backward; at the end of an accumulation cycle, DeepSpeed's step."""
+        wrapper = self._backward_wrapper()
+        wrapper.backward(loss, sync_gradients=self.accelerator.sync_gradients, **kwargs)
+
+    def _backward_wrapper(self) -> DeepSpeedEngineWrapper:
+        from accel_state import AcceleratorState
+
+        active = AcceleratorState().deepspeed_plugin
+        wrapper = self._trainable_by_plugin.get(id(active)) or self._last_trainable
+        if wrapper is None:
+            raise RuntimeError(
+                "accelerator.backward under DeepSpeed needs a model prepared with an optimizer; "
+                "got only models prepared without one. Pass the optimizer to prepare with its "
+                "model: accelerator.prepare(model, optimizer, dataloader)."
+            )
+        return wrapper
+
+    def clip_grad_norm_(
+        self, parameters: Any, max_norm: float, norm_type: float = 2
+    ) -> torch.Tensor:
+        """DeepSpeed clips inside its step to the config's ``gradient_clipping``: check that it
+        is ``max_norm`` and return the norm DeepSpeed measured at its last step."""
+        plugin = self._plugin_of(self._backward_wrapper().engine)
+        configured = plugin.deepspeed_config.get("gradient_clipping")
+        if norm_type != 2 or not configured or float(configured) != float(max_norm):
+            raise ValueError(
+                "under DeepSpeed, gradients are clipped inside DeepSpeed's step (run by "
+                "accelerator.backward) to the config's gradient_clipping, with the 2-norm; got "
+                f"clip_grad_norm_(max_norm={max_norm}, norm_type={norm_type}) and "
+                f"gradient_clipping={configured!r}. Set DeepSpeedPlugin(gradient_clipping="
+                f"{max_norm}) (or gradient_clipping in the config) and keep the call, which then "
+                "returns the measured norm."
+            )
+        norm = self._backward_wrapper().get_global_grad_norm()
+        return torch.tensor(float("nan") if norm is None else norm)
+
+    def _plugin_of(self, engine: Any) -> DeepSpeedPlugin:
+        return self._plugins[id(engine)]
+
+    # ------------------------------------------------------------------ states
+    def model_state_dict(self, model: torch.nn.Module) -> dict[str, Any]:
+        """Full weights of ``model``. Under ZeRO 3 the shards are gathered layer by layer: the
+        main process gets the whole state dict, the others an empty dict (call on every
+        process)."""
+        engine: Any = model
+        if not isinstance(engine, _engine_class()):
+            return self.unwrap(model).state_dict()
+        if engine.zero_optimization_partition_weights():
+            state = engine._zero3_consolidated_16bit_state_dict()
+            return dict(state) if state is not None else {}
+        return engine.module.state_dict()
+
+    def release(self) -> None:
+        """Forget the DeepSpeed engines (``free_memory``) so that their memory can be freed."""
+        for engine in self.engines:
+            destroy = getattr(engine, "destroy", None)  # DeepSpeed >= 0.14
+            if destroy is not None:
+                destroy()
+        self.engines.clear()
+        self._wrappers.clear()
+        self._plugins.clear()
+        self._trainable_by_plugin.clear()
+        self._last_trainable = None
+
+    # ------------------------------------------------ checkpoint layout (save_state / load_state)
+    # Every process writes its own shards through DeepSpeed's checkpointing: weights, optimizer
+    # and DeepSpeed's scheduler of engine ``i`` under ``{folder}/deepspeed_model_{i}``. A model
+    # prepared without an optimizer does not change during training: nothing is written for it.
+    def save_model_state(self, model: torch.nn.Module, output_dir: str, index: int) -> bool:
+        engine: Any = model
+        if isinstance(engine, _engine_class()) and engine.optimizer is not None:
+            tag = f"{CHECKPOINT_TAG}_{index}"
+            engine.save_checkpoint(output_dir, tag=tag, save_latest=False)
+        return True
+
+    def load_model_state(self, model: torch.nn.Module, input_dir: str, index: int) -> bool:
+        engine: Any = model
+        if not isinstance(engine, _engine_class()) or engine.optimizer is None:
+            return True
+        tag = f"{CHECKPOINT_TAG}_{index}"
+        if not os.path.isdir(os.path.join(input_dir, tag)):
+            return False
+        path, _ = engine.load_checkpoint(input_dir, tag=tag)
+        if path is None:
+            raise RuntimeError(
+                f"DeepSpeed could not load engine {index} from {input_dir}/{tag}; got no "
+                "checkpoint loaded. Check that the folder is complete and that the ZeRO stage "
+                "and number of processes match the saving run."
+            )
+        return True
+
+    def save_optimizer_state(
+        self, optimizer: torch.optim.Optimizer, output_dir: str, index: int
+    ) -> bool:
+        return True  # written with its engine by save_model_state
+
+    def load_optimizer_state(
+        self, optimizer: torch.optim.Optimizer, input_dir: str, index: int
+    ) -> bool:
+        return True  # restored with its engine by load_model_state
+
+
+def _engine_class() -> Any:
+    return import_deepspeed().DeepSpeedEngine
+
+
+def _reconcile_accumulation(accelerator: Accelerator, plugin: DeepSpeedPlugin) -> None:
+    """The plugin's accumulation steps and the Accelerator's must be one number."""
+    steps = plugin.gradient_accumulation_steps
+    if steps in (None, AUTO_VALUE):
+        return
+    current = accelerator.gradient_accumulation_steps
+    if current == 1:
+        accelerator.gradient_accumulation_steps = int(steps)
+    elif current != int(steps):
+        raise ValueError(
+            "the DeepSpeedPlugin / DeepSpeed config and the Accelerator must accumulate the same "
+            f"number of batches; got gradient_accumulation_steps={steps} in DeepSpeed and "
+            f"{current} in the Accelerator. Set one of them, or make them equal."
+        )
+
+
+def _micro_batch_size(accelerator: Accelerator, plugin: DeepSpeedPlugin) -> int | None:
+    sizes = []
+    for loader in accelerator._dataloaders:
+        total = getattr(loader, "total_batch_size", None)
+        if total:
+            sizes.append(max(1, int(total) // accelerator.num_processes))
+        elif getattr(loader, "batch_size", None):
+            sizes.append(int(loader.batch_size))
+    if not sizes:
+        return None
+    return min(sizes) if plugin.is_train_batch_min else max(sizes)
+
+
+def _bucket_sizes(model: torch.nn.Module) -> dict[str, Any]:
+    """Bucket sizes for ``"auto"``: from the hidden size of a transformers-style config, else
+    DeepSpeed's defaults."""
+    config: Any = getattr(model, "config", None)
+    hidden = getattr(config, "hidden_size", None)
+    if hidden is None and isinstance(getattr(config, "hidden_sizes", None), (list, tuple)):
+        hidden = max(config.hidden_sizes)
+    if isinstance(hidden, int):
+        return {
+            "zero_optimization.reduce_bucket_size": hidden * hidden,
+            "zero_optimization.stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
+            "zero_optimization.stage3_param_persistence_threshold": 10 * hidden,
+        }
+    return {
+        "zero_optimization.reduce_bucket_size": 500_000_000,
+        "zero_optimization.stage3_prefetch_bucket_size": 50_000_000,
+        "zero_optimization.stage3_param_persistence_threshold": 100_000,
+    }
+
+
+def _auto_keys(config: dict[str, Any], prefix: str = "") -> list[str]:
+    found = []
+    for key, value in config.items():
+        if isinstance(value, dict):
+            found.extend(_auto_keys(value, f"{prefix}{key}."))
+        elif value == AUTO_VALUE:
+            found.append(prefix + key)
+    return found

@@ -1,0 +1,166 @@
+"""DeepSpeed: the plugin and its config checks (one process), and training on 2 processes."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from accel_state import (
+    AcceleratorState,
+    DeepSpeedPlugin,
+    GradientState,
+    HfDeepSpeedConfig,
+    patch_environment,
+)
+from accel_state.testing import run_distributed
+
+from accel import Accelerator
+
+SCRIPTS = Path(__file__).parent / "scripts"
+EXTENSIONS = os.environ.get(
+    "TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/accel/torch_extensions")
+)
+
+
+def test_plugin_builds_a_config_from_its_fields():
+    plugin = DeepSpeedPlugin(zero_stage=3, gradient_clipping=1.0, offload_optimizer_device="cpu")
+    config = plugin.deepspeed_config
+    assert config["zero_optimization"]["stage"] == 3
+    assert config["zero_optimization"]["offload_optimizer"] == {"device": "cpu"}
+    assert config["gradient_clipping"] == 1.0
+    assert config["train_micro_batch_size_per_gpu"] == "auto"
+    assert plugin.is_zero3 and not plugin.zero3_init_flag
+    assert DeepSpeedPlugin().zero_stage == 2  # the default without a config
+
+
+def test_plugin_reads_the_launcher_environment(tmp_path):
+    env = {
+        "ACCEL_DEEPSPEED_ZERO_STAGE": "3",
+        "ACCEL_DEEPSPEED_GRADIENT_ACCUMULATION_STEPS": "4",
+        "ACCEL_DEEPSPEED_GRADIENT_CLIPPING": "0.5",
+        "ACCEL_DEEPSPEED_OFFLOAD_PARAM_DEVICE": "cpu",
+        "ACCEL_DEEPSPEED_ZERO3_INIT_FLAG": "1",
+        "ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL": "1",
+    }
+    with patch_environment(**env):
+        plugin = DeepSpeedPlugin()
+    assert plugin.zero_stage == 3 and plugin.gradient_accumulation_steps == 4
+    assert plugin.gradient_clipping == 0.5 and plugin.zero3_init_flag
+    zero = plugin.deepspeed_config["zero_optimization"]
+    assert zero["offload_param"]["device"] == "cpu"
+    assert zero["stage3_gather_16bit_weights_on_model_save"] is True
+    # An explicit argument wins over the environment.
+    with patch_environment(**env):
+        assert DeepSpeedPlugin(zero_stage=3, gradient_clipping=2.0).gradient_clipping == 2.0
+
+
+def test_config_file_fills_auto_and_lists_every_mismatch(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(
+        json.dumps(
+            {
+                "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "auto"}},
+                "gradient_clipping": 1.0,
+                "gradient_accumulation_steps": "auto",
+            }
+        )
+    )
+    plugin = DeepSpeedPlugin(hf_ds_config=str(path), offload_optimizer_device="cpu")
+    assert plugin.deepspeed_config["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert plugin.gradient_clipping == 1.0
+    with patch_environment(ACCEL_DEEPSPEED_ZERO_STAGE="3", ACCEL_DEEPSPEED_CONFIG_FILE=str(path)):
+        with pytest.raises(ValueError) as info:
+            DeepSpeedPlugin(gradient_clipping=0.5)
+    message = str(info.value)
+    assert "zero_optimization.stage=2 vs accel 3" in message
+    assert "gradient_clipping=1.0 vs accel 0.5" in message
+    assert '"auto"' in message  # says how to fix it
+
+
+def test_config_never_switches_precision_silently():
+    plugin = DeepSpeedPlugin(hf_ds_config={"fp16": {"enabled": True}, "zero_optimization": {}})
+    with pytest.raises(ValueError, match=r"fp16.enabled=True vs accel mixed_precision='bf16'"):
+        Accelerator(cpu=True, mixed_precision="bf16", deepspeed_plugin=plugin)
+    AcceleratorState._reset_state()
+    plugin = DeepSpeedPlugin(hf_ds_config={"bf16": {"enabled": True}})
+    with pytest.raises(ValueError, match=r"bf16.enabled=True vs accel mixed_precision='no'"):
+        Accelerator(cpu=True, deepspeed_plugin=plugin)
+    AcceleratorState._reset_state()
+    plugin = DeepSpeedPlugin(hf_ds_config={"bf16": {"enabled": "auto"}})
+    acc = Accelerator(cpu=True, mixed_precision="bf16", deepspeed_plugin=plugin)
+    assert plugin.deepspeed_config["bf16"] == {"enabled": True}
+    assert acc.distributed_type.value == "DEEPSPEED"
+    assert acc.scaler is None and not acc.native_amp  # DeepSpeed casts and scales itself
+
+
+def test_accumulation_steps_agree_or_raise():
+    acc = Accelerator(cpu=True, deepspeed_plugin=DeepSpeedPlugin(gradient_accumulation_steps=4))
+    assert acc.gradient_accumulation_steps == 4
+    AcceleratorState._reset_state()
+    GradientState._reset_state()
+    with pytest.raises(ValueError, match="gradient_accumulation_steps=4 in DeepSpeed and 2"):
+        Accelerator(
+            cpu=True,
+            gradient_accumulation_steps=2,
+            deepspeed_plugin=DeepSpeedPlugin(gradient_accumulation_steps=4),
+        )
+
+
+def test_unsupported_combinations_raise_clearly():
+    with pytest.raises(
+        ValueError, match="FSDP and DeepSpeed both shard the model and cannot be combined"
+    ):
+        Accelerator(cpu=True, deepspeed_plugin=DeepSpeedPlugin(), fsdp_plugin=object())
+    with patch_environment(ACCEL_USE_DEEPSPEED="1", ACCEL_USE_FSDP="1"):
+        with pytest.raises(ValueError, match="ACCEL_USE_FSDP=1"):
+            Accelerator(cpu=True)
+    with pytest.raises(ValueError, match="offload_param_device needs ZeRO stage 3"):
+        DeepSpeedPlugin(zero_stage=2, offload_param_device="cpu")
+    with pytest.raises(ValueError, match="zero3_init_flag .* needs ZeRO stage 3"):
+        DeepSpeedPlugin(zero_stage=2, zero3_init_flag=True)
+    with pytest.raises(ValueError, match="zero_stage must be 0, 1, 2 or 3; got '5'"):
+        DeepSpeedPlugin(zero_stage="5")
+
+
+def test_several_plugins_select_by_name():
+    plugins = {"a": DeepSpeedPlugin(zero_stage=2), "b": DeepSpeedPlugin(zero_stage=3)}
+    acc = Accelerator(cpu=True, deepspeed_plugins=plugins)
+    assert acc.state.deepspeed_plugin is plugins["a"]
+    acc.state.select_deepspeed_plugin("b")
+    assert acc.state.deepspeed_plugin is plugins["b"] and not plugins["a"].selected
+    with pytest.raises(ValueError, match="no DeepSpeed plugin is named 'c'"):
+        acc.state.select_deepspeed_plugin("c")
+    with pytest.raises(ValueError, match="select_deepspeed_plugin"):
+        plugins["a"].select()
+
+
+def test_hf_config_view():
+    view = HfDeepSpeedConfig(
+        {"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}
+    )
+    assert view.is_zero3() and view.is_offload() and view.get_value("a.b", 7) == 7
+    view.del_config_sub_tree("zero_optimization.offload_param")
+    assert not view.is_offload()
+
+
+def test_missing_deepspeed_names_the_install_command(monkeypatch):
+    from accel._engines._deepspeed import import_deepspeed
+
+    monkeypatch.setitem(sys.modules, "deepspeed", None)  # what an absent package looks like
+    with pytest.raises(ImportError, match=r'pip install "accel\[deepspeed\]"'):
+        import_deepspeed()
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+@pytest.mark.timeout(1600)  # two 2-process runs (up to 900 s + 600 s, ops compiled once)
+def test_zero_stages_match_ddp_save_and_resume(tmp_path):
+    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel[deepspeed]'")
+    env = {"TORCH_EXTENSIONS_DIR": EXTENSIONS}
+    script = SCRIPTS / "ds_checks.py"
+    first = run_distributed(script, str(tmp_path), "train", timeout=900, env=env)
+    for name in ("zero_parity_save", "config_file_and_dummies", "two_plugins_and_zero3_init"):
+        assert f"PASSED check_{name}" in first.stdout, first.stdout + first.stderr
+    second = run_distributed(script, str(tmp_path), "resume", timeout=600, env=env)
+    assert "PASSED check_resume_continues" in second.stdout, second.stdout + second.stderr
