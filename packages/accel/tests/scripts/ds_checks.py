@@ -11,6 +11,7 @@ import sys
 import torch
 import torch.distributed as dist
 from accel_state import AcceleratorState, GradientState
+from safetensors.torch import load_file
 from torch.utils.data import DataLoader, TensorDataset
 
 from accel import Accelerator, DeepSpeedPlugin
@@ -97,11 +98,17 @@ def check_zero_parity_save():
     for stage in (1, 2, 3):
         acc, model, losses = ds_run(stage, STEPS)
         assert close(losses, ddp_losses), (stage, losses, ddp_losses)
-        state = acc.engine.model_state_dict(model)
+        state = acc.get_state_dict(model)
+        folder = os.path.join(OUT, f"model_zero{stage}")
+        acc.save_model(model, folder)
         if acc.is_main_process:
             assert state.keys() == ddp_state.keys(), (stage, state.keys())
+            saved = load_file(os.path.join(folder, "model.safetensors"))
+            plain = build()[0]
+            plain.load_state_dict(saved, strict=True)  # a plain model takes every key
             for key, value in state.items():
                 torch.testing.assert_close(value, ddp_state[key], rtol=TOL, atol=TOL)
+                torch.testing.assert_close(saved[key], ddp_state[key], rtol=TOL, atol=TOL)
         else:
             assert stage != 3 or state == {}
         acc.save_state(os.path.join(OUT, f"zero{stage}"))
