@@ -184,6 +184,27 @@ class PrepareMixin:
         self._dataloaders.append(prepared)
         return prepared
 
+    def deepspeed_ulysses_dl_adapter(self: Accelerator, dl: Any, model: Any) -> Any:
+        """Adapt a loader prepared apart from ``model`` to DeepSpeed sequence parallelism.
+
+        Without sequence parallelism (every run of this version) the loader is already
+        sharded by ``prepare`` and comes back unchanged.
+
+        Raises:
+            NotImplementedError: when a DeepSpeed config asks for ``sequence_parallel_size``
+                above 1 (Ulysses sequence parallelism is not supported yet).
+        """
+        state = self.state
+        plugin = state.deepspeed_plugin if self.distributed_type.value == "DEEPSPEED" else None
+        size = 1 if plugin is None else plugin.deepspeed_config.get("sequence_parallel_size", 1)
+        if size not in (1, "auto", None):
+            raise NotImplementedError(
+                "DeepSpeed Ulysses sequence parallelism is not supported by this version of "
+                f"accel; got sequence_parallel_size={size!r} in the DeepSpeed config. Remove "
+                "it (or set it to 1) to train data-parallel with ZeRO."
+            )
+        return dl
+
     def unwrap_model(
         self: Accelerator,
         model: torch.nn.Module,
