@@ -1,5 +1,6 @@
 """The Accelerator on one process: every public method."""
 
+import copy
 import json
 
 import pytest
@@ -312,3 +313,36 @@ def test_join_uneven_inputs_single_process():
     acc = Accelerator(cpu=True)
     with acc.join_uneven_inputs([torch.nn.Linear(1, 1)], even_batches=False):
         pass
+
+
+def test_lomo_backward_updates_like_sgd_and_refuses_other_optimizers():
+    lomo_optim = pytest.importorskip("lomo_optim", reason="needs lomo-optim")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    reference = copy.deepcopy(model)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    acc = Accelerator(cpu=True)
+    model, optimizer = acc.prepare(model, lomo_optim.Lomo(model, lr=0.1))
+    acc.lomo_backward(torch.nn.functional.mse_loss(model(x), y), 0.1)
+    torch.nn.functional.mse_loss(reference(x), y).backward()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p -= 0.1 * p.grad  # LOMO without clipping or decay is plain SGD, fused
+    for mine, expected in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(mine, expected)
+
+    acc.free_memory()
+    other = torch.nn.Linear(2, 1)
+    other, sgd = acc.prepare(other, torch.optim.SGD(other.parameters(), lr=0.1))
+    with pytest.raises(ValueError, match=r"got no Lomo or AdaLomo.*\['SGD'\]"):
+        acc.lomo_backward(other(torch.ones(1, 2)).sum(), 0.1)
+
+
+def test_maybe_context_parallel_keeps_buffers_whole():
+    acc = Accelerator(cpu=True)
+    ids = torch.arange(12).reshape(2, 6)
+    with acc.maybe_context_parallel(buffers=[ids], buffer_seq_dims=[1]):
+        assert ids.shape == (2, 6)
+    with pytest.raises(ValueError, match="one sequence dimension per buffer"):
+        with acc.maybe_context_parallel(buffers=[ids], buffer_seq_dims=[1, 0]):
+            pass

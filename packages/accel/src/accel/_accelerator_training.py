@@ -27,6 +27,47 @@ class TrainingMixin:
             loss = loss / steps
         self.engine.backward(loss, **kwargs)
 
+    def lomo_backward(self: Accelerator, loss: torch.Tensor, learning_rate: float) -> None:
+        """Backward pass fused with the update of LOMO optimizers (``lomo_optim.Lomo`` /
+        ``AdaLomo``): each gradient updates its parameter as soon as it is computed.
+
+        Raises:
+            ValueError: when no prepared optimizer is a LOMO optimizer.
+        """
+        fused = [
+            inner
+            for inner in (getattr(opt, "optimizer", opt) for opt in self._optimizers)
+            if type(inner).__name__ in ("Lomo", "AdaLomo") and hasattr(inner, "fused_backward")
+        ]
+        if not fused:
+            names = [type(getattr(opt, "optimizer", opt)).__name__ for opt in self._optimizers]
+            raise ValueError(
+                "lomo_backward runs the fused backward of LOMO optimizers; got no Lomo or "
+                f"AdaLomo among the prepared optimizers ({names or 'none prepared'}). Prepare a "
+                "lomo_optim.Lomo / AdaLomo with accelerator.prepare, or call "
+                "accelerator.backward(loss) for other optimizers."
+            )
+        for optimizer in fused:
+            optimizer.fused_backward(loss, learning_rate)
+
+    @contextlib.contextmanager
+    def maybe_context_parallel(
+        self: Accelerator,
+        buffers: list[torch.Tensor] | None = None,
+        buffer_seq_dims: list[int] | None = None,
+        no_restore_buffers: set[torch.Tensor] | None = None,
+    ) -> Iterator[None]:
+        """Context that shards ``buffers`` along their sequence dimension under context
+        parallelism. This version has no context parallelism (``cp_size`` above 1 is refused
+        when the Accelerator is built), so the buffers stay whole and the context does nothing."""
+        if buffers is not None and buffer_seq_dims is not None:
+            if len(buffers) != len(buffer_seq_dims):
+                raise ValueError(
+                    "maybe_context_parallel takes one sequence dimension per buffer; got "
+                    f"{len(buffers)} buffers and {len(buffer_seq_dims)} dimensions."
+                )
+        yield
+
     def _do_sync(self: Accelerator) -> None:
         """Decide whether this step ends an accumulation cycle."""
         gs = self.gradient_state
