@@ -25,25 +25,21 @@ DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
 def _layer_sizes(scan: ModuleScan, no_split: set[str]) -> dict[str, int]:
-    """Largest block executed at once inside each module (one pass, bottom-up).
+    """Largest block executed at once inside each splittable module (one pass, bottom-up).
 
-    A leaf or an unsplittable module counts whole; a splittable module counts its largest child
-    or the total of its own direct tensors (loaded together by its own hook).
+    A leaf or an unsplittable module runs whole, so its layer size is its size and it gets no
+    entry; a splittable module counts its largest child or the total of its own direct tensors
+    (loaded together by its own hook).
     """
-    unsplittable: dict[type, bool] = {}
+    unsplittable = {kind: kind.__name__ in no_split for kind in set(scan.kinds)}
     largest_child = [0] * len(scan.modules)
     result: dict[str, int] = {}
     for index in range(len(scan.modules) - 1, -1, -1):
-        name, module = scan.modules[index]
-        kind = type(module)
-        whole = unsplittable.get(kind)
-        if whole is None:
-            whole = unsplittable[kind] = kind.__name__ in no_split
-        if whole or not module._modules:
-            layer = scan.sizes.get(name, 0)
+        if unsplittable[scan.kinds[index]] or not scan.has_children[index]:
+            layer = scan.totals[index]
         else:
             layer = max(scan.own[index], largest_child[index])
-        result[name] = layer
+            result[scan.modules[index][0]] = layer
         parent = scan.parents[index]
         if parent >= 0 and layer > largest_child[parent]:
             largest_child[parent] = layer
@@ -269,7 +265,7 @@ def _infer(
             break
         reserve = {d: max(reserve.get(d, 0), need.get(d, 0)) for d in set(reserve) | set(need)}
     else:
-        full = max(layer_sizes.values(), default=0)
+        full = layer_sizes.get("", sizes.get("", 0))  # the root's layer is the largest
         reserve = {d: full for d in (main, "cpu") if d in budget}
         device_map, largest = placer.place(reserve)
         need = _required_reserve(devices, largest, main)

@@ -236,8 +236,14 @@ class ModuleScan:
     """``(dotted name, module)`` in ``named_modules()`` order."""
     parents: list[int]
     """Index in ``modules`` of each module's parent (``-1`` for the root)."""
+    kinds: list[type]
+    """Class of each module."""
+    has_children: list[bool]
+    """Whether each module registers submodules (``_modules`` is not empty)."""
     own: list[int]
     """Bytes of each module's direct tensors, counting a shared tensor only where it first appears."""
+    totals: list[int]
+    """Bytes of each module with its submodules (the same numbers as ``sizes``)."""
     sizes: dict[str, int]
     """Bytes of every module (with its submodules) and every tensor, by dotted name; missing
     names read 0."""
@@ -261,13 +267,17 @@ def scan_modules(
     special = {k: resolve_dtype(v) for k, v in (special_dtypes or {}).items()}
     modules: list[tuple[str, nn.Module]] = []
     parents: list[int] = []
+    kinds: list[type] = []
+    has_children: list[bool] = []
     own: list[int] = []
     sizes: dict[str, int] = defaultdict(int)
     first_name: dict[int, str] = {}
     shared: dict[int, list[str]] = {}
-    per_dtype: dict[torch.dtype, float] = {}
+    per_dtype: dict[torch.dtype, int | float] = {}
     visited: set[int] = set()
     stack: list[tuple[str, nn.Module, int]] = [("", model, -1)]
+    # Bound methods: this loop runs once per module and tensor of models with 100k modules.
+    first_seen, push = first_name.setdefault, stack.append
     while stack:
         name, module, parent = stack.pop()
         if id(module) in visited:
@@ -276,17 +286,20 @@ def scan_modules(
         index = len(modules)
         modules.append((name, module))
         parents.append(parent)
+        kinds.append(type(module))
         prefix = f"{name}." if name else ""
         total = 0
-        for is_param, group in ((True, module._parameters), (False, module._buffers)):
-            if not group or (is_param and buffers_only):
+        params, buffers = module._parameters, module._buffers
+        for group in (params, buffers) if buffers else (params,):
+            if not group or (buffers_only and group is params):
                 continue
+            is_param = group is params
             for key, tensor in group.items():
                 if tensor is None:
                     continue
                 full = prefix + key
                 # The name stored first for this tensor comes back unless this is the first time.
-                seen_as = first_name.setdefault(id(tensor), full)
+                seen_as = first_seen(id(tensor), full)
                 if seen_as is not full:
                     if is_param:
                         shared.setdefault(id(tensor), [seen_as]).append(full)
@@ -298,21 +311,24 @@ def scan_modules(
                         itemsize = per_dtype[tensor.dtype] = _itemsize(tensor.dtype, target)
                 else:
                     itemsize = _itemsize(tensor.dtype, chosen)
-                size = int(tensor.numel() * itemsize)
+                size = tensor.numel() * itemsize
+                if type(size) is not int:  # sub-byte dtypes
+                    size = int(size)
                 sizes[full] = size
                 total += size
         own.append(total)
         children = module._modules
+        has_children.append(bool(children))
         if children:
             for key, child in reversed(children.items()):
                 if child is not None:
-                    stack.append((prefix + key, child, index))
+                    push((prefix + key, child, index))
     totals = own.copy()
     for index in range(len(modules) - 1, 0, -1):
         totals[parents[index]] += totals[index]
     for (name, _), total in zip(modules, totals):
         sizes[name] = total
-    return ModuleScan(modules, parents, own, sizes, shared)
+    return ModuleScan(modules, parents, kinds, has_children, own, totals, sizes, shared)
 
 
 def _itemsize(stored: torch.dtype, target: torch.dtype | None) -> float:
