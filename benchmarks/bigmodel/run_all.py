@@ -71,6 +71,7 @@ def main() -> None:
     device_map = run("bench_device_map.py")
     init = run("bench_init_empty.py")
     elapsed = time.perf_counter() - started
+    load_at_end = os.getloadavg()[0]
     runs = load["runs"]
     cat = load["cat_seconds"]
     lines = [
@@ -78,7 +79,8 @@ def main() -> None:
         "",
         f"- Machine: {header}",
         f"- Versions: {versions()}",
-        f"- Whole run: {elapsed:.0f} s (`uv run --group bench python benchmarks/bigmodel/run_all.py`)",
+        f"- Whole run: {elapsed:.0f} s (`uv run --group bench python benchmarks/bigmodel/run_all.py`); "
+        f"load average {load_at_end:.1f} at the end",
         "",
         "## 1. `load_checkpoint_and_dispatch` of a sharded safetensors checkpoint (warm page cache)",
         "",
