@@ -23,6 +23,10 @@ sys.path.insert(0, HERE)
 
 TOKENS = 8
 REPEATS = 3
+FORWARDS = 5
+# One intra-op thread: on a shared 2-CPU machine a second thread waits for the busier core, which
+# made forwards 2-3x slower and far noisier than the difference being measured.
+THREADS = 1
 
 
 def _rss_now() -> int:
@@ -69,7 +73,7 @@ def cat_seconds(files: list[str]) -> float:
 def worker(lib: str, mode: str, checkpoint: str, offload: str) -> dict:
     import torch
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(THREADS)
     from _models import bench_model
 
     if lib == "accel":
@@ -115,14 +119,38 @@ def worker(lib: str, mode: str, checkpoint: str, offload: str) -> dict:
     ids = torch.randint(0, 32000, (1, TOKENS), generator=torch.Generator().manual_seed(0))
     times = []
     with torch.no_grad():
-        for _ in range(REPEATS):
+        for _ in range(FORWARDS):
             start = time.perf_counter()
             out = model(ids)
             times.append(time.perf_counter() - start)
     result["forward_first"] = times[0]
     result["forward_warm"] = min(times[1:])
     result["checksum"] = float(out.double().sum())
+    if lib == "accel" and mode == "ram":
+        result["mapped_vs_private"] = mapped_vs_private(model, ids)
     return result
+
+
+def mapped_vs_private(model, ids) -> dict:
+    """Warm forwards of the memory-mapped model and of a private copy, alternated in one process.
+
+    Rows of the table run minutes apart in separate processes, so the load of a shared machine
+    can differ between them; alternating the two models here compares them under the same load.
+    """
+    import copy
+
+    import torch
+
+    private = copy.deepcopy(model)  # copies every tensor into fresh private memory
+    times: dict[str, list[float]] = {"mapped": [], "private": []}
+    with torch.no_grad():
+        private(ids)  # first touch of the fresh copy
+        for _ in range(FORWARDS):
+            for name, candidate in (("mapped", model), ("private", private)):
+                start = time.perf_counter()
+                candidate(ids)
+                times[name].append(time.perf_counter() - start)
+    return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
 
 
 def run_worker(lib: str, mode: str, checkpoint: str, files: list[str]) -> dict:
@@ -146,6 +174,7 @@ def main() -> dict:
     root = tempfile.mkdtemp(prefix="bench-ckpt-")
     try:
         files = write_checkpoint(root)
+        os.sync()  # write-back of the new files would otherwise overlap the first rows
         size = sum(os.path.getsize(f) for f in files)
         cat = cat_seconds(files)
         results = {"checkpoint_bytes": size, "cat_seconds": cat, "runs": {}}

@@ -12,6 +12,8 @@ from accel_bigmodel import (
     infer_auto_device_map,
     init_empty_weights,
 )
+from accel_bigmodel._device_map import _layer_sizes
+from accel_bigmodel._sizes import scan_modules
 
 
 @pytest.fixture
@@ -120,33 +122,57 @@ def test_check_device_map_errors(skeleton):
         check_device_map(skeleton, {"embed": "cpu"})
 
 
+class _Expert(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(4, 4, bias=False)
+        self.w2 = nn.Linear(4, 4, bias=False)
+
+
+class _MoE(nn.Module):
+    def __init__(self, experts: int) -> None:
+        super().__init__()
+        self.experts = nn.ModuleList(_Expert() for _ in range(experts))
+
+
+def _best_of_3(run) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _moe_skeleton(layers: int) -> nn.Module:
+    with init_empty_weights():
+        return nn.Sequential(*[_MoE(50) for _ in range(layers)])
+
+
+def _plan_a_third_on_cpu(model: nn.Module, size: int) -> dict:
+    return infer_auto_device_map(model, {"cpu": size // 3, "disk": "1GB"}, ["_Expert"])
+
+
 def test_linear_time_on_many_modules():
-    class Expert(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.w1 = nn.Linear(4, 4, bias=False)
-            self.w2 = nn.Linear(4, 4, bias=False)
-
-    class MoE(nn.Module):
-        def __init__(self, experts: int) -> None:
-            super().__init__()
-            self.experts = nn.ModuleList(Expert() for _ in range(experts))
-
     def timed(layers: int) -> float:
-        with init_empty_weights():
-            model = nn.Sequential(*[MoE(50) for _ in range(layers)])
+        model = _moe_skeleton(layers)
         size = compute_module_sizes(model)[""]
-        best = float("inf")
-        for _ in range(3):
-            start = time.perf_counter()
-            device_map = infer_auto_device_map(model, {"cpu": size // 3, "disk": "1GB"}, ["Expert"])
-            best = min(best, time.perf_counter() - start)
-        assert set(device_map.values()) == {"cpu", "disk"}
-        return best
+        assert set(_plan_a_third_on_cpu(model, size).values()) == {"cpu", "disk"}
+        return _best_of_3(lambda: _plan_a_third_on_cpu(model, size))
 
-    small, large = timed(5), timed(40)
+    small, large = timed(8), timed(64)
     # 8x the modules: a linear planner costs ~8x, a quadratic one ~64x.
     assert large < small * 30, (small, large)
+
+
+def test_planning_costs_about_one_walk_over_the_parameters():
+    model = _moe_skeleton(40)
+    size = compute_module_sizes(model)[""]
+    walk = _best_of_3(lambda: sum(1 for _ in model.named_parameters()))
+    plan = _best_of_3(lambda: _plan_a_third_on_cpu(model, size))
+    # Sizes, layer sizes and tied weights come from one pass over the modules: about 1.5x a
+    # named_parameters() walk, where one pass per step cost 3.5-4x.
+    assert plan < 3 * walk, (plan, walk)
 
 
 def test_no_split_block_goes_whole():
@@ -157,3 +183,13 @@ def test_no_split_block_goes_whole():
     assert device_map == {"0": "cpu", "1": "disk", "2": "disk"}
     split = infer_auto_device_map(model, {"cpu": 2 * s["0"] + 10, "disk": "1GB"})
     assert any(k.startswith("1.") for k in split)
+
+
+def test_layer_sizes_name_only_splittable_modules_and_their_largest_block():
+    with init_empty_weights():
+        model = nn.Sequential(Block(16), nn.Sequential(nn.Linear(16, 128), Block(16)))
+    s = _sizes(model)
+    layers = _layer_sizes(scan_modules(model), {"Block"})
+    # Leaves and unsplittable blocks run whole (their size); containers run their largest part.
+    assert layers == {"": s["1.0"], "1": s["1.0"]}
+    assert s["1.0"] > s["0"]

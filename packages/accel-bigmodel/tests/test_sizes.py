@@ -13,6 +13,7 @@ from accel_bigmodel import (
     get_max_memory,
     init_empty_weights,
 )
+from accel_bigmodel._sizes import scan_modules
 
 
 @pytest.mark.parametrize(
@@ -73,6 +74,29 @@ def test_compute_module_sizes_counts_tied_weights_once():
         model, dtype="float16", special_dtypes={"embed.weight": "float32"}
     )
     assert special["embed"] == embed and special["blocks.0"] == block // 2
+
+
+def test_scan_modules_lists_each_module_once_with_its_parent_and_tied_names():
+    with init_empty_weights():
+        model = TinyLM(depth=3)
+    model.blocks.append(model.blocks[0])  # one block under two names
+    scan = scan_modules(model)
+    assert [name for name, _ in scan.modules] == [name for name, _ in model.named_modules()]
+    for (name, _), parent in zip(scan.modules, scan.parents):
+        expected = name.rpartition(".")[0] if name else None
+        assert (scan.modules[parent][0] if parent >= 0 else None) == expected
+    assert sorted(sorted(names) for names in scan.shared.values()) == [
+        ["embed.weight", "head.weight"]
+    ]
+    assert scan.sizes == compute_module_sizes(model)
+    assert sum(scan.own) == scan.sizes[""]
+
+
+def test_compute_module_sizes_special_dtype_of_one_tensor():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    sizes = compute_module_sizes(model, dtype="float16", special_dtypes={"1.weight": "float64"})
+    assert sizes["0.weight"] == 16 * 2 and sizes["1.weight"] == 16 * 8
+    assert sizes["1.bias"] == 4 * 2 and sizes[""] == (16 + 4) * 2 + 16 * 8 + 4 * 2
 
 
 def test_compute_module_sizes_keeps_integer_buffers():

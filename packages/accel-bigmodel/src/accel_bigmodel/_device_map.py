@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -13,10 +12,11 @@ from torch import nn
 
 from ._sizes import (
     DeviceKey,
+    ModuleScan,
+    gc_paused,
     get_balanced_memory,
     get_max_memory,
-    sizes_of_walk,
-    walk_modules,
+    scan_modules,
 )
 
 logger = logging.getLogger("accel_bigmodel")
@@ -24,41 +24,25 @@ logger = logging.getLogger("accel_bigmodel")
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
-def _tied_groups(modules: list[tuple[str, nn.Module]]) -> list[list[str]]:
-    by_id: dict[int, list[str]] = {}
-    for name, module in modules:
-        prefix = f"{name}." if name else ""
-        for key, param in module._parameters.items():
-            if param is not None:
-                by_id.setdefault(id(param), []).append(prefix + key)
-    return sorted(sorted(g) for g in by_id.values() if len(g) > 1)
+def _layer_sizes(scan: ModuleScan, no_split: set[str]) -> dict[str, int]:
+    """Largest block executed at once inside each splittable module (one pass, bottom-up).
 
-
-def _layer_sizes(
-    modules: list[tuple[str, nn.Module]], sizes: Mapping[str, int], no_split: set[str]
-) -> dict[str, int]:
-    """Largest block executed at once inside each module (one pass, bottom-up).
-
-    A leaf or an unsplittable module counts whole; a splittable module counts its largest child
-    or the total of its own direct tensors (loaded together by its own hook).
+    A leaf or an unsplittable module runs whole, so its layer size is its size and it gets no
+    entry; a splittable module counts its largest child or the total of its own direct tensors
+    (loaded together by its own hook).
     """
+    unsplittable = {kind: kind.__name__ in no_split for kind in set(scan.kinds)}
+    largest_child = [0] * len(scan.modules)
     result: dict[str, int] = {}
-    for name, module in reversed(modules):
-        children = module._modules
-        if not children or type(module).__name__ in no_split:
-            result[name] = sizes.get(name, 0)
-            continue
-        prefix = f"{name}." if name else ""
-        direct = sum(
-            sizes.get(prefix + n, 0)
-            for n, t in (*module._parameters.items(), *module._buffers.items())
-            if t is not None
-        )
-        best = direct
-        for child_name, child in children.items():
-            if child is not None:
-                best = max(best, result.get(prefix + child_name, 0))
-        result[name] = best
+    for index in range(len(scan.modules) - 1, -1, -1):
+        if unsplittable[scan.kinds[index]] or not scan.has_children[index]:
+            layer = scan.totals[index]
+        else:
+            layer = max(scan.own[index], largest_child[index])
+            result[scan.modules[index][0]] = layer
+        parent = scan.parents[index]
+        if parent >= 0 and layer > largest_child[parent]:
+            largest_child[parent] = layer
     return result
 
 
@@ -152,16 +136,17 @@ class _Placer:
                     device_map[unit] = device
                     layer = self.layer_sizes.get(unit, self.sizes.get(unit, 0))
                     largest[device] = max(largest[device], layer)
-                self._say(
-                    f"Putting {name}{' and ' + ', '.join(partners) if partners else ''} "
-                    f"(size={total}) on {device}"
-                    + (
-                        ""
-                        if capacity is None
-                        else f" (available={capacity - used[device] + total})"
+                if self.verbose:
+                    self._say(
+                        f"Putting {name}{' and ' + ', '.join(partners) if partners else ''} "
+                        f"(size={total}) on {device}"
+                        + (
+                            ""
+                            if capacity is None
+                            else f" (available={capacity - used[device] + total})"
+                        )
+                        + "."
                     )
-                    + "."
-                )
                 continue
             splittable = (
                 isinstance(obj, nn.Module)
@@ -250,15 +235,8 @@ def infer_auto_device_map(
             "max_memory must name at least one device; got an empty mapping. Pass e.g. "
             "max_memory={'cpu': '8GiB', 'disk': '100GiB'}."
         )
-    # The cyclic GC would rescan the whole module graph many times while the planner allocates
-    # small objects; pausing it keeps the cost linear on 100k-module models.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _infer(model, budget, no_split, dtype, special_dtypes, verbose, clean_result)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _infer(
@@ -270,10 +248,11 @@ def _infer(
     verbose: bool,
     clean_result: bool,
 ) -> dict[str, DeviceKey]:
-    modules = walk_modules(model)
-    sizes = sizes_of_walk(modules, dtype=dtype, special_dtypes=special_dtypes)
-    layer_sizes = _layer_sizes(modules, sizes, no_split)
-    placer = _Placer(model, budget, sizes, layer_sizes, no_split, _tied_groups(modules), verbose)
+    scan = scan_modules(model, dtype=dtype, special_dtypes=special_dtypes)
+    sizes = scan.sizes
+    layer_sizes = _layer_sizes(scan, no_split)
+    tied_groups = sorted(sorted(names) for names in scan.shared.values())
+    placer = _Placer(model, budget, sizes, layer_sizes, no_split, tied_groups, verbose)
     devices = list(budget)
     gpus = [d for d in devices if d not in ("cpu", "disk")]
     main = gpus[0] if gpus else "cpu"
@@ -286,7 +265,7 @@ def _infer(
             break
         reserve = {d: max(reserve.get(d, 0), need.get(d, 0)) for d in set(reserve) | set(need)}
     else:
-        full = max(layer_sizes.values(), default=0)
+        full = layer_sizes.get("", sizes.get("", 0))  # the root's layer is the largest
         reserve = {d: full for d in (main, "cpu") if d in budget}
         device_map, largest = placer.place(reserve)
         need = _required_reserve(devices, largest, main)
