@@ -128,7 +128,32 @@ def worker(lib: str, mode: str, checkpoint: str, offload: str) -> dict:
     result["checksum"] = float(out.double().sum())
     if lib == "accel" and mode == "ram":
         result["mapped_vs_private"] = mapped_vs_private(model, ids)
+    if mode == "disk":
+        with init_empty_weights():
+            twin = bench_model()
+        twin.eval()
+        twin = load_checkpoint_and_dispatch(
+            twin, checkpoint, device_map="auto", max_memory={"cpu": 10**11}
+        )
+        result["disk_vs_ram"] = alternated({"disk": model, "ram": twin}, ids)
     return result
+
+
+def alternated(models: dict, ids) -> dict:
+    """Median warm forward of each model, their forwards alternated in one process (so that
+    the load of a shared machine weighs on all of them alike)."""
+    import torch
+
+    times: dict[str, list[float]] = {name: [] for name in models}
+    with torch.no_grad():
+        for model in models.values():
+            model(ids)  # first touch
+        for _ in range(FORWARDS):
+            for name, model in models.items():
+                start = time.perf_counter()
+                model(ids)
+                times[name].append(time.perf_counter() - start)
+    return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
 
 
 def mapped_vs_private(model, ids) -> dict:
@@ -139,18 +164,8 @@ def mapped_vs_private(model, ids) -> dict:
     """
     import copy
 
-    import torch
-
     private = copy.deepcopy(model)  # copies every tensor into fresh private memory
-    times: dict[str, list[float]] = {"mapped": [], "private": []}
-    with torch.no_grad():
-        private(ids)  # first touch of the fresh copy
-        for _ in range(FORWARDS):
-            for name, candidate in (("mapped", model), ("private", private)):
-                start = time.perf_counter()
-                candidate(ids)
-                times[name].append(time.perf_counter() - start)
-    return {name: sorted(values)[len(values) // 2] for name, values in times.items()}
+    return alternated({"mapped": model, "private": private}, ids)
 
 
 def run_worker(lib: str, mode: str, checkpoint: str, files: list[str]) -> dict:
