@@ -12,6 +12,7 @@ CHECKS = [
     "triggers_and_reduce",
     "join_uneven_inputs",
     "one_tracker_run",
+    "step_matches_hand_written_ddp",
 ]
 
 

@@ -11,6 +11,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from accel import Accelerator, DataLoaderConfiguration
 
+sys.path.insert(0, os.path.dirname(__file__))
+from step_ops import step_op_counts
+
 OUT = sys.argv[1]
 
 
@@ -137,6 +140,25 @@ def check_join_uneven_inputs():
     assert batches == (3 if acc.process_index == 0 else 2), batches
 
 
+def check_step_matches_hand_written_ddp():
+    # The same ops and collectives per step as a hand-written DDP loop: no autocast, loss
+    # division, grad scaler or extra collective (e.g. a sync flag all-reduced per step).
+    acc = fresh()
+    model, _ = model_and_opt()
+    loader = DataLoader(data(), batch_size=4)
+    model, opt, loader = acc.prepare(model, torch.optim.AdamW(model.parameters()), loader)
+    mse = torch.nn.functional.mse_loss
+    ours = step_op_counts(model, opt, list(loader)[:4], mse, acc.backward)
+    hand, _ = model_and_opt()
+    hand = torch.nn.parallel.DistributedDataParallel(hand)
+    sampler = torch.utils.data.DistributedSampler(data(), shuffle=False)
+    hand_loader = DataLoader(data(), batch_size=4, sampler=sampler)
+    hand_opt = torch.optim.AdamW(hand.parameters())
+    plain = step_op_counts(hand, hand_opt, list(hand_loader)[:4], mse, lambda x: x.backward())
+    assert ours == plain, {"only accel": ours - plain, "only hand-written": plain - ours}
+    assert plain["c10d::allreduce_"] > 0
+
+
 def check_one_tracker_run():
     acc = fresh(log_with="tensorboard", project_dir=os.path.join(OUT, "runs"))
     acc.init_trackers("demo", config={"lr": 0.1, "nested": {"a": 1}, "none": None})
@@ -158,6 +180,7 @@ for check in [
     check_triggers_and_reduce,
     check_join_uneven_inputs,
     check_one_tracker_run,
+    check_step_matches_hand_written_ddp,
 ]:
     check()
     dist.barrier()
