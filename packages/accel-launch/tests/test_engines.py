@@ -1,5 +1,9 @@
 """Typed sections, engine flags and the environment each process receives (in-process)."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import yaml
 
@@ -154,3 +158,17 @@ def test_engine_conflicts_are_clear_errors():
         plan_for("--zero_stage", "2", "x.py")
     with pytest.raises(ConfigError, match="mpirun_hostfile starts plain processes"):
         plan_for("--use_deepspeed", "--mpirun_hostfile", "h", "x.py")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_default_threads_count_the_cpus_this_process_may_use():
+    # A launcher pinned to one CPU (taskset, a container's cpuset) gives each process one
+    # thread, however many CPUs the machine has.
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))});"
+        "from accel_launch import config_from_dict;"
+        "from accel_launch._resolve import child_environment;"
+        "print(child_environment(config_from_dict({'num_processes': 1}))['OMP_NUM_THREADS'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"

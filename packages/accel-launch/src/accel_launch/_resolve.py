@@ -243,6 +243,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity set (what a container or ``taskset`` grants),
+    not every CPU of the machine."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity call on this platform
+        return os.cpu_count() or 1
+
+
 def child_environment(config: LaunchConfig) -> dict[str, str]:
     """Environment variables through which the configuration reaches every process.
 
@@ -257,7 +266,7 @@ def child_environment(config: LaunchConfig) -> dict[str, str]:
     local = max(1, config.num_processes // config.num_machines)
     threads = config.num_cpu_threads_per_process
     if threads is None:
-        threads = max(1, (os.cpu_count() or 1) // local)
+        threads = max(1, usable_cpus() // local)
     env["OMP_NUM_THREADS"] = str(threads)
     if config.gpu_ids not in ("all", "", None) and not config.use_cpu:
         env["CUDA_VISIBLE_DEVICES"] = str(config.gpu_ids)
