@@ -2,9 +2,8 @@
 launcher's flags alone (no plugin in the script), trains a few steps and reports what it ran."""
 
 import torch
-from torch.utils.data import DataLoader, TensorDataset
-
 from accel import Accelerator
+from torch.utils.data import DataLoader, TensorDataset
 
 acc = Accelerator()
 torch.manual_seed(0)
