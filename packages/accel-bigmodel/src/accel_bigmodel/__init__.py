@@ -10,7 +10,12 @@ from ._checkpoint_files import (
     load_state_dict,
 )
 from ._checkpoint_io import LoadReport, load_checkpoint_in_model
-from ._device_map import check_device_map, clean_device_map, infer_auto_device_map
+from ._device_map import (
+    check_device_map,
+    clean_device_map,
+    infer_auto_device_map,
+    mapped_device,
+)
 from ._dispatch import (
     cpu_offload,
     cpu_offload_with_hook,
@@ -104,6 +109,7 @@ __all__ = [
     "load_offloaded_weight",
     "load_offloaded_weights",
     "load_state_dict",
+    "mapped_device",
     "named_module_tensors",
     "offload_state_dict",
     "offload_weight",

@@ -10,7 +10,7 @@ from typing import Any, Union
 
 import torch
 
-from ._device_map import find_device
+from ._device_map import mapped_device
 from ._safetensors_io import SafetensorsFile
 from ._tensors import normalize_device
 
@@ -159,7 +159,7 @@ def load_state_dict(
         result: dict[str, torch.Tensor] = {}
         for name in handle.keys():
             tensor = handle.load(name)
-            device = None if device_map is None else find_device(device_map, name)
+            device = None if device_map is None else mapped_device(device_map, name)
             if device is not None and device != "disk":
                 target = normalize_device(device)
                 if target.type != "cpu":
@@ -169,7 +169,7 @@ def load_state_dict(
     state = torch_load(path)
     if device_map is not None:
         for name, tensor in state.items():
-            device = find_device(device_map, name)
+            device = mapped_device(device_map, name)
             if device is not None and device != "disk":
                 state[name] = tensor.to(normalize_device(device))
     return state

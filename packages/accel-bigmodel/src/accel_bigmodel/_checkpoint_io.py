@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from ._checkpoint_files import is_safetensors, resolve_checkpoint, torch_load
-from ._device_map import check_device_map, find_device
+from ._device_map import check_device_map, mapped_device
 from ._offload import save_offload_index, write_offload_file
 from ._progress import human_bytes, progress
 from ._safetensors_io import SafetensorsFile, st_dtype_name
@@ -246,7 +246,7 @@ def load_checkpoint_in_model(
             if device_map is None:
                 device: Any = current.device if current.device.type != "meta" else "cpu"
             else:
-                device = find_device(device_map, name)
+                device = mapped_device(device_map, name)
                 if device == "disk" and name in buffers and not offload_buffers:
                     device = "cpu"
             loaded.add(name)

@@ -355,7 +355,7 @@ def check_device_map(model: nn.Module, device_map: Mapping[str, Any]) -> None:
         )
     if "" in device_map:
         return
-    uncovered = [t for t in tensor_names if find_device(device_map, t) is None]
+    uncovered = [t for t in tensor_names if mapped_device(device_map, t) is None]
     if uncovered:
         shown = ", ".join(uncovered[:10]) + (" ..." if len(uncovered) > 10 else "")
         raise ValueError(
@@ -364,7 +364,7 @@ def check_device_map(model: nn.Module, device_map: Mapping[str, Any]) -> None:
         )
 
 
-def find_device(device_map: Mapping[str, Any], name: str) -> Any:
+def mapped_device(device_map: Mapping[str, Any], name: str) -> Any:
     """Device of ``name`` under the longest matching ``device_map`` key, or ``None``."""
     node = name
     while True:

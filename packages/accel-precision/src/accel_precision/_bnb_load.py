@@ -14,6 +14,7 @@ from accel_bigmodel import (
     get_balanced_memory,
     infer_auto_device_map,
     load_checkpoint_in_model,
+    mapped_device,
     offload_weight,
     save_offload_index,
 )
@@ -32,16 +33,6 @@ logger = logging.getLogger("accel_precision")
 
 PathLike = Union[str, "os.PathLike[str]"]
 _STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
-
-
-def _device_of(device_map: Mapping[str, Any], name: str) -> Any:
-    node = name
-    while True:
-        if node in device_map:
-            return device_map[node]
-        if not node:
-            return None
-        node = node.rsplit(".", 1)[0] if "." in node else ""
 
 
 def _offloaded_devices(device_map: Mapping[str, Any]) -> set[str]:
@@ -263,7 +254,7 @@ def _check_placement(
     bad = [
         name
         for name, module in model.named_modules()
-        if isinstance(module, bnb.nn.Linear4bit) and _device_of(device_map, name) in kinds
+        if isinstance(module, bnb.nn.Linear4bit) and mapped_device(device_map, name) in kinds
     ]
     if bad:
         raise ValueError(
@@ -290,7 +281,7 @@ def _quantize_offloaded_8bit(
     targets: list[tuple[str, Any]] = [
         (name, module)
         for name, module in model.named_modules()
-        if isinstance(module, layer8) and _device_of(device_map, name) == "disk"
+        if isinstance(module, layer8) and mapped_device(device_map, name) == "disk"
     ]
     if not targets:
         return

@@ -20,7 +20,6 @@ from accel_state import (
     ProfileKwargs,
     ProjectConfiguration,
     TorchDynamoPlugin,
-    parse_flag_from_env,
 )
 
 from ._accelerator_checkpointing import CheckpointingMixin
@@ -29,6 +28,7 @@ from ._accelerator_prepare import PrepareMixin
 from ._accelerator_tracking import TrackingMixin
 from ._accelerator_training import TrainingMixin
 from ._engines import engine_for
+from ._engines._deepspeed import resolve_deepspeed_plugins
 from ._engines._fsdp import resolve_parallel_plugins, shards_data
 
 _UNSET: Any = object()
@@ -102,7 +102,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         deepspeed_plugins: Any = None,
         parallelism_config: Any = None,
     ) -> None:
-        ds_plugins = _deepspeed_plugins(deepspeed_plugin, deepspeed_plugins)
+        ds_plugins = resolve_deepspeed_plugins(deepspeed_plugin, deepspeed_plugins)
         fsdp_plugin, parallelism_config = resolve_parallel_plugins(
             fsdp_plugin,
             torch_tp_plugin,
@@ -345,30 +345,6 @@ def _refuse_unsupported_engines(**plugins: Any) -> None:
             f"{names} set. Leave it unset to train with DDP (several processes) or plainly "
             "(one process); the README's support table lists what each version supports."
         )
-
-
-def _deepspeed_plugins(plugin: Any, plugins: Any) -> dict[str, Any] | None:
-    """The named DeepSpeed plugins of the run (None without DeepSpeed)."""
-    from accel_state import DeepSpeedPlugin
-
-    if plugin is not None and plugins is not None:
-        raise ValueError(
-            "pass deepspeed_plugin or deepspeed_plugins, not both; got both. Put every plugin "
-            "in deepspeed_plugins={name: DeepSpeedPlugin(...)}."
-        )
-    given = plugins if plugins is not None else plugin
-    if given is None and parse_flag_from_env("ACCEL_USE_DEEPSPEED"):
-        given = DeepSpeedPlugin()
-    if given is None:
-        return None
-    named = dict(given) if isinstance(given, dict) else {"default": given}
-    for name, value in named.items():
-        if not isinstance(value, DeepSpeedPlugin):
-            raise TypeError(
-                f"deepspeed plugins must be DeepSpeedPlugin instances; got {name!r}: "
-                f"{type(value).__name__}. Wrap the config: DeepSpeedPlugin(hf_ds_config=...)."
-            )
-    return named
 
 
 def _dataloader_config(config: Any, split_batches: Any) -> Any:

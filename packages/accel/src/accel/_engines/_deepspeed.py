@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import torch
-from accel_state import DeepSpeedPlugin
+from accel_state import DeepSpeedPlugin, parse_flag_from_env
 
 from ._base import Engine
 from ._deepspeed_objects import (
@@ -345,6 +345,28 @@ class DeepSpeedEngine(Engine):
         self, optimizer: torch.optim.Optimizer, input_dir: str, index: int
     ) -> bool:
         return True  # restored with its engine by load_model_state
+
+
+def resolve_deepspeed_plugins(plugin: Any, plugins: Any) -> dict[str, Any] | None:
+    """The named DeepSpeed plugins of the run (None without DeepSpeed)."""
+    if plugin is not None and plugins is not None:
+        raise ValueError(
+            "pass deepspeed_plugin or deepspeed_plugins, not both; got both. Put every plugin "
+            "in deepspeed_plugins={name: DeepSpeedPlugin(...)}."
+        )
+    given = plugins if plugins is not None else plugin
+    if given is None and parse_flag_from_env("ACCEL_USE_DEEPSPEED"):
+        given = DeepSpeedPlugin()
+    if given is None:
+        return None
+    named = dict(given) if isinstance(given, dict) else {"default": given}
+    for name, value in named.items():
+        if not isinstance(value, DeepSpeedPlugin):
+            raise TypeError(
+                f"deepspeed plugins must be DeepSpeedPlugin instances; got {name!r}: "
+                f"{type(value).__name__}. Wrap the config: DeepSpeedPlugin(hf_ds_config=...)."
+            )
+    return named
 
 
 def _engine_class() -> Any:
