@@ -9,13 +9,14 @@ from ._checkpoint_files import (
     WEIGHTS_NAME,
     load_state_dict,
 )
-from ._checkpoint_io import LoadReport, load_checkpoint_in_model
+from ._checkpoint_io import CheckpointKeysError, LoadReport, load_checkpoint_in_model
 from ._device_map import (
     check_device_map,
     clean_device_map,
     infer_auto_device_map,
     mapped_device,
 )
+from ._devices import DeviceMapError
 from ._dispatch import (
     cpu_offload,
     cpu_offload_with_hook,
@@ -70,8 +71,10 @@ __all__ = [
     "WEIGHTS_INDEX_NAME",
     "WEIGHTS_NAME",
     "AlignDevicesHook",
+    "CheckpointKeysError",
     "CorruptSafetensorsError",
     "CpuOffload",
+    "DeviceMapError",
     "LoadReport",
     "MemoryEstimate",
     "ModelHook",

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ._checkpoint_io import load_checkpoint_in_model
-from ._device_map import check_device_map, resolve_device_map
+from ._device_map import check_device_map, require_offload_folder, resolve_device_map
 from ._hooks import (
     AlignDevicesHook,
     CpuOffload,
@@ -138,11 +138,15 @@ def dispatch_model(
         The model, with ``model.hf_device_map`` set.
 
     Raises:
-        ValueError: On a device map that names unknown modules or misses tensors, or disk
-            modules without an offload folder.
+        DeviceMapError: On a device map that names devices this machine lacks, unknown modules,
+            misses tensors, or sends modules to disk without an offload folder (nothing is
+            moved then).
     """
-    device_map = dict(device_map)
     check_device_map(model, device_map)
+    device_map = dict(device_map)
+    require_offload_folder(
+        device_map, offload_dir if offload_dir is not None else offload_index, "offload_dir"
+    )
     devices = set(device_map.values())
     if devices == {"disk"}:
         force_hooks = True
@@ -157,11 +161,6 @@ def dispatch_model(
         if "cpu" in offloaded_kinds and state_dict is None and cpu_modules:
             state_dict = extract_submodules_state_dict(model.state_dict(), cpu_modules)
         disk_modules = [n for n, d in device_map.items() if d == "disk"]
-        if disk_modules and offload_dir is None and offload_index is None:
-            raise ValueError(
-                f"Modules sent to 'disk' need an offload folder; {disk_modules[:5]} go to disk "
-                f"but offload_dir is None. Pass offload_dir='some/folder'."
-            )
         if disk_modules and offload_index is None:
             _ensure_offloaded(model, disk_modules, offload_dir, offload_buffers)  # type: ignore[arg-type]
         execution_device = {
@@ -274,12 +273,8 @@ def load_checkpoint_and_dispatch(
     resolved = resolve_device_map(
         model, device_map, max_memory, no_split_module_classes, dtype, offload_buffers
     )
-    if resolved is not None and "disk" in resolved.values() and offload_folder is None:
-        disk = [k for k, v in resolved.items() if v == "disk"]
-        raise ValueError(
-            f"The device map sends {disk[:5]} to 'disk', which needs offload_folder; got None. "
-            f"Pass offload_folder='some/folder' or raise max_memory."
-        )
+    if resolved is not None:
+        require_offload_folder(resolved, offload_folder, "offload_folder")
     load_checkpoint_in_model(
         model,
         checkpoint,

@@ -8,6 +8,7 @@ from typing import Any, Union
 import torch
 from torch import nn
 
+from ._devices import accelerator_type
 from ._sizes import resolve_dtype
 
 Device = Union[int, str, torch.device]
@@ -18,11 +19,7 @@ def normalize_device(device: Device) -> torch.device:
     if isinstance(device, torch.device):
         return device
     if isinstance(device, int) and not isinstance(device, bool):
-        if torch.cuda.is_available():
-            return torch.device("cuda", device)
-        if hasattr(torch, "xpu") and torch.xpu.is_available():
-            return torch.device("xpu", device)
-        return torch.device("cuda", device)
+        return torch.device(accelerator_type() or "cuda", device)
     return torch.device(device)
 
 
