@@ -57,7 +57,8 @@ def convert_file_size_to_int(size: Union[int, str]) -> int:
     if isinstance(size, int):
         if size < 0:
             raise ValueError(
-                f"A size must be non-negative; got {size}. Pass a number of bytes >= 0."
+                f"A size must be non-negative; got {size}. Pass a number of bytes >= 0 or a "
+                f"string like '5GB'."
             )
         return size
     if isinstance(size, float) and size.is_integer() and size >= 0:
@@ -77,8 +78,12 @@ def convert_file_size_to_int(size: Union[int, str]) -> int:
                 value = float(number)
             except ValueError:
                 break
-            if not math.isfinite(value) or value < 0:
+            if not math.isfinite(value):
                 break
+            if value < 0:
+                raise ValueError(
+                    f"A size must be non-negative; got {size!r}. Write it like '5GB' or '10GiB'."
+                )
             result = int(value * factor)
             return result // 8 if bits else result
     if text.isdigit():
