@@ -132,6 +132,7 @@ BAD_DEVICES = [
     (-1, "a device index must be >= 0 (got -1)"),
     (True, "a bool is not a device"),
     (1.5, "a float is not a device"),
+    ("0", "a GPU index is an int, not a string (write 0, not '0')"),
 ]
 if NO_GPU:
     BAD_DEVICES += [
