@@ -235,7 +235,8 @@ def test_max_memory_gpu_absent_here(call):
     assert message.startswith("The max_memory key 0 must be a device of this machine; got 0")
     assert "the GPU index 0 needs a GPU, and this machine has none" in message
     assert HERE in message
-    assert "Remove that key, or pass check_devices=False to plan for a machine" in message
+    assert "Remove that key; to plan a map for a machine that has it, call " in message
+    assert "infer_auto_device_map(..., check_devices=False)." in message
 
 
 @pytest.mark.parametrize(

@@ -462,7 +462,8 @@ def _memory_key(key: Any, check_devices: bool) -> DeviceKey:
         check_device(
             key,
             f"The max_memory key {original!r}",
-            "Remove that key, or pass check_devices=False to plan for a machine that has it.",
+            "Remove that key; to plan a map for a machine that has it, call "
+            "infer_auto_device_map(..., check_devices=False).",
         )
     return key  # type: ignore[no-any-return]
 
