@@ -210,6 +210,13 @@ def test_unknown_module_name_is_named(tmp_path):
     assert "Fix the names, or use device_map='auto'" in message
 
 
+def test_bad_main_device_is_named():
+    with pytest.raises(DeviceMapError, match=r"^main_device runs the offloaded layers.*got 'disk'"):
+        dispatch_model(Net(), {"": "cpu"}, main_device="disk")
+    with pytest.raises(DeviceMapError, match=r"^main_device must be a device .*got 'cpuu'"):
+        dispatch_model(Net(), {"": "cpu"}, main_device="cpuu")
+
+
 def test_device_map_of_wrong_type():
     with pytest.raises(DeviceMapError, match="device_map must be a dict of module name -> device"):
         dispatch_model(Net(), ["cpu"])  # type: ignore[arg-type]

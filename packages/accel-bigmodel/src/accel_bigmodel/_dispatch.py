@@ -14,6 +14,7 @@ from torch import nn
 
 from ._checkpoint_io import load_checkpoint_in_model
 from ._device_map import check_device_map, require_offload_folder, resolve_device_map
+from ._devices import DeviceMapError, check_device
 from ._hooks import (
     AlignDevicesHook,
     CpuOffload,
@@ -147,6 +148,14 @@ def dispatch_model(
     require_offload_folder(
         device_map, offload_dir if offload_dir is not None else offload_index, "offload_dir"
     )
+    if main_device is not None:
+        fix = "Pass a device that runs code here, or leave main_device=None (first GPU of the map)."
+        if isinstance(main_device, str) and main_device in ("disk", "meta"):
+            raise DeviceMapError(
+                f"main_device runs the offloaded layers, so it must compute; got {main_device!r}. "
+                f"{fix}"
+            )
+        check_device(main_device, "main_device", fix)
     devices = set(device_map.values())
     if devices == {"disk"}:
         force_hooks = True
