@@ -7,8 +7,6 @@ import tempfile
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from torch import nn
 
 from accel_bigmodel import (
@@ -20,6 +18,10 @@ from accel_bigmodel import (
     load_checkpoint_in_model,
     write_safetensors,
 )
+
+pytest.importorskip("hypothesis", reason="property-based tests need hypothesis (dev group)")
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 SETTINGS = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

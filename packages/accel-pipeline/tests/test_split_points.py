@@ -7,8 +7,6 @@ import random
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from torch import nn
 from toy_models import ToyLM, toy_inputs
 
@@ -158,33 +156,3 @@ def test_more_split_points_than_processes_allow() -> None:
 def test_split_points_of_the_wrong_type(bad: object) -> None:
     with pytest.raises(ValueError, match=r"split_points must be 'auto' or a list of module names"):
         check_split_points(ToyLM(), bad, 2)
-
-
-_TOY = ToyLM()
-_NAMES = [n for n, _ in _TOY.named_modules() if n]
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    points=st.lists(
-        st.one_of(
-            st.sampled_from(_NAMES),
-            st.text(max_size=6),
-            st.integers(),
-            st.none(),
-            st.lists(st.text(max_size=2), max_size=2),
-        ),
-        max_size=5,
-    ),
-    num_processes=st.integers(1, 5),
-)
-def test_any_split_points_work_or_raise_value_error(points: list, num_processes: int) -> None:
-    try:
-        names = check_split_points(_TOY, points, num_processes)
-        check_called_once(_probe(_TOY, names), names)
-    except ValueError as error:
-        assert "split point" in str(error).lower().replace("_", " ")
-        return
-    assert len(names) == num_processes - 1 and len(set(names)) == len(names)
-    probe = _probe(_TOY, names)
-    assert [n for n in probe.order if n in names] == names
