@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from accel_state import PartialState
+from accel_state import GradientState, PartialState
 from torch.utils.data import DataLoader
 
 from ._comm import (
@@ -63,11 +63,15 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         dataset: The dataset (read by the main process only).
         split_batches: Each batch of the loader is the global batch, cut in equal parts.
         skip_batches: Steps skipped at the start of the first pass only.
-        use_stateful_dataloader: Accepted for compatibility; the position is always kept.
+        use_stateful_dataloader: Prepared loaders always carry ``state_dict`` /
+            ``load_state_dict``; True asks for nothing more.
         _drop_last: ``drop_last`` of the original DataLoader.
         _non_blocking: Move batches with ``non_blocking=True``.
         slice_fn: ``slice_fn(batch, slice, process_index, num_processes)`` returning the part of
             a global batch for one process (default: slice every tensor and per-sample list).
+        torch_device_mesh: Must be None: dispatching the same batch to the ranks of a
+            tensor-parallel group is not supported; prepare with ``dispatch_batches=False``.
+        iteration: The epoch of the first pass.
         even_batches: Complete the last step with samples from the first one so that every
             process gets a batch of the same size.
         device: Device the batches are moved to.
@@ -85,12 +89,21 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         _drop_last: bool = False,
         _non_blocking: bool = False,
         slice_fn: Callable[..., Any] | None = None,
+        torch_device_mesh: Any = None,
+        iteration: int = 0,
+        *,
         even_batches: bool = True,
         device: torch.device | str | None = None,
         num_processes: int | None = None,
         process_index: int | None = None,
         **kwargs: Any,
     ) -> None:
+        if torch_device_mesh is not None:
+            raise ValueError(
+                "DataLoaderDispatcher does not dispatch by device mesh (the same batch to every "
+                f"rank of a tensor-parallel group); got torch_device_mesh={torch_device_mesh!r}. "
+                "Prepare the loader with dispatch_batches=False and the mesh instead."
+            )
         super().__init__(dataset, **kwargs)
         if num_processes is None or process_index is None:
             state = PartialState()
@@ -105,7 +118,8 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         self.device = torch.device(device) if device is not None else None
         self._non_blocking = _non_blocking
         self._drop_last = _drop_last
-        self._init_position()
+        self._init_position(iteration)
+        self.gradient_state = GradientState()
         if skip_batches:
             self._first_iter_skip = int(skip_batches)
         base_size = self.batch_size
@@ -242,7 +256,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
             for header, batch in steps:
                 if header.last:
                     self.end_of_dataloader = True
-                    self.remainder = header.real
+                    self.remainder = self._real_remainder = header.real
                     self._last_step_size = header.size
                 position.batches_yielded += 1
                 yield self._place(batch)

@@ -10,12 +10,14 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from accel_state import GradientState
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset
 
 from ._dispatch import DataLoaderDispatcher
 from ._loaders import DataLoaderShard, _set_loader_attribute
 from ._prepare import loader_settings
 from ._samplers import batch_sampler_length
+from ._state_mixin import DataLoaderStateMixin
 
 
 def _check_count(num_batches: int) -> int:
@@ -58,28 +60,59 @@ class SkipBatchSampler(BatchSampler):
         return max(0, self.total_length - self.skip_batches)
 
 
-class SkipDataLoader(DataLoader):
+class SkipDataLoader(DataLoaderStateMixin, DataLoader):
     """A DataLoader that reads and discards the first ``skip_batches`` batches of its next pass.
 
     For data that can only be read in order (iterable datasets); later passes yield every
-    batch.
+    batch. While it iterates it is the active loader of ``GradientState`` and flags its last
+    batch with ``end_of_dataloader``.
 
     Args:
         dataset: The dataset.
         skip_batches: Batches discarded at the start of the next pass.
+        use_stateful_dataloader: Must be False: this loader keeps no position; prepared loaders
+            (``prepare_data_loader``, then ``skip_first_batches``) carry ``state_dict``.
         **kwargs: DataLoader arguments.
     """
 
-    def __init__(self, dataset: Any, skip_batches: int = 0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        skip_batches: int = 0,
+        use_stateful_dataloader: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if use_stateful_dataloader:
+            raise ValueError(
+                "SkipDataLoader keeps no position to save; got use_stateful_dataloader=True. "
+                "Prepare the loader with prepare_data_loader (its loaders carry state_dict / "
+                "load_state_dict) and skip with skip_first_batches."
+            )
         super().__init__(dataset, **kwargs)
         self.skip_batches = _check_count(skip_batches)
+        self.use_stateful_dataloader = False
+        self.gradient_state = GradientState()
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         skip, self.skip_batches = self.skip_batches, 0
-        yield from itertools.islice(super().__iter__(), skip, None)
+        self.begin()
+        try:
+            batches = itertools.islice(super().__iter__(), skip, None)
+            current = next(batches, _DONE)
+            while current is not _DONE:
+                following = next(batches, _DONE)
+                if following is _DONE:
+                    self.end_of_dataloader = True
+                yield current
+                current = following
+        finally:
+            self.end()
 
     def __len__(self) -> int:
         return max(0, super().__len__() - self.skip_batches)
+
+
+_DONE = object()
 
 
 def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoader:
