@@ -67,6 +67,7 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
     """
 
     device: torch.device | None
+    _drop_last: bool
     _non_blocking: bool
     _position: _Position
     _first_iter_skip: int | None
@@ -82,6 +83,9 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
         self._first_iter_skip = None
 
     # ----------------------------------------------------------------- GradientState hooks
+    def _remainder_length(self) -> int:
+        return int(self.total_dataset_length)  # type: ignore[attr-defined]
+
     def reset(self) -> None:
         """Clear ``end_of_dataloader``, ``remainder`` and the last step's sample counts."""
         super().reset()
@@ -165,9 +169,10 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
         position.batches_yielded = skip
         return skip
 
-    def _finish_pass(self) -> None:
+    def _finish_pass(self, advance: bool = True) -> None:
+        # A pass that yielded nothing keeps its epoch.
         position = self._position
-        position.epoch += 1
+        position.epoch += int(advance)
         position.batches_yielded = 0
         position.generator_state = None
 
@@ -237,7 +242,7 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
         try:
             current = next(batches)
         except StopIteration:
-            self._finish_pass()
+            self._finish_pass(advance=False)
             return
         while True:
             try:

@@ -62,11 +62,12 @@ class DataLoaderStateMixin:
         if getattr(self, "_drop_last", True):
             return -1
         try:
-            total = self.total_batch_size  # type: ignore[attr-defined]
-            dataset: Any = self.dataset  # type: ignore[attr-defined]
-            length = getattr(dataset, "total_dataset_length", None)
-            if length is None:
-                length = len(dataset)
-            return int(length) % int(total)
+            return self._remainder_length() % int(self.total_batch_size)  # type: ignore[attr-defined]
         except (AttributeError, TypeError, ValueError, ZeroDivisionError):
             return -1
+
+    def _remainder_length(self) -> int:
+        # Samples of one pass over all processes.
+        dataset: Any = self.dataset  # type: ignore[attr-defined]
+        length = getattr(dataset, "total_dataset_length", None)
+        return int(len(dataset) if length is None else length)
