@@ -341,3 +341,13 @@ def test_split_between_processes_matches_the_reference(num_processes: int) -> No
     assert {rank for rank, _, _ in summaries} == {str(r) for r in range(num_processes)}
     assert all(int(compared) > 70 for _, compared, _ in summaries), summaries
     assert result.stdout.count("input dict kept: True") == num_processes, result.stdout
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(450)  # about 230 cases through both libraries on a loaded machine
+def test_dispatched_loaders_match_the_reference_on_two_processes() -> None:
+    result = run_distributed(SCRIPTS / "dispatch_parity.py", num_processes=2, timeout=400)
+    assert "DIFF" not in result.stdout, result.stdout
+    summaries = re.findall(r"rank (\d): (\d+) dispatch cases compared", result.stdout)
+    assert sorted(rank for rank, _ in summaries) == ["0", "1"], result.stdout
+    assert all(int(count) > 200 for _, count in summaries), summaries

@@ -72,8 +72,8 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         torch_device_mesh: Must be None: dispatching the same batch to the ranks of a
             tensor-parallel group is not supported; prepare with ``dispatch_batches=False``.
         iteration: The epoch of the first pass.
-        even_batches: Complete the last step with samples from the first one so that every
-            process gets a batch of the same size.
+        even_batches: Complete the last step with the fewest samples from the first one that
+            cut it in equal parts (each process's last batch may be smaller than the others).
         device: Device the batches are moved to.
         num_processes: Number of processes (default: the state's).
         process_index: Index of this process (default: the state's).
@@ -197,9 +197,10 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
                 continue
             if self._drop_last and not self.split_batches:
                 return
-            if self.even_batches and target is not None:
-                padded = _pad_from(batch, first, target - real)
-                yield padded, real, target
+            if self.even_batches:
+                # The fewest repeated samples that give every process an equal part.
+                size = math.ceil(real / self.num_processes) * self.num_processes
+                yield _pad_from(batch, first, size - real), real, size
             else:
                 yield batch, real, real
             return
@@ -235,16 +236,19 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
             if not main:
                 batch = _materialize(header.layout)
             batch = broadcast_tensors(batch)
-            yield header, self._my_slice(batch, header.size)
+            yield header, self._my_slice(batch, header)
             if header.last:
                 return
             if main:
                 pending = following
 
-    def _my_slice(self, batch: Any, size: int) -> Any:
+    def _my_slice(self, batch: Any, header: _StepHeader) -> Any:
         n, i = self.num_processes, self.process_index
         total = self.total_batch_size
-        per = total // n if total is not None else math.ceil(size / n)
+        if self.even_batches and header.last:
+            per = header.size // n  # the last step is cut in equal parts
+        else:
+            per = total // n if total is not None else math.ceil(header.size / n)
         return self.slice_fn(batch, slice(i * per, (i + 1) * per), i, n)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]

@@ -170,7 +170,6 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
         return skip
 
     def _finish_pass(self, advance: bool = True) -> None:
-        # A pass that yielded nothing keeps its epoch.
         position = self._position
         position.epoch += int(advance)
         position.batches_yielded = 0
@@ -242,7 +241,8 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
         try:
             current = next(batches)
         except StopIteration:
-            self._finish_pass(advance=False)
+            # Nothing left: the epoch moves on only if batches were skipped (resumed at its end).
+            self._finish_pass(advance=position.batches_yielded > 0)
             return
         while True:
             try:
