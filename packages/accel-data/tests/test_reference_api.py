@@ -191,3 +191,14 @@ def test_a_batch_sampler_of_no_fixed_size_is_dealt_whole() -> None:
     assert [list(s) for s in shards] == [[[0], [4, 5], [10]], [[1, 2, 3], [6, 7, 8, 9], [0]]]
     uneven = [list(BatchSamplerShard(batches, 2, i, even_batches=False)) for i in range(2)]
     assert uneven == [[[0], [4, 5], [10]], [[1, 2, 3], [6, 7, 8, 9]]]
+
+
+def test_skip_batches_is_readable_and_applies_to_the_next_pass() -> None:
+    loader = DataLoaderShard(list(range(8)), skip_batches=2, batch_size=2)
+    assert loader.skip_batches == 2 and len(loader) == 2
+    assert [b.tolist() for b in loader] == [[4, 5], [6, 7]]
+    assert loader.skip_batches == 0 and len(loader) == 4
+    loader.skip_batches = 3
+    assert [b.tolist() for b in loader] == [[6, 7]]
+    with pytest.raises(ValueError, match="int >= 0; got -1"):
+        loader.skip_batches = -1

@@ -8,7 +8,6 @@ dataset, which suits streams that cannot be read twice or in parallel.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -121,7 +120,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         self._init_position(iteration)
         self.gradient_state = GradientState()
         if skip_batches:
-            self._first_iter_skip = int(skip_batches)
+            self.skip_batches = skip_batches
         base_size = self.batch_size
         if base_size is None and self.batch_sampler is not None:
             base_size = getattr(self.batch_sampler, "batch_size", None)
@@ -160,10 +159,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
                 if self._drop_last
                 else math.ceil(length / self.num_processes)
             )
-        pending = self._first_iter_skip
-        if pending is None:
-            pending = self._position.pending_skip
-        return max(0, length - pending)
+        return max(0, length - self.skip_batches)
 
     # ------------------------------------------------------------------- main process
     def _global_batches(self) -> Iterator[tuple[Any, int, int]]:
@@ -267,12 +263,6 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
             self._finish_pass()
         finally:
             self.end()
-
-    def _skip_clone(self, num_batches: int) -> DataLoaderDispatcher:
-        clone = copy.copy(self)
-        object.__setattr__(clone, "_iterator", None)
-        clone._first_iter_skip = int(num_batches)
-        return clone
 
 
 def _materialize(layout: Any) -> Any:

@@ -48,6 +48,16 @@ def _set_loader_attribute(loader: DataLoader, name: str, value: Any) -> None:
     object.__setattr__(loader, name, value)
 
 
+def check_skip_count(num_batches: int) -> int:
+    """``num_batches`` if it is an int >= 0, else a ``ValueError`` that says so."""
+    if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 0:
+        raise ValueError(
+            f"the number of batches to skip must be an int >= 0; got {num_batches!r}. "
+            "Pass e.g. num_batches=2."
+        )
+    return num_batches
+
+
 def _refuse_device_mesh(cls_name: str, torch_device_mesh: Any) -> None:
     if torch_device_mesh is not None:
         raise ValueError(
@@ -101,6 +111,23 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
     @iteration.setter
     def iteration(self, epoch: int) -> None:
         self._position.epoch = int(epoch)
+
+    @property
+    def skip_batches(self) -> int:
+        """Batches the next pass skips (from ``skip_batches=``, ``skip_first_batches`` or
+        ``load_state_dict``); the passes after it are whole."""
+        pending = self._first_iter_skip
+        return self._position.pending_skip if pending is None else pending
+
+    @skip_batches.setter
+    def skip_batches(self, count: int) -> None:
+        self._first_iter_skip = check_skip_count(count)
+
+    def _skip_clone(self, num_batches: int) -> Any:
+        clone = copy.copy(self)
+        object.__setattr__(clone, "_iterator", None)
+        clone.skip_batches = num_batches
+        return clone
 
     def get_sampler(self) -> Any:
         """The sampler that orders the samples (inside the batch sampler), or None."""
@@ -321,7 +348,7 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         self._init_position(iteration)
         self.gradient_state = GradientState()
         if skip_batches:
-            self._first_iter_skip = int(skip_batches)
+            self.skip_batches = skip_batches
         if isinstance(self.batch_sampler, BatchSamplerShard):
             _set_loader_attribute(self, "batch_size", self.batch_sampler.batch_size)
             if self.batch_sampler.split_batches and self.batch_sampler.batch_size is not None:
@@ -385,16 +412,7 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
             self.end()
 
     def __len__(self) -> int:
-        pending = self._first_iter_skip
-        if pending is None:
-            pending = self._position.pending_skip
-        return max(0, super().__len__() - pending)
-
-    def _skip_clone(self, num_batches: int) -> DataLoaderShard:
-        clone = copy.copy(self)
-        object.__setattr__(clone, "_iterator", None)
-        clone._first_iter_skip = int(num_batches)
-        return clone
+        return max(0, super().__len__() - self.skip_batches)
 
 
 def _skip_iter(batches: Iterator[Any], skip: int) -> Iterator[Any]:

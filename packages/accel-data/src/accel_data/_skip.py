@@ -14,19 +14,10 @@ from accel_state import GradientState
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset
 
 from ._dispatch import DataLoaderDispatcher
-from ._loaders import DataLoaderShard, _set_loader_attribute
+from ._loaders import DataLoaderShard, _set_loader_attribute, check_skip_count
 from ._prepare import loader_settings
 from ._samplers import batch_sampler_length
 from ._state_mixin import DataLoaderStateMixin
-
-
-def _check_count(num_batches: int) -> int:
-    if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 0:
-        raise ValueError(
-            f"the number of batches to skip must be an int >= 0; got {num_batches!r}. "
-            "Pass e.g. num_batches=2."
-        )
-    return num_batches
 
 
 class SkipBatchSampler(BatchSampler):
@@ -42,7 +33,7 @@ class SkipBatchSampler(BatchSampler):
 
     def __init__(self, batch_sampler: Iterable[list[int]], skip_batches: int = 0) -> None:
         self.batch_sampler = batch_sampler
-        self.skip_batches = _check_count(skip_batches)
+        self.skip_batches = check_skip_count(skip_batches)
         self.sampler = getattr(batch_sampler, "sampler", None)  # type: ignore[assignment]
         self.batch_size = getattr(batch_sampler, "batch_size", None)  # type: ignore[assignment]
         self.drop_last = bool(getattr(batch_sampler, "drop_last", False))
@@ -89,7 +80,7 @@ class SkipDataLoader(DataLoaderStateMixin, DataLoader):
                 "load_state_dict) and skip with skip_first_batches."
             )
         super().__init__(dataset, **kwargs)
-        self.skip_batches = _check_count(skip_batches)
+        self.skip_batches = check_skip_count(skip_batches)
         self.use_stateful_dataloader = False
         self.gradient_state = GradientState()
 
@@ -132,7 +123,7 @@ def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoad
     Returns:
         The new loader.
     """
-    num_batches = _check_count(num_batches)
+    num_batches = check_skip_count(num_batches)
     if isinstance(dataloader, (DataLoaderShard, DataLoaderDispatcher)):
         return dataloader._skip_clone(num_batches)
     if not isinstance(dataloader, DataLoader):
