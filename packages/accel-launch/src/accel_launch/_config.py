@@ -13,7 +13,14 @@ from typing import Any
 import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 
-from ._engines import SECTIONS, DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
+from ._engines import (
+    SECTIONS,
+    DeepSpeedConfig,
+    DynamoConfig,
+    FSDPConfig,
+    MegatronLMConfig,
+    coerce,
+)
 from ._errors import ConfigError
 from ._migrate import CONFIG_VERSION, IGNORED_KEYS, migrate
 
@@ -123,13 +130,24 @@ class LaunchConfig:
                 f"a run on num_machines={self.num_machines} needs main_process_ip; got None. "
                 "Pass --main_process_ip <address of machine 0>."
             )
+        for name, low in (("max_restarts", 0), ("num_cpu_threads_per_process", 1)):
+            value = getattr(self, name)
+            if value is not None and value < low:
+                raise ConfigError(f"{name} must be >= {low}; got {value}. Use e.g. {low + 1}.")
+        if not self.monitor_interval > 0:
+            raise ConfigError(
+                f"monitor_interval is the seconds between two health checks and must be > 0; "
+                f"got {self.monitor_interval}. Use e.g. 0.1."
+            )
         if self.rdzv_backend not in ("static", "c10d"):
             raise ConfigError(
-                f"rdzv_backend must be 'static' or 'c10d'; got {self.rdzv_backend!r}."
+                f"rdzv_backend must be 'static' or 'c10d'; got {self.rdzv_backend!r}. Use "
+                "static (fixed machine ranks) or c10d (elastic)."
             )
-        if self.main_process_port is not None and not 0 <= int(self.main_process_port) < 65536:
+        if self.main_process_port is not None and not 0 <= self.main_process_port < 65536:
             raise ConfigError(
-                f"main_process_port must be in [0, 65535]; got {self.main_process_port}."
+                f"main_process_port must be in [0, 65535]; got {self.main_process_port}. Use 0 "
+                "for a free port, or e.g. 29500."
             )
         if self.mpirun_hostfile and self.distributed_type == DistributedType.DEEPSPEED.value:
             raise ConfigError(
@@ -163,6 +181,7 @@ class LaunchConfig:
 
 
 FIELD_NAMES = [f.name for f in dataclasses.fields(LaunchConfig)]
+FIELD_TYPES = {f.name: str(f.type) for f in dataclasses.fields(LaunchConfig)}
 
 
 def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConfig:
@@ -190,7 +209,7 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConf
                 f"{source}: unknown setting {key!r}.{hint} Valid settings: "
                 f"{', '.join(FIELD_NAMES)}."
             )
-        values[key] = value
+        values[key] = value if key in SECTIONS else coerce(value, FIELD_TYPES[key], key)
     for key, cls in SECTIONS.items():
         if key in values:
             values[key] = cls.from_dict(values[key], f"{source}: {key}")
@@ -221,7 +240,13 @@ def read_raw(path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: when the file does not parse.
     """
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(
+            f"config file {str(path)!r} cannot be read as text: {err}. Pass a YAML or JSON "
+            "config file (written by `accel config`)."
+        ) from None
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
