@@ -165,17 +165,27 @@ class LaunchConfig:
             out[f.name] = value.to_dict() if f.name in SECTIONS else value
         return out
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the config as YAML (or JSON when the name ends in ``.json``); return the path."""
+    def save(self, path: str | os.PathLike[str], comments_of: str | None = None) -> Path:
+        """Write the config as YAML (or JSON when the name ends in ``.json``); return the path.
+
+        Args:
+            path: Where to write (replaced in one step: a reader never sees half a file).
+            comments_of: The text of an older YAML version of the file, whose comments are
+                written above the same keys.
+        """
+        from ._comments import carry_comments
+
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         data = self.to_dict()
+        if target.suffix == ".json":
+            text = json.dumps(data, indent=2) + "\n"
+        else:
+            text = yaml.safe_dump(data, sort_keys=False)
+            if comments_of:
+                text = carry_comments(comments_of, text)
         tmp = target.with_name(target.name + ".tmp")
-        with open(tmp, "w") as handle:
-            if target.suffix == ".json":
-                json.dump(data, handle, indent=2)
-            else:
-                yaml.safe_dump(data, handle, sort_keys=False)
+        tmp.write_text(text)
         os.replace(tmp, target)
         return target
 
