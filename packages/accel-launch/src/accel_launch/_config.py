@@ -130,6 +130,12 @@ class LaunchConfig:
                 f"a run on num_machines={self.num_machines} needs main_process_ip; got None. "
                 "Pass --main_process_ip <address of machine 0>."
             )
+        for name, off in (("downcast_bf16", "no"), ("tpu_use_cluster", False)):
+            if str(getattr(self, name)).strip().lower() not in ("no", "0", "false", "off", "none"):
+                raise ConfigError(
+                    f"{name} applies to TPUs, which this version of accel does not run; got "
+                    f"{name}={getattr(self, name)!r}. Drop it (or set it to {off!r})."
+                )
         for name, low in (("max_restarts", 0), ("num_cpu_threads_per_process", 1)):
             value = getattr(self, name)
             if value is not None and value < low:
@@ -205,8 +211,9 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConf
     version = data.get("config_version", 0)
     if isinstance(version, int) and version > CONFIG_VERSION:
         raise ConfigError(
-            f"{source}: config_version {version} is newer than this accel-launch understands "
-            f"({CONFIG_VERSION}). Upgrade accel-launch: pip install -U accel-launch."
+            f"{source}: config_version must be at most {CONFIG_VERSION}, the newest format this "
+            f"accel-launch understands; got {version}. Upgrade accel-launch: "
+            "pip install -U accel-launch."
         )
     data, _ = migrate(data)
     for key, value in data.items():
@@ -218,6 +225,11 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConf
             raise ConfigError(
                 f"{source}: unknown setting {key!r}.{hint} Valid settings: "
                 f"{', '.join(FIELD_NAMES)}."
+            )
+        if value is None and "None" not in FIELD_TYPES[key] and key not in SECTIONS:
+            raise ConfigError(
+                f"{source}: {key} needs a value; got null (an empty `{key}:`). Write a value, "
+                f"or delete the line to take the default ({getattr(LaunchConfig(), key)!r})."
             )
         values[key] = value if key in SECTIONS else coerce(value, FIELD_TYPES[key], key)
     for key, cls in SECTIONS.items():

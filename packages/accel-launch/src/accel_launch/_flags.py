@@ -226,7 +226,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     prec = parser.add_argument_group("Precision and compilation")
     prec.add_argument("--mixed_precision", default=None, help="no, fp16, bf16 or fp8.")
     _add_section(prec, DynamoConfig)
-    _store_true(prec, "downcast_bf16", "TPU only: downcast bf16 tensors.")
+    _store_true(prec, "downcast_bf16", "TPU only (not supported by this version: refused).")
     ds = parser.add_argument_group("DeepSpeed")
     _store_true(ds, "use_deepspeed", "Train with DeepSpeed.")
     _add_section(ds, DeepSpeedConfig)

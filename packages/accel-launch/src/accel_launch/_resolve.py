@@ -298,8 +298,6 @@ def child_environment(config: LaunchConfig) -> dict[str, str]:
     env["OMP_NUM_THREADS"] = str(threads)
     if config.gpu_ids not in ("all", "", None) and not config.use_cpu:
         env["CUDA_VISIBLE_DEVICES"] = str(config.gpu_ids)
-    if config.downcast_bf16 not in ("no", False, None):
-        env["ACCEL_DOWNCAST_BF16"] = "1"
     env.update(config.dynamo_config.environment())
     for section, engine in _SECTION_ENGINE.items():
         if config.distributed_type == engine:
