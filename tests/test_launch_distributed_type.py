@@ -32,7 +32,8 @@ def _launcher() -> str:
 
 
 def _launch(*flags: str, check: bool = True) -> subprocess.CompletedProcess:
-    command = [_launcher(), "--num_processes", "2", "--main_process_port", str(free_port())]
+    processes = [] if "--num_processes" in flags else ["--num_processes", "2"]
+    command = [_launcher(), *processes, "--main_process_port", str(free_port())]
     return run_command(
         [*command, *flags, str(SCRIPT)],
         timeout=600,
@@ -63,6 +64,15 @@ def test_launcher_reports_the_type_every_process_uses(flags, expected):
     children = sorted(CHILD_LINE.findall(result.stdout))
     assert [rank for rank, _, _ in children] == ["0", "1"], result.stdout
     assert {(of, kind) for _, of, kind in children} == {("2", said.group(3))}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(400)
+def test_fsdp_on_one_process_is_reported_as_what_runs():
+    explain = _launch("--use_fsdp", "--num_processes", "1", "--explain").stdout
+    assert "derived (FSDP on one process trains plainly)" in explain
+    result = _launch("--use_fsdp", "--num_processes", "1")
+    assert CHILD_LINE.findall(result.stdout) == [("0", "1", "NO")], result.stdout
 
 
 @pytest.mark.timeout(300)

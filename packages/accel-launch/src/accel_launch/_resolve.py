@@ -247,6 +247,9 @@ def _derive(config: LaunchConfig, sources: dict[str, str], multi_gpu: bool) -> N
     if config.num_processes == 1 and config.distributed_type in ("MULTI_CPU", "MULTI_GPU"):
         config.distributed_type = "NO"
         sources["distributed_type"] = "derived"
+    if config.num_processes == 1 and config.distributed_type == "FSDP":
+        config.distributed_type = "NO"  # what the Accelerator runs: nothing to shard over
+        sources["distributed_type"] = "derived (FSDP on one process trains plainly)"
 
 
 def check_port_free(host: str, port: int) -> None:
