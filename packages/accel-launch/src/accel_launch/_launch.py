@@ -175,10 +175,11 @@ def launch(args: argparse.Namespace) -> int:
                 print(f"  {name}={value}")
         return 0
     target, module, no_python = _target(args)
-    check_target(target[0], module, no_python)
     config = plan.config
     port = _port(plan)
     command = build_command(plan, target, module, no_python, port)
+    if command.launcher in ("python", "torchrun", "slurm-task"):  # runs on this machine
+        check_target(target[0], module, no_python)
     if command.launcher == "mpirun":
         find_executable("mpirun", "Install an MPI, e.g. `apt-get install openmpi-bin`.")
     if command.launcher == "deepspeed":
