@@ -80,6 +80,7 @@ _EXPORTS = {
     "synchronize_rng_state": "._random",
     "synchronize_rng_states": "._random",
     "teardown_process_group": "._teardown",
+    "unsupported_distributed_type": "._support",
 }
 
 __version__ = _version("accel-state")
@@ -156,6 +157,7 @@ __all__ = [
     "synchronize_rng_state",
     "synchronize_rng_states",
     "teardown_process_group",
+    "unsupported_distributed_type",
 ]
 
 
@@ -243,4 +245,5 @@ if TYPE_CHECKING:
     from ._plugins import GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin
     from ._random import set_seed, synchronize_rng_state, synchronize_rng_states
     from ._state import PartialState, is_debug_mode
+    from ._support import unsupported_distributed_type
     from ._teardown import teardown_process_group

@@ -20,6 +20,8 @@ from accel_state import (
     ProfileKwargs,
     ProjectConfiguration,
     TorchDynamoPlugin,
+    parse_flag_from_env,
+    unsupported_distributed_type,
 )
 
 from ._accelerator_checkpointing import CheckpointingMixin
@@ -111,15 +113,13 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         deepspeed_plugins: Any = None,
         parallelism_config: Any = None,
     ) -> None:
+        _refuse_unsupported_engines(megatron_lm_plugin)
         ds_plugins = resolve_deepspeed_plugins(deepspeed_plugin, deepspeed_plugins)
         fsdp_plugin, parallelism_config = resolve_parallel_plugins(
             fsdp_plugin,
             torch_tp_plugin,
             parallelism_config,
             deepspeed_given=ds_plugins is not None,
-        )
-        _refuse_unsupported_engines(
-            megatron_lm_plugin=megatron_lm_plugin,
         )
         if project_config is None:
             project_config = ProjectConfiguration(
@@ -384,15 +384,18 @@ def _accumulation_steps(steps: Any, plugin: GradientAccumulationPlugin | None) -
     return int(raw)
 
 
-def _refuse_unsupported_engines(**plugins: Any) -> None:
-    given = {name: value for name, value in plugins.items() if value is not None}
-    if given:
-        names = ", ".join(sorted(given))
-        raise NotImplementedError(
-            f"{names}: this engine is not supported yet by this version of accel; got "
-            f"{names} set. Leave it unset to train with DDP (several processes) or plainly "
-            "(one process); the README's support table lists what each version supports."
-        )
+def _refuse_unsupported_engines(megatron_lm_plugin: Any) -> None:
+    """Refuse an engine this version cannot run, with the launcher's own words."""
+    if megatron_lm_plugin is not None:
+        asked = ("MEGATRON_LM", "megatron_lm_plugin set")
+    elif parse_flag_from_env("ACCEL_USE_MEGATRON_LM"):
+        asked = ("MEGATRON_LM", "ACCEL_USE_MEGATRON_LM=1 in the environment")
+    else:
+        kind = os.environ.get("ACCEL_DISTRIBUTED_TYPE", "")
+        asked = (kind, f"ACCEL_DISTRIBUTED_TYPE={kind} in the environment")
+    message = unsupported_distributed_type(*asked)
+    if message is not None:
+        raise NotImplementedError(message)
 
 
 def _dataloader_config(config: Any, split_batches: Any) -> Any:
