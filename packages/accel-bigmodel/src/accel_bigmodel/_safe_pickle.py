@@ -142,6 +142,7 @@ def safe_torch_load(
     opt_in: str = "trust_pickles=True",
     map_location: Any = "cpu",
     mmap: bool | None = None,
+    **load_kwargs: Any,
 ) -> Any:
     """``torch.load`` a file without running code from it, unless ``trust_pickles``.
 
@@ -154,20 +155,30 @@ def safe_torch_load(
         opt_in: How the user opts in, quoted in the refusal (e.g. ``"--trust_pickles"``).
         map_location: Where tensors go (default: the CPU).
         mmap: Memory-map tensor data (default: when the file is in the zip format).
+        **load_kwargs: More ``torch.load`` arguments; ``weights_only`` is decided by
+            ``trust_pickles`` and refused here.
 
     Returns:
         The loaded object.
 
     Raises:
         UntrustedPickleError: naming the file, the disallowed global and ``opt_in``.
+        ValueError: when ``load_kwargs`` holds ``weights_only``.
     """
+    if load_kwargs.pop("weights_only", True) is not True:
+        raise ValueError(
+            "files are read with weights_only=True so that a tampered file cannot run code; got "
+            "weights_only=False among the load arguments. Drop it; "
+            f"to read a trusted file with other objects, opt in with {opt_in}."
+        )
     name = os.fspath(path)
     use_mmap = _is_zip(name) if mmap is None else mmap
+    kwargs = {"map_location": map_location, "mmap": use_mmap, **load_kwargs}
     if trust_pickles:
-        return torch.load(name, map_location=map_location, weights_only=False, mmap=use_mmap)
+        return torch.load(name, weights_only=False, **kwargs)
     try:
         with torch.serialization.safe_globals(list(allowed_globals)):
-            return torch.load(name, map_location=map_location, weights_only=True, mmap=use_mmap)
+            return torch.load(name, weights_only=True, **kwargs)
     except pickle.UnpicklingError as exc:
         refused = _first(_GLOBAL_IN_MESSAGE.search(str(exc))) or _unusual_global(name)
         raise _refusal(name, refused, "torch.load(weights_only=True)", opt_in) from None
