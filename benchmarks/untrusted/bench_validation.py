@@ -47,7 +47,6 @@ def _size(folder: str) -> int:
 def bench_dcp(folder: str) -> dict[str, float]:
     import torch
     import torch.distributed.checkpoint as dcp
-
     from accel_bigmodel import read_dcp_metadata_safely, safe_dcp_load
 
     state = {f"model.layer{i}.weight": torch.randn(64, 64) for i in range(DCP_TENSORS)}
@@ -69,9 +68,8 @@ def bench_dcp(folder: str) -> dict[str, float]:
 
 def bench_deepspeed(folder: str) -> dict[str, float]:
     import torch
-    from torch.utils.data import DataLoader, TensorDataset
-
     from accel import Accelerator, DeepSpeedPlugin
+    from torch.utils.data import DataLoader, TensorDataset
 
     acc = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=2))
     torch.manual_seed(0)
