@@ -151,3 +151,17 @@ def test_trusted_dcp_metadata_with_other_objects_loads_when_opted_in(tmp_path):
     target = {"model.w": torch.zeros(2, 3), "step": 0}
     safe_dcp_load(target, tmp_path, trust_pickles=True, no_dist=True)
     assert target["step"] == 3
+
+
+def test_estimating_a_model_folder_never_imports_its_code(tmp_path):
+    pytest.importorskip("transformers", reason="needs transformers: pip install transformers")
+    from accel_bigmodel import estimate_memory
+
+    marker = tmp_path / "marker"
+    auto_map = {name: "evil.Model" for name in ("AutoModel", "AutoModelForCausalLM")}
+    config = {"model_type": "gpt2", "n_layer": 1, "n_embd": 8, "n_head": 2, "vocab_size": 10}
+    (tmp_path / "config.json").write_text(json.dumps({**config, "auto_map": auto_map}))
+    (tmp_path / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    rows = estimate_memory(str(tmp_path))
+    assert not marker.exists()
+    assert rows[0].total_size > 0
