@@ -165,3 +165,13 @@ def test_estimating_a_model_folder_never_imports_its_code(tmp_path):
     rows = estimate_memory(str(tmp_path))
     assert not marker.exists()
     assert rows[0].total_size > 0
+
+
+def test_the_refusal_survives_being_sent_between_processes():
+    error = UntrustedPickleError("refused", "/x/.metadata", "posix.system")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (str(copy), copy.path, copy.refused_global) == (
+        "refused",
+        "/x/.metadata",
+        "posix.system",
+    )

@@ -74,10 +74,14 @@ class UntrustedPickleError(pickle.UnpicklingError, ValueError):
             ``None`` when the reader could not tell.
     """
 
-    def __init__(self, message: str, path: str, refused_global: str | None) -> None:
+    def __init__(self, message: str, path: str = "", refused_global: str | None = None) -> None:
         super().__init__(message)
         self.path = path
         self.refused_global = refused_global
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent between processes (torch.distributed.checkpoint gathers errors): keep the fields.
+        return (type(self), (str(self), self.path, self.refused_global))
 
 
 def _refusal(path: str, refused: str | None, reader: str, opt_in: str) -> UntrustedPickleError:
