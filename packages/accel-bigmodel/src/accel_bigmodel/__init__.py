@@ -49,6 +49,12 @@ from ._offload import (
     offload_weight,
     save_offload_index,
 )
+from ._safe_pickle import (
+    UntrustedPickleError,
+    read_dcp_metadata_safely,
+    safe_dcp_load,
+    safe_torch_load,
+)
 from ._safetensors_io import CorruptSafetensorsError, write_safetensors
 from ._sharding import shard_checkpoint
 from ._sizes import (
@@ -81,6 +87,7 @@ __all__ = [
     "OffloadedWeightsLoader",
     "PrefixedDataset",
     "SequentialHook",
+    "UntrustedPickleError",
     "UserCpuOffloadHook",
     "__version__",
     "add_hook_to_module",
@@ -116,9 +123,12 @@ __all__ = [
     "named_module_tensors",
     "offload_state_dict",
     "offload_weight",
+    "read_dcp_metadata_safely",
     "remove_hook_from_module",
     "remove_hook_from_submodules",
     "retie_parameters",
+    "safe_dcp_load",
+    "safe_torch_load",
     "save_offload_index",
     "set_module_tensor_to_device",
     "shard_checkpoint",

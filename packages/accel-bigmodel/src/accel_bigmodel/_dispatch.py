@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -27,6 +26,7 @@ from ._offload import (
     INDEX_FILE,
     OffloadedWeightsLoader,
     extract_submodules_state_dict,
+    read_offload_index,
     save_offload_index,
     write_offload_file,
 )
@@ -39,14 +39,6 @@ logger = logging.getLogger("accel_bigmodel")
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _read_index(folder: PathLike) -> dict[str, Any]:
-    path = os.path.join(folder, INDEX_FILE)
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
 def _ensure_offloaded(
     model: nn.Module,
     disk_modules: list[str],
@@ -54,7 +46,7 @@ def _ensure_offloaded(
     offload_buffers: bool,
 ) -> None:
     """Writes (once) the weights of disk modules that the offload index does not list yet."""
-    index = _read_index(offload_dir)
+    index = read_offload_index(offload_dir)
     state = model.state_dict()
     buffers = {n for n, _ in model.named_buffers()}
     needed = extract_submodules_state_dict(state, disk_modules)
@@ -396,7 +388,7 @@ def disk_offload(
     Returns:
         The hooked model.
     """
-    if not _read_index(offload_dir):
+    if not read_offload_index(offload_dir):
         state = model.state_dict()
         entries = write_offload_file(offload_dir, "model-offload.safetensors", list(state.items()))
         save_offload_index(entries, offload_dir)

@@ -72,6 +72,14 @@ def add_subcommands(sub: Any) -> None:
         type=_shard_size,
         help="Largest output file; above it the weights are split with an index (default 10GB).",
     )
+    p.add_argument(
+        "--trust_pickles",
+        "--trust-pickles",
+        dest="trust_pickles",
+        action="store_true",
+        help="Unpickle the checkpoint's metadata with no restriction: only for a checkpoint you "
+        "trust (by default a file that would run code is refused).",
+    )
     p.set_defaults(func=_merge_weights)
 
     p = sub.add_parser("env", help="Print versions and the resolved config, for bug reports.")
@@ -149,9 +157,19 @@ def _config_update(args: argparse.Namespace) -> int:
 
 
 def _merge_weights(args: argparse.Namespace) -> int:
+    from accel_bigmodel import UntrustedPickleError
+
     from ._merge import merge_weights
 
-    written = merge_weights(args.checkpoint_directory, args.output_path, args.max_shard_size)
+    try:
+        written = merge_weights(
+            args.checkpoint_directory,
+            args.output_path,
+            args.max_shard_size,
+            trust_pickles=args.trust_pickles,
+        )
+    except UntrustedPickleError as err:
+        raise ConfigError(str(err)) from None
     for path in written:
         print(f"accel merge-weights: wrote {path}")
     return 0

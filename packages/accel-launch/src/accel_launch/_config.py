@@ -271,6 +271,13 @@ def read_raw(path: Path) -> dict[str, Any]:
         ) from None
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as err:
+        raise ConfigError(
+            f"config files hold plain values only (YAML is read with yaml.safe_load, which never "
+            f"builds Python objects nor runs code); {str(path)!r} uses a tag it refused: "
+            f"{str(err).splitlines()[0]}. Remove the `!!python/...` tag and write the plain "
+            "value, or regenerate the file with `accel config`."
+        ) from None
     except (json.JSONDecodeError, yaml.YAMLError) as err:
         raise ConfigError(
             f"config file {str(path)!r} does not parse: {err}. Fix the syntax or regenerate "

@@ -14,6 +14,7 @@ from typing import Any
 from ._errors import ConfigError
 
 MODEL_PREFIX = "model."
+TRUST_FLAG = "--trust_pickles (merge_weights(..., trust_pickles=True))"
 
 
 def _plan_shards(sizes: dict[str, int], limit: int) -> list[list[str]]:
@@ -83,6 +84,8 @@ def merge_weights(
     checkpoint_dir: str | os.PathLike[str],
     output_dir: str | os.PathLike[str],
     max_shard_size: int | str = "10GB",
+    *,
+    trust_pickles: bool = False,
 ) -> list[Path]:
     """Merge a distributed checkpoint (as FSDP or ``torch.distributed.checkpoint.save`` writes
     it) into ``model.safetensors``, or into numbered shards with ``model.safetensors.index.json``
@@ -95,6 +98,9 @@ def merge_weights(
         checkpoint_dir: The folder holding ``.metadata`` and the ``*.distcp`` files.
         output_dir: Where to write (created; must not already hold merged weights).
         max_shard_size: Largest size of one output file (``"5GB"``, ``"500MiB"`` or bytes).
+        trust_pickles: Unpickle the checkpoint's ``.metadata`` and non-tensor entries with no
+            restriction (``--trust_pickles``); without it they are read by a restricted
+            reader and a file naming any other global is refused without running it.
 
     Returns:
         The files written.
@@ -103,6 +109,7 @@ def merge_weights(
         ConfigError: for a folder that is not a distributed checkpoint, an output path that is a
             file or a folder that already holds weights, a shard size that does not parse, or a
             checkpoint without tensors. All are checked before anything is read or written.
+        accel_bigmodel.UntrustedPickleError: for a file that would run code when read.
     """
     target = check_output_folder(output_dir)
     source = Path(checkpoint_dir)
@@ -113,8 +120,12 @@ def merge_weights(
             "checkpoint was saved to (e.g. .../pytorch_model_fsdp_0)."
         )
     import torch
-    import torch.distributed.checkpoint as dcp
-    from accel_bigmodel import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
+    from accel_bigmodel import (
+        SAFE_WEIGHTS_INDEX_NAME,
+        SAFE_WEIGHTS_NAME,
+        read_dcp_metadata_safely,
+        safe_dcp_load,
+    )
     from safetensors.torch import save_file
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
@@ -125,7 +136,7 @@ def merge_weights(
                 f"merge-weights does not overwrite merged weights; {str(target / name)!r} exists. "
                 "Pick an empty output folder or delete the old files."
             )
-    metadata = dcp.FileSystemReader(str(source)).read_metadata()
+    metadata = read_dcp_metadata_safely(source, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
     entries: dict[str, Any] = {
         key: meta
         for key, meta in metadata.state_dict_metadata.items()
@@ -155,7 +166,7 @@ def merge_weights(
             key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
             for key in keys
         }
-        dcp.load(state, storage_reader=dcp.FileSystemReader(str(source)), no_dist=True)
+        safe_dcp_load(state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
         if len(shards) == 1:
             name = SAFE_WEIGHTS_NAME
         else:

@@ -129,6 +129,8 @@ class CheckpointingMixin:
         self: Accelerator,
         input_dir: str | os.PathLike[str] | None = None,
         load_kwargs: dict[str, Any] | None = None,
+        *,
+        trust_pickles: bool = False,
         **load_model_func_kwargs: Any,
     ) -> None:
         """Restore everything :meth:`save_state` saved, so training continues exactly.
@@ -146,9 +148,19 @@ class CheckpointingMixin:
         Args:
             input_dir: The folder; None loads the latest complete
                 ``checkpoints/checkpoint_<i>`` of the project (automatic naming).
-            load_kwargs: Extra ``torch.load`` arguments for non-weight files (they are always
-                read with ``weights_only=True``).
+            load_kwargs: Extra ``torch.load`` arguments for non-weight files (they are read
+                with ``weights_only=True`` unless ``trust_pickles``).
+            trust_pickles: Unpickle the checkpoint's files with no restriction. Without it no
+                file runs code while it loads: torch pickles are read with
+                ``torch.load(weights_only=True)``, DeepSpeed's files are checked that way before
+                DeepSpeed reads them, and ``torch.distributed.checkpoint`` metadata goes through
+                a reader that builds only its own classes; anything else is refused with an
+                error naming the file. Pass True only for a checkpoint you trust.
             **load_model_func_kwargs: Passed to the model loader, e.g. ``strict=False``.
+
+        Raises:
+            accel_bigmodel.UntrustedPickleError: a file names a global outside the allow-list
+                (refused without running it).
         """
         rendezvous = Rendezvous("load_state")
         try:
@@ -160,7 +172,9 @@ class CheckpointingMixin:
         if input_dir is None:
             path = chosen[0]  # every process loads the checkpoint the main process found
         hooks = list(self._load_model_state_pre_hook.values())
-        load_checkpoint(self, path, hooks, load_kwargs, load_model_func_kwargs)
+        load_checkpoint(
+            self, path, hooks, load_kwargs, load_model_func_kwargs, trust_pickles=trust_pickles
+        )
 
     # ----------------------------------------------------------------- model weights
     def get_state_dict(self: Accelerator, model: torch.nn.Module, unwrap: bool = True) -> dict:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +22,8 @@ from accel_bigmodel import (
     SAFE_WEIGHTS_NAME,
     WEIGHTS_INDEX_NAME,
     WEIGHTS_NAME,
+    UntrustedPickleError,
+    safe_torch_load,
 )
 from accel_bigmodel._safetensors_io import SafetensorsFile, write_safetensors
 
@@ -49,8 +50,11 @@ __all__ = [
 ]
 
 
-class UnsafeCheckpointError(pickle.UnpicklingError):
-    """A checkpoint file holds objects that ``torch.load(weights_only=True)`` refuses."""
+UnsafeCheckpointError = UntrustedPickleError
+"""A checkpoint file holds objects outside the allow-list (refused without running them)."""
+
+LOAD_STATE_OPT_IN = "load_state(..., trust_pickles=True)"
+"""How a user of ``load_state`` opts in to unpickling a checkpoint they trust."""
 
 
 def indexed_name(stem: str, ext: str, index: int) -> str:
@@ -122,39 +126,20 @@ def _global_name(obj: Any) -> str:
     return f"{obj.__module__}.{obj.__qualname__}"
 
 
-def load_object(path: str, **load_kwargs: Any) -> Any:
+def load_object(path: str, trust_pickles: bool = False, **load_kwargs: Any) -> Any:
     """``torch.load(path, weights_only=True)`` with a clear error for refused content.
 
     Args:
         path: The file.
+        trust_pickles: Unpickle with no restriction (the user opted in by name).
         **load_kwargs: More ``torch.load`` arguments (``map_location`` defaults to the CPU);
-            ``weights_only`` cannot be turned off.
+            ``weights_only`` cannot be given (``trust_pickles`` decides it).
 
     Raises:
         UnsafeCheckpointError: when the file holds objects outside the allow-list.
     """
-    if load_kwargs.get("weights_only", True) is not True:
-        raise ValueError(
-            "checkpoint files are always read with weights_only=True, so that a tampered file "
-            f"cannot run code; got load_kwargs weights_only={load_kwargs['weights_only']!r}. "
-            "Drop weights_only from load_kwargs."
-        )
-    kwargs = {"map_location": "cpu", **load_kwargs, "weights_only": True}
-    try:
-        return torch.load(path, **kwargs)
-    except pickle.UnpicklingError as exc:
-        raise UnsafeCheckpointError(
-            f"checkpoint files are read with torch.load(weights_only=True), which accepts only "
-            f"tensors, numbers, strings, containers and registered types; {path} holds "
-            f"something else and was refused without running it ({_first_line(exc)}). If you "
-            f"wrote this file yourself with custom types, register them with "
-            f"torch.serialization.add_safe_globals([...]); otherwise do not trust this checkpoint."
-        ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    kwargs = {"mmap": False, **load_kwargs}
+    return safe_torch_load(path, trust_pickles=trust_pickles, opt_in=LOAD_STATE_OPT_IN, **kwargs)
 
 
 # --------------------------------------------------------------------------- weights
@@ -197,21 +182,26 @@ def save_weights(state_dict: Mapping[str, Any], path: str, safe_serialization: b
     fsync_file(path)
 
 
-def read_weights(path: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """Read a file written by :func:`save_weights`: ``(state_dict, aliases)``."""
+def read_weights(path: str, trust_pickles: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read a file written by :func:`save_weights`: ``(state_dict, aliases)``; a torch pickle
+    runs no code unless ``trust_pickles``."""
     if path.endswith(".safetensors"):
         handle = SafetensorsFile(path)
         state = {name: handle.load(name) for name in handle.keys()}
         aliases = json.loads(handle.metadata.get(_TIED_KEY, "{}"))
         return state, aliases
-    payload = load_object(path)
+    payload = load_object(path, trust_pickles=trust_pickles)
     if isinstance(payload, dict) and "state_dict" in payload and _TIED_KEY in payload:
         return dict(payload["state_dict"]), dict(payload[_TIED_KEY])
     return dict(payload), {}
 
 
 def load_weights(
-    module: torch.nn.Module, path: str, strict: bool = True, **load_kwargs: Any
+    module: torch.nn.Module,
+    path: str,
+    strict: bool = True,
+    trust_pickles: bool = False,
+    **load_kwargs: Any,
 ) -> tuple[list[str], list[str]]:
     """Load a file written by :func:`save_weights` into ``module``.
 
@@ -219,6 +209,8 @@ def load_weights(
     contiguous CPU tensors of the stored dtype is filled in place from the file, one tensor at a
     time, so no second copy of the weights is ever held; other modules go through
     ``module.load_state_dict``.
+
+    A torch pickle (``.bin``) runs no code unless ``trust_pickles``.
 
     Returns:
         ``(missing_keys, unexpected_keys)``.
@@ -229,7 +221,7 @@ def load_weights(
     if path.endswith(".safetensors") and _plain(module) and not load_kwargs:
         missing, unexpected = _stream_safetensors(module, path, strict)
     else:
-        state, aliases = read_weights(path)
+        state, aliases = read_weights(path, trust_pickles=trust_pickles)
         for alias, source in aliases.items():
             if source in state:
                 state[alias] = state[source]

@@ -253,8 +253,12 @@ def load_checkpoint(
     hooks: list[Callable[..., None]],
     load_kwargs: dict[str, Any] | None,
     model_kwargs: dict[str, Any],
+    trust_pickles: bool = False,
 ) -> Manifest:
-    """Restore every prepared and registered object from ``input_dir`` on this process."""
+    """Restore every prepared and registered object from ``input_dir`` on this process.
+
+    No file runs code while it is read unless ``trust_pickles`` (the user opted in by name).
+    """
     manifest = read_manifest(input_dir)
     world = accelerator.num_processes
     if manifest.world_size != world:
@@ -284,21 +288,27 @@ def load_checkpoint(
                 f"{input_dir!r} holds {saved} {kind}, this run has {len(objects)}. Prepare (or "
                 "register) the same objects, in the same order, as the run that saved it."
             )
-    read = lambda name: load_object(verify_file(input_dir, manifest, name), **load_kwargs)  # noqa: E731
+    trust = {"trust_pickles": trust_pickles}
+    if not engine.replicated_states:
+        for i in range(len(models)):
+            engine.validate_model_state(input_dir, i, **trust)
+    read = lambda name: load_object(verify_file(input_dir, manifest, name), **trust, **load_kwargs)  # noqa: E731
     # Dataloaders first: they refuse an incompatible batch size before anything else changes.
     for i, loader in enumerate(loaders):
         loader.load_state_dict(read(indexed_name(SAMPLER_NAME, "bin", i)))
     for i, model in enumerate(models):
         if not engine.replicated_states:
-            _load_own_layout(engine.load_model_state(model, input_dir, i), "model", i, input_dir)
+            loaded = engine.load_model_state(model, input_dir, i, **trust)
+            _load_own_layout(loaded, "model", i, input_dir)
             continue
         name = weights_file_name(i, True)
         if name not in manifest.files:
             name = weights_file_name(i, False)
-        engine.load_model_state_dict(model, verify_file(input_dir, manifest, name), **model_kwargs)
+        path = verify_file(input_dir, manifest, name)
+        engine.load_model_state_dict(model, path, **trust, **model_kwargs)
     for i, opt in enumerate(optimizers):
         if not engine.replicated_states:
-            loaded = engine.load_optimizer_state(opt, input_dir, i)
+            loaded = engine.load_optimizer_state(opt, input_dir, i, **trust)
             _load_own_layout(loaded, "optimizer", i, input_dir)
             continue
         engine.load_optimizer_state_dict(opt, read(indexed_name(OPTIMIZER_NAME, "bin", i)))
