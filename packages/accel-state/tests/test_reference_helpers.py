@@ -1,0 +1,188 @@
+"""Helpers that match the reference's surface: probes, environment tools, logging, enums."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+import logging
+import os
+import platform
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import accel_state as s
+from accel_state import AcceleratorState, GradientState, PartialState
+from accel_state.testing import run_command, run_distributed
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+@pytest.fixture(autouse=True)
+def fresh_state():
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+
+
+def test_enum_members_of_the_reference():
+    for name in ("MULTI_HPU", "MULTI_MUSA", "MULTI_NEURON", "MULTI_SDAA"):
+        assert s.DistributedType[name] == name
+    for name in ("AOT_TORCHXLA_TRACE_ONCE", "TORCHXLA_TRACE_ONCE", "HPU_BACKEND", "NEURON"):
+        assert s.DynamoBackend(name).name == name
+    for name in ("sdaa", "musa", "hpu", "neuron"):
+        assert s.RNGType(name).value == name
+
+
+def test_library_probes_answer_from_installed_metadata():
+    numpy_version = importlib.metadata.version("numpy")
+    assert s.is_numpy_available() is True
+    assert s.is_numpy_available(min_version=numpy_version) is True
+    assert s.is_numpy_available(min_version="999.0") is False
+    assert s.is_pytest_available() is True
+    assert s.is_torch_distributed_available() is torch.distributed.is_available()
+    assert s.is_weights_only_available() is True
+    assert s.is_bnb_available(min_version="0.0.1") is s.is_bnb_available()
+    assert s.is_mps_available(min_version="999.0") is False
+    for probe in (s.is_mlu_available, s.is_musa_available, s.is_sdaa_available):
+        assert probe() is False and probe(check_device=True) is False
+    assert s.is_neuron_available(check_device=True) is False
+    assert s.is_hpu_available() is False and s.is_habana_gaudi1() is False
+    assert s.check_cuda_fp8_capability() is False  # no CUDA device here
+    assert s.is_rocm_available() is (torch.version.hip is not None and torch.cuda.is_available())
+
+
+def test_library_probes_do_not_import_the_library():
+    code = (
+        "import sys, accel_state as s; s.is_numpy_available(); "
+        "names = ('pandas', 'matplotlib', 'torchvision', 'timm', 'peft', 'boto3'); "
+        "before = {m for m in names if m in sys.modules}; "
+        "[getattr(s, f'is_{m}_available')() for m in names]; "
+        "print(sorted({m for m in names if m in sys.modules} - before))"
+    )
+    result = run_command([sys.executable, "-c", code], timeout=120).stdout.strip()
+    assert result == "[]"
+
+
+def test_every_probe_has_the_reference_parameters():
+    expected = {
+        "is_bnb_available": {"min_version": None},
+        "is_mps_available": {"min_version": "1.12"},
+        "is_numpy_available": {"min_version": "1.25.0"},
+        "is_xpu_available": {"check_device": False},
+        "is_npu_available": {"check_device": False},
+        "is_mlu_available": {"check_device": False},
+        "is_hpu_available": {"init_hccl": False},
+    }
+    for name, params in expected.items():
+        signature = inspect.signature(getattr(s, name))
+        assert {k: v.default for k, v in signature.parameters.items()} == params, name
+
+
+def test_convert_dict_to_env_variables_skips_unsafe_entries(caplog):
+    env = {"ACCEL_DEBUG_MODE": "1", "BAD": "<script", "EMPTY": "", "OTHER": "2", "A B": "x"}
+    with caplog.at_level(logging.WARNING):
+        lines = s.convert_dict_to_env_variables(env)
+    assert lines == ["ACCEL_DEBUG_MODE=1\n", "OTHER=2\n"]
+    assert "BAD" in caplog.text and "EMPTY" in caplog.text and "A B" in caplog.text
+
+
+def test_purge_restores_the_library_variables(monkeypatch):
+    monkeypatch.setenv("ACCEL_KEEP", "before")
+    monkeypatch.setenv("ACCELERATE_GONE", "1")
+    monkeypatch.setenv("UNRELATED", "1")
+
+    @s.purge_accelerate_environment
+    def change():
+        os.environ["ACCEL_KEEP"] = "changed"
+        os.environ["ACCEL_NEW"] = "1"
+        del os.environ["ACCELERATE_GONE"]
+        os.environ["UNRELATED"] = "2"
+        return "result"
+
+    assert change() == "result"
+    assert os.environ["ACCEL_KEEP"] == "before"
+    assert "ACCEL_NEW" not in os.environ
+    assert os.environ["ACCELERATE_GONE"] == "1"
+    assert os.environ["UNRELATED"] == "2"
+
+
+def test_purge_wraps_test_methods_of_a_class_and_its_subclasses(monkeypatch):
+    monkeypatch.delenv("ACCEL_FROM_TEST", raising=False)
+
+    @s.purge_accel_environment
+    class Base:
+        def test_sets(self):
+            os.environ["ACCEL_FROM_TEST"] = "1"
+
+        def helper(self):
+            os.environ["ACCEL_FROM_TEST"] = "kept"
+
+    class Child(Base):
+        def test_child(self):
+            os.environ["ACCEL_FROM_TEST"] = "2"
+
+    Base().test_sets()
+    Child().test_child()
+    assert "ACCEL_FROM_TEST" not in os.environ
+    Base().helper()
+    assert os.environ.pop("ACCEL_FROM_TEST") == "kept"
+
+
+def test_check_os_kernel_warns_only_on_an_old_linux_kernel(monkeypatch, caplog):
+    def uname(release: str, system: str = "Linux"):
+        return platform.uname_result(system, "host", release, "", "x86_64")
+
+    monkeypatch.setattr(platform, "uname", lambda: uname("4.15.0-generic"))
+    with caplog.at_level(logging.WARNING):
+        s.check_os_kernel()
+    assert "4.15.0" in caplog.text and "5.5.0" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(platform, "uname", lambda: uname("6.8.0-45-generic"))
+    s.check_os_kernel()
+    monkeypatch.setattr(platform, "uname", lambda: uname("4.0.0", system="Darwin"))
+    s.check_os_kernel()
+    assert caplog.text == ""
+
+
+def test_get_logger_needs_the_state_first():
+    logger = s.get_logger("accel.test.nostate")
+    with pytest.raises(RuntimeError, match=r"PartialState\(\) or Accelerator\(\)"):
+        logger.info("too early")
+
+
+def test_get_logger_logs_on_the_main_process(caplog):
+    PartialState(cpu=True)
+    logger = s.get_logger("accel.test.main", log_level="INFO")
+    assert logger.logger.level == logging.INFO
+    with caplog.at_level(logging.INFO, logger="accel.test.main"):
+        logger.info("hello %s", "world")
+        logger.info("everyone", main_process_only=False, in_order=True)
+        logger.warning_once("once")
+        logger.warning_once("once")
+        logger.debug("hidden")
+    assert [r.getMessage() for r in caplog.records] == ["hello world", "everyone", "once"]
+    assert caplog.records[0].funcName == "test_get_logger_logs_on_the_main_process"
+
+
+def test_get_logger_reads_the_level_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ACCELERATE_LOG_LEVEL", "error")
+    assert s.get_logger("accel.test.env1").logger.level == logging.ERROR
+    monkeypatch.setenv("ACCEL_LOG_LEVEL", "debug")
+    assert s.get_logger("accel.test.env2").logger.level == logging.DEBUG
+    with pytest.raises(ValueError, match="got 'loud'"):
+        s.get_logger("accel.test.env3", log_level="loud")
+    logging.getLogger().setLevel(logging.WARNING)
+
+
+@pytest.mark.multiprocess
+def test_logger_and_wait_for_everyone_on_two_processes():
+    result = run_distributed(SCRIPTS / "logging_checks.py", num_processes=2, timeout=150)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("LOG ")]
+    assert lines.count("LOG main only") == 1, result.stderr
+    assert [line for line in lines if "in order" in line] == ["LOG in order 0", "LOG in order 1"]
+    assert "rank 0 OK" in result.stdout and "rank 1 OK" in result.stdout
