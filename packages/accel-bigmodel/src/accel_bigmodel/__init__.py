@@ -48,16 +48,25 @@ from ._offload import (
     offload_weight,
     save_offload_index,
 )
+from ._offload_access import (
+    align_module_device,
+    get_module_size_with_ties,
+    get_state_dict_from_offload,
+    get_state_dict_offloaded_model,
+    has_offloaded_params,
+)
 from ._safetensors_io import CorruptSafetensorsError, write_safetensors
 from ._sharding import shard_checkpoint
 from ._sizes import (
     calculate_maximum_sizes,
     compute_module_sizes,
+    compute_module_total_buffer_size,
     convert_file_size_to_int,
     dtype_byte_size,
     get_balanced_memory,
     get_max_layer_size,
     get_max_memory,
+    get_non_persistent_buffers,
     named_module_tensors,
 )
 from ._tensors import find_tied_parameters, retie_parameters, set_module_tensor_to_device
@@ -65,6 +74,13 @@ from ._tensors import find_tied_parameters, retie_parameters, set_module_tensor_
 __version__ = _version("accel-bigmodel")
 
 __all__ = [
+    "align_module_device",
+    "get_module_size_with_ties",
+    "get_state_dict_from_offload",
+    "get_state_dict_offloaded_model",
+    "has_offloaded_params",
+    "compute_module_total_buffer_size",
+    "get_non_persistent_buffers",
     "SAFE_WEIGHTS_INDEX_NAME",
     "SAFE_WEIGHTS_NAME",
     "WEIGHTS_INDEX_NAME",
