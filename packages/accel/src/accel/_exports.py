@@ -55,6 +55,7 @@ LAUNCH = _names("accel_launch", "write_basic_config")
 FACADE = _names("accel._accelerator", "Accelerator")
 FACADE.update(_names("accel._optim", "AcceleratedOptimizer AcceleratedScheduler"))
 FACADE.update(_names("accel._accelerator_prepare", "compile_regions"))
+UNWRAP = _names("accel._unwrap", "extract_model_from_parallel is_compiled_module")
 
 DATA = _names(
     "accel_data",
@@ -143,6 +144,7 @@ UTILS: dict[str, str] = {
     **PRECISION,
     **TRACKERS,
     **CHECKPOINT,
+    **UNWRAP,
 }
 
 # Names at ``accel.hooks.*`` (the hooks of accel-bigmodel, as the reference lays them out).
