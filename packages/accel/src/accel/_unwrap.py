@@ -32,7 +32,7 @@ def _parallel_wrappers() -> tuple[type, ...]:
 
 def _unwrap_tree(module: torch.nn.Module, wrappers: tuple[type, ...]) -> torch.nn.Module:
     while isinstance(module, wrappers):
-        module = module.module
+        module = module.module  # type: ignore[assignment]
     for name, child in list(module.named_children()):
         setattr(module, name, _unwrap_tree(child, wrappers))
     return module
@@ -68,7 +68,7 @@ def extract_model_from_parallel(
     inner: Any = model._orig_mod if compiled is not None else model
     wrappers = _parallel_wrappers()
     while isinstance(inner, wrappers):
-        inner = inner.module
+        inner = inner.module  # type: ignore[attr-defined]
     if recursive:
         inner = _unwrap_tree(inner, wrappers)
     if not keep_fp32_wrapper and ORIGINAL_FORWARD in inner.__dict__:
