@@ -5,11 +5,16 @@ the cumulative time Python itself attributes to the named module (so interpreter
 excluded) and whether torch was imported as a side effect.
 
 Run: ``uv run --no-sync python benchmarks/foundation/bench_import_time.py [--runs 7]``
+
+To compare with another version of the ``accel`` sources under the same machine load, pass
+``--baseline-src DIR`` (a directory holding an ``accel`` package, e.g. extracted with
+``git archive <commit> packages/accel/src``): runs alternate between the two.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -22,8 +27,14 @@ STATEMENTS = {
 }
 
 
-def cumulative_us(statement: str, module: str) -> tuple[int, bool]:
-    """Run ``statement`` in a fresh interpreter; return (cumulative us of ``module``, torch?)."""
+def cumulative_us(statement: str, module: str, src: str | None = None) -> tuple[int, bool]:
+    """Run ``statement`` in a fresh interpreter; return (cumulative us of ``module``, torch?).
+
+    ``src``, when given, is put first on ``PYTHONPATH`` so that its ``accel`` is imported.
+    """
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
     proc = subprocess.run(
         [
             sys.executable,
@@ -35,6 +46,7 @@ def cumulative_us(statement: str, module: str) -> tuple[int, bool]:
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     cumulative = None
     for line in proc.stderr.splitlines():
@@ -48,21 +60,37 @@ def cumulative_us(statement: str, module: str) -> tuple[int, bool]:
     return cumulative, proc.stdout.strip() == "True"
 
 
+def _median_ms(samples: list[tuple[int, bool]]) -> str:
+    return f"{statistics.median(us for us, _ in samples) / 1000:.1f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--baseline-src", default=None)
     args = parser.parse_args()
-    print("| statement | median cumulative (ms) | torch imported |")
-    print("| --- | ---: | --- |")
+    baseline = args.baseline_src
+    header = "| statement | median cumulative (ms) | torch imported |"
+    if baseline:
+        header = "| statement | baseline (ms) | this tree (ms) | torch imported |"
+    print(header)
+    print("| --- | ---: |" + (" ---: |" if baseline else "") + " --- |")
     for statement, module in STATEMENTS.items():
-        try:
-            samples = [cumulative_us(statement, module) for _ in range(args.runs)]
-        except subprocess.CalledProcessError:
-            print(f"| `{statement}` | module missing | - |")
-            continue
-        median_ms = statistics.median(us for us, _ in samples) / 1000
-        torch_loaded = any(loaded for _, loaded in samples)
-        print(f"| `{statement}` | {median_ms:.1f} | {'yes' if torch_loaded else 'no'} |")
+        ours: list[tuple[int, bool]] = []
+        base: list[tuple[int, bool]] = []
+        for _ in range(args.runs):
+            if baseline:
+                try:
+                    base.append(cumulative_us(statement, module, baseline))
+                except (subprocess.CalledProcessError, RuntimeError):
+                    pass
+            ours.append(cumulative_us(statement, module))
+        torch_loaded = "yes" if any(loaded for _, loaded in ours) else "no"
+        cells = [f"`{statement}`"]
+        if baseline:
+            cells.append(_median_ms(base) if base else "module missing")
+        cells += [_median_ms(ours), torch_loaded]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
