@@ -186,3 +186,17 @@ def test_logger_and_wait_for_everyone_on_two_processes():
     assert lines.count("LOG main only") == 1, result.stderr
     assert [line for line in lines if "in order" in line] == ["LOG in order 0", "LOG in order 1"]
     assert "rank 0 OK" in result.stdout and "rank 1 OK" in result.stdout
+
+
+@pytest.mark.multiprocess
+def test_debug_launcher_runs_a_function_on_two_cpu_processes(tmp_path):
+    result = run_command(
+        [sys.executable, str(SCRIPTS / "debug_launcher_checks.py"), str(tmp_path)], timeout=180
+    )
+    assert result.stdout.strip().endswith("OK"), result.stdout
+    assert [(tmp_path / f"rank{r}").read_text() for r in range(2)] == ["3.0", "3.0"]
+
+
+def test_debug_launcher_refuses_a_bad_process_count():
+    with pytest.raises(ValueError, match="positive integer; got 0"):
+        s.debug_launcher(print, num_processes=0)

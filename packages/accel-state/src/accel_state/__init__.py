@@ -83,6 +83,7 @@ _EXPORTS = {
     "MultiProcessAdapter": "._logging",
     "get_logger": "._logging",
     "wait_for_everyone": "._process",
+    "debug_launcher": "._debug_launcher",
     "check_os_kernel": "._env_tools",
     "convert_dict_to_env_variables": "._env_tools",
     "purge_accel_environment": "._env_tools",
@@ -201,6 +202,7 @@ __all__ = [
     "MultiProcessAdapter",
     "get_logger",
     "wait_for_everyone",
+    "debug_launcher",
     "check_os_kernel",
     "convert_dict_to_env_variables",
     "purge_accel_environment",
@@ -258,6 +260,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from ._accelerator_state import AcceleratorState, GradientState
+    from ._debug_launcher import debug_launcher
     from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
     from ._enums import (
         ComputeEnvironment,

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         ParallelismConfig,
         PartialState,
         ProfileKwargs,
+        debug_launcher,
         find_executable_batch_size,
         is_rich_available,
         synchronize_rng_states,

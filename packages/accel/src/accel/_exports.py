@@ -148,6 +148,7 @@ TOP_LEVEL: dict[str, str] = {
     "prepare_pippy": "accel_pipeline",
     "is_rich_available": "accel_state",
     "synchronize_rng_states": "accel_state",
+    "debug_launcher": "accel_state",
     "find_executable_batch_size": "accel_state",
     "DeepSpeedPlugin": "accel_state",
     **{

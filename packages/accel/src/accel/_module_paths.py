@@ -105,8 +105,8 @@ PATHS: dict[str, dict[str, str]] = {
     "accel.launchers": {
         **_names(
             "accel_state",
-            """AcceleratorState PartialState PrecisionType is_mps_available
-                is_rocm_available is_torch_version patch_environment""",
+            """AcceleratorState PartialState PrecisionType debug_launcher
+                is_mps_available is_rocm_available is_torch_version patch_environment""",
         ),
     },
     "accel.logging": {

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         AcceleratorState,
         PartialState,
         PrecisionType,
+        debug_launcher,
         is_mps_available,
         is_rocm_available,
         is_torch_version,
