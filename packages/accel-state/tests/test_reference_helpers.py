@@ -200,3 +200,33 @@ def test_debug_launcher_runs_a_function_on_two_cpu_processes(tmp_path):
 def test_debug_launcher_refuses_a_bad_process_count():
     with pytest.raises(ValueError, match="positive integer; got 0"):
         s.debug_launcher(print, num_processes=0)
+
+
+def test_str_to_bool_returns_ints_unless_asked_for_bools():
+    assert s.str_to_bool("yes") == 1 and type(s.str_to_bool("yes")) is int
+    assert s.str_to_bool("off", to_bool=True) is False
+    with pytest.raises(ValueError, match="got 'maybe'"):
+        s.str_to_bool("maybe")
+
+
+def test_get_int_from_env_takes_the_first_set_key(monkeypatch):
+    monkeypatch.delenv("ACCEL_TEST_A", raising=False)
+    monkeypatch.setenv("ACCEL_TEST_B", "7")
+    assert s.get_int_from_env(env_keys=["ACCEL_TEST_A", "ACCEL_TEST_B"], default=1) == 7
+    assert s.get_int_from_env(["ACCEL_TEST_A"], 3) == 3
+
+
+def test_find_executable_batch_size_uses_the_given_reduction():
+    tried = []
+
+    def smaller() -> int:
+        return tried[-1] - 10
+
+    @s.find_executable_batch_size(starting_batch_size=32, reduce_batch_size_fn=smaller)
+    def train(batch_size):
+        tried.append(batch_size)
+        if batch_size > 15:
+            raise RuntimeError("CUDA out of memory.")
+        return batch_size
+
+    assert train() == 12 and tried == [32, 22, 12]
