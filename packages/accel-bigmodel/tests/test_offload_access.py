@@ -109,3 +109,20 @@ def test_module_size_with_ties_counts_a_tied_weight_once():
     assert get_module_size_with_ties([], 7, sizes, modules) == (7, [], [])
     with pytest.raises(ValueError, match="'2.weight' belongs to none"):
         get_module_size_with_ties(["2.weight"], 7, sizes, modules)
+
+
+def test_tensor_identity_devices_and_byte_counts():
+    from accel_bigmodel import check_device_same, convert_bytes, id_tensor_storage
+
+    base = torch.zeros(4, 4)
+    assert id_tensor_storage(base) == id_tensor_storage(base[1])
+    assert id_tensor_storage(base) != id_tensor_storage(base.clone())
+    assert id_tensor_storage(base)[2] == 64
+    assert id_tensor_storage(torch.empty(3, device="meta", dtype=torch.float16))[1:] == (0, 6)
+    assert check_device_same(torch.device("cuda"), torch.device("cuda:0"))
+    assert not check_device_same(torch.device("cuda:1"), torch.device("cuda"))
+    assert not check_device_same(torch.device("cpu"), torch.device("meta"))
+    assert convert_bytes(512) == "512 bytes"
+    assert convert_bytes(1536) == "1.5 KB"
+    assert convert_bytes(3 * 1024**3) == "3.0 GB"
+    assert convert_bytes(2 * 1024**5) == "2.0 PB"

@@ -230,3 +230,52 @@ def test_find_executable_batch_size_uses_the_given_reduction():
         return batch_size
 
     assert train() == 12 and tried == [32, 22, 12]
+
+
+def test_object_helpers():
+    class Outer:
+        class Inner:
+            pass
+
+    assert s.get_pretty_name(Outer.Inner) == "test_object_helpers.<locals>.Outer.Inner"
+    assert s.get_pretty_name(torch.nn.Linear(1, 1)) == "Linear"
+    assert s.get_pretty_name(3) == "int"
+    dest = {"a": {"x": 1, "y": 2}, "b": 1}
+    assert s.merge_dicts({"a": {"y": 3, "z": 4}, "c": 5}, dest) is dest
+    assert dest == {"a": {"x": 1, "y": 3, "z": 4}, "b": 1, "c": 5}
+    model = torch.nn.Sequential(torch.nn.Linear(1, 2))
+    assert s.recursive_getattr(model, "0.weight") is model[0].weight
+    with pytest.raises(AttributeError, match="nope"):
+        s.recursive_getattr(model, "0.nope")
+
+
+def test_ports():
+    import socket
+
+    port = s.get_free_port()
+    assert not s.is_port_in_use(port)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("localhost", 0))
+        server.listen(1)
+        assert s.is_port_in_use(server.getsockname()[1])
+
+
+def test_required_decorators():
+    @s.deepspeed_required
+    def needs_deepspeed():
+        return "ran"
+
+    assert needs_deepspeed() == "ran"  # no state yet: nothing to check
+    AcceleratorState(cpu=True)
+    with pytest.raises(ValueError, match="needs a DeepSpeed run"):
+        needs_deepspeed()
+
+    @s.torchao_required
+    def needs_torchao():
+        return "ran"
+
+    if s.is_torchao_available():
+        assert needs_torchao() == "ran"
+    else:
+        with pytest.raises(ImportError, match="pip install"):
+            needs_torchao()

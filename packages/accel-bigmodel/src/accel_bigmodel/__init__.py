@@ -61,6 +61,7 @@ from ._sizes import (
     calculate_maximum_sizes,
     compute_module_sizes,
     compute_module_total_buffer_size,
+    convert_bytes,
     convert_file_size_to_int,
     dtype_byte_size,
     get_balanced_memory,
@@ -69,11 +70,20 @@ from ._sizes import (
     get_non_persistent_buffers,
     named_module_tensors,
 )
-from ._tensors import find_tied_parameters, retie_parameters, set_module_tensor_to_device
+from ._tensors import (
+    check_device_same,
+    find_tied_parameters,
+    id_tensor_storage,
+    retie_parameters,
+    set_module_tensor_to_device,
+)
 
 __version__ = _version("accel-bigmodel")
 
 __all__ = [
+    "check_device_same",
+    "convert_bytes",
+    "id_tensor_storage",
     "align_module_device",
     "get_module_size_with_ties",
     "get_state_dict_from_offload",

@@ -539,3 +539,12 @@ def get_balanced_memory(
         others = sum(budget[i] for i in gpus[1:])
         budget[gpus[0]] = min(max(0, sizes[""] - others), budget[gpus[0]])
     return budget
+
+
+def convert_bytes(size: float) -> str:
+    """A byte count written with its unit, rounded to 2 decimals: ``"1.5 GB"``."""
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if size < 1024.0:
+            return f"{round(size, 2)} {unit}"
+        size /= 1024.0
+    return f"{round(size, 2)} PB"

@@ -84,6 +84,13 @@ _EXPORTS = {
     "get_logger": "._logging",
     "wait_for_everyone": "._process",
     "debug_launcher": "._debug_launcher",
+    "deepspeed_required": "._probes",
+    "torchao_required": "._probes",
+    "get_free_port": "._objects",
+    "get_pretty_name": "._objects",
+    "is_port_in_use": "._objects",
+    "merge_dicts": "._objects",
+    "recursive_getattr": "._objects",
     "check_os_kernel": "._env_tools",
     "convert_dict_to_env_variables": "._env_tools",
     "purge_accel_environment": "._env_tools",
@@ -203,6 +210,13 @@ __all__ = [
     "get_logger",
     "wait_for_everyone",
     "debug_launcher",
+    "deepspeed_required",
+    "torchao_required",
+    "get_free_port",
+    "get_pretty_name",
+    "is_port_in_use",
+    "merge_dicts",
+    "recursive_getattr",
     "check_os_kernel",
     "convert_dict_to_env_variables",
     "purge_accel_environment",
@@ -336,10 +350,18 @@ if TYPE_CHECKING:
         release_memory,
         should_reduce_batch_size,
     )
+    from ._objects import (
+        get_free_port,
+        get_pretty_name,
+        is_port_in_use,
+        merge_dicts,
+        recursive_getattr,
+    )
     from ._parallelism import ParallelismConfig, TorchTensorParallelPlugin
     from ._plugins import GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin
     from ._probes import (
         check_cuda_fp8_capability,
+        deepspeed_required,
         is_4bit_bnb_available,
         is_8bit_bnb_available,
         is_amdsmi_available,
@@ -374,6 +396,7 @@ if TYPE_CHECKING:
         is_triton_available,
         is_weights_only_available,
         is_xccl_available,
+        torchao_required,
     )
     from ._process import (
         wait_for_everyone,

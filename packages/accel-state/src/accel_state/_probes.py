@@ -8,9 +8,12 @@ that is the only way to know.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
@@ -239,3 +242,50 @@ def is_habana_gaudi1() -> bool:
     if synapse is None:
         return False
     return bool(utils._get_device_type() == synapse.synDeviceGaudi)
+
+
+# ---------------------------------------------------------------------------- decorators
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def deepspeed_required(func: F) -> F:
+    """Make ``func`` refuse to run when the current run does not use DeepSpeed.
+
+    The check runs at call time, once the state exists; without a state the call goes ahead.
+
+    Raises:
+        ValueError: at call time, if the state's distributed type is not DeepSpeed.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ._accelerator_state import AcceleratorState
+        from ._enums import DistributedType
+
+        if AcceleratorState._shared_state:
+            kind = AcceleratorState().distributed_type
+            if kind != DistributedType.DEEPSPEED:
+                raise ValueError(
+                    f"{func.__name__} needs a DeepSpeed run; this run's distributed type is "
+                    f"{kind}. Create the Accelerator with a DeepSpeedPlugin (or launch with "
+                    "--use_deepspeed) first."
+                )
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def torchao_required(func: F) -> F:
+    """Make ``func`` raise an ``ImportError`` naming the install command when torchao is
+    missing."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not _is_package_available("torchao"):
+            raise ImportError(
+                f"{func.__name__} needs torchao, which is not installed. "
+                'Install it with `pip install "accel-precision[torchao]"` (or `pip install torchao`).'
+            )
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

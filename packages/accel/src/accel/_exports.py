@@ -128,11 +128,19 @@ STATE.update(
         is_timm_available is_torchdata_available is_torchdata_stateful_dataloader_available
         is_torchvision_available is_trackio_available is_transformer_engine_mxfp8_available
         is_triton_available is_weights_only_available is_xccl_available parse_choice_from_env
-        purge_accel_environment purge_accelerate_environment wait_for_everyone""",
+        purge_accel_environment purge_accelerate_environment wait_for_everyone
+        deepspeed_required torchao_required get_free_port get_pretty_name is_port_in_use
+        merge_dicts recursive_getattr""",
     )
 )
 COLLECTIVES.update(_names("accel_collectives", "CannotPadNestedTensorWarning pad_input_tensors"))
-BIGMODEL.update(_names("accel_bigmodel", "align_module_device has_offloaded_params"))
+BIGMODEL.update(
+    _names(
+        "accel_bigmodel",
+        """align_module_device has_offloaded_params check_device_same convert_bytes
+        id_tensor_storage""",
+    )
+)
 
 # Names at ``accel.*`` (seeds 002 and 004).
 TOP_LEVEL: dict[str, str] = {

@@ -25,7 +25,8 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_state",
             """is_bnb_available is_mlu_available is_musa_available is_neuron_available
-                is_npu_available is_sdaa_available is_xpu_available parse_flag_from_env""",
+                is_npu_available is_sdaa_available is_xpu_available parse_flag_from_env
+                recursive_getattr""",
         ),
     },
     "accel.checkpointing": {
@@ -40,9 +41,10 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_state",
-            """PartialState get_logger is_cuda_available is_hpu_available
-                is_mlu_available is_musa_available is_neuron_available is_sdaa_available
-                is_torch_version is_torch_xla_available is_xpu_available""",
+            """PartialState get_logger get_pretty_name is_cuda_available
+                is_hpu_available is_mlu_available is_musa_available is_neuron_available
+                is_sdaa_available is_torch_version is_torch_xla_available
+                is_xpu_available""",
         ),
     },
     "accel.data_loader": {
@@ -80,13 +82,13 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_state",
             """PartialState clear_device_cache is_mlu_available is_musa_available
-                is_npu_available""",
+                is_npu_available recursive_getattr""",
         ),
     },
     "accel.inference": {
         **_names(
             "accel_bigmodel",
-            """calculate_maximum_sizes infer_auto_device_map""",
+            """calculate_maximum_sizes convert_bytes infer_auto_device_map""",
         ),
         **_names(
             "accel_collectives",
@@ -145,12 +147,12 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """AcceleratorState DistributedType DynamoBackend
                 GradientAccumulationPlugin GradientState PartialState
-                SageMakerDistributedType check_cuda_fp8_capability get_int_from_env
-                is_datasets_available is_deepspeed_available is_fp8_available
-                is_habana_gaudi1 is_hpu_available is_mlu_available is_mps_available
-                is_musa_available is_neuron_available is_npu_available is_sdaa_available
-                is_torch_xla_available is_xccl_available is_xpu_available
-                parse_choice_from_env parse_flag_from_env""",
+                SageMakerDistributedType check_cuda_fp8_capability deepspeed_required
+                get_int_from_env is_datasets_available is_deepspeed_available
+                is_fp8_available is_habana_gaudi1 is_hpu_available is_mlu_available
+                is_mps_available is_musa_available is_neuron_available is_npu_available
+                is_sdaa_available is_torch_xla_available is_xccl_available
+                is_xpu_available parse_choice_from_env parse_flag_from_env""",
         ),
     },
     "accel.tracking": {
@@ -180,7 +182,7 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_state",
-            """is_torchao_available""",
+            """is_torchao_available torchao_required""",
         ),
     },
     "accel.utils.bnb": {
@@ -291,15 +293,16 @@ PATHS: dict[str, dict[str, str]] = {
     "accel.utils.imports": {
         **_names(
             "accel_state",
-            """compare_versions is_4bit_bnb_available is_8bit_bnb_available
-                is_aim_available is_amdsmi_available is_bf16_available
-                is_bitsandbytes_multi_backend_available is_bnb_available
-                is_boto3_available is_clearml_available is_comet_ml_available
-                is_cuda_available is_datasets_available is_deepspeed_available
-                is_dvclive_available is_fp16_available is_fp8_available is_habana_gaudi1
-                is_hpu_available is_import_timer_available is_lomo_available
-                is_matplotlib_available is_megatron_lm_available is_mlflow_available
-                is_mlu_available is_mps_available is_msamp_available is_musa_available
+            """compare_versions deepspeed_required is_4bit_bnb_available
+                is_8bit_bnb_available is_aim_available is_amdsmi_available
+                is_bf16_available is_bitsandbytes_multi_backend_available
+                is_bnb_available is_boto3_available is_clearml_available
+                is_comet_ml_available is_cuda_available is_datasets_available
+                is_deepspeed_available is_dvclive_available is_fp16_available
+                is_fp8_available is_habana_gaudi1 is_hpu_available
+                is_import_timer_available is_lomo_available is_matplotlib_available
+                is_megatron_lm_available is_mlflow_available is_mlu_available
+                is_mps_available is_msamp_available is_musa_available
                 is_neuron_available is_npu_available is_numpy_available
                 is_pandas_available is_peft_available is_pippy_available
                 is_pynvml_available is_pytest_available is_rich_available
@@ -312,16 +315,17 @@ PATHS: dict[str, dict[str, str]] = {
                 is_transformer_engine_mxfp8_available is_transformers_available
                 is_triton_available is_wandb_available is_weights_only_available
                 is_xccl_available is_xpu_available parse_flag_from_env patch_environment
-                str_to_bool""",
+                str_to_bool torchao_required""",
         ),
     },
     "accel.utils.launch": {
         **_names(
             "accel_state",
             """DistributedType DynamoBackend PrecisionType SageMakerDistributedType
-                compare_versions is_fp8_available is_hpu_available is_mlu_available
-                is_musa_available is_neuron_available is_npu_available is_sdaa_available
-                is_torch_xla_available is_xpu_available str_to_bool""",
+                compare_versions get_free_port is_fp8_available is_hpu_available
+                is_mlu_available is_musa_available is_neuron_available is_npu_available
+                is_port_in_use is_sdaa_available is_torch_xla_available is_xpu_available
+                merge_dicts str_to_bool""",
         ),
     },
     "accel.utils.memory": {
@@ -341,14 +345,15 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_bigmodel",
             """align_module_device calculate_maximum_sizes check_device_map
-                clean_device_map compute_module_sizes compute_module_total_buffer_size
-                convert_file_size_to_int dtype_byte_size find_tied_parameters
-                get_balanced_memory get_max_layer_size get_max_memory
-                get_module_size_with_ties get_non_persistent_buffers
-                get_state_dict_from_offload get_state_dict_offloaded_model
-                has_offloaded_params infer_auto_device_map load_checkpoint_in_model
-                load_offloaded_weight load_offloaded_weights load_state_dict
-                named_module_tensors offload_weight retie_parameters save_offload_index
+                check_device_same clean_device_map compute_module_sizes
+                compute_module_total_buffer_size convert_file_size_to_int
+                dtype_byte_size find_tied_parameters get_balanced_memory
+                get_max_layer_size get_max_memory get_module_size_with_ties
+                get_non_persistent_buffers get_state_dict_from_offload
+                get_state_dict_offloaded_model has_offloaded_params id_tensor_storage
+                infer_auto_device_map load_checkpoint_in_model load_offloaded_weight
+                load_offloaded_weights load_state_dict named_module_tensors
+                offload_weight retie_parameters save_offload_index
                 set_module_tensor_to_device""",
         ),
         **_names(
@@ -402,14 +407,19 @@ PATHS: dict[str, dict[str, str]] = {
             """extract_model_from_parallel is_compiled_module""",
         ),
         **_names(
+            "accel_bigmodel",
+            """convert_bytes id_tensor_storage""",
+        ),
+        **_names(
             "accel_launch",
             """write_basic_config""",
         ),
         **_names(
             "accel_state",
-            """DistributedType PartialState check_os_kernel get_logger
-                is_deepspeed_available is_numpy_available is_torch_distributed_available
-                is_torch_version is_torch_xla_available is_weights_only_available
+            """DistributedType PartialState check_os_kernel get_free_port get_logger
+                get_pretty_name is_deepspeed_available is_numpy_available is_port_in_use
+                is_torch_distributed_available is_torch_version is_torch_xla_available
+                is_weights_only_available merge_dicts recursive_getattr
                 wait_for_everyone""",
         ),
     },

@@ -50,4 +50,5 @@ if TYPE_CHECKING:
         is_sdaa_available,
         is_xpu_available,
         parse_flag_from_env,
+        recursive_getattr,
     )

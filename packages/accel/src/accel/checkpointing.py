@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from accel_state import (
         PartialState,
         get_logger,
+        get_pretty_name,
         is_cuda_available,
         is_hpu_available,
         is_mlu_available,

@@ -43,4 +43,5 @@ if TYPE_CHECKING:
         is_mlu_available,
         is_musa_available,
         is_npu_available,
+        recursive_getattr,
     )

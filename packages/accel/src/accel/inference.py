@@ -18,6 +18,7 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 if TYPE_CHECKING:
     from accel_bigmodel import (
         calculate_maximum_sizes,
+        convert_bytes,
         infer_auto_device_map,
     )
     from accel_collectives import (

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         PartialState,
         SageMakerDistributedType,
         check_cuda_fp8_capability,
+        deepspeed_required,
         get_int_from_env,
         is_datasets_available,
         is_deepspeed_available,

@@ -26,4 +26,5 @@ if TYPE_CHECKING:
     )
     from accel_state import (
         is_torchao_available,
+        torchao_required,
     )

@@ -19,6 +19,7 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 if TYPE_CHECKING:
     from accel_state import (
         compare_versions,
+        deepspeed_required,
         is_4bit_bnb_available,
         is_8bit_bnb_available,
         is_aim_available,
@@ -82,4 +83,5 @@ if TYPE_CHECKING:
         parse_flag_from_env,
         patch_environment,
         str_to_bool,
+        torchao_required,
     )

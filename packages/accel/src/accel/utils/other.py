@@ -17,6 +17,10 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
+    from accel_bigmodel import (
+        convert_bytes,
+        id_tensor_storage,
+    )
     from accel_launch import (
         write_basic_config,
     )
@@ -24,13 +28,18 @@ if TYPE_CHECKING:
         DistributedType,
         PartialState,
         check_os_kernel,
+        get_free_port,
         get_logger,
+        get_pretty_name,
         is_deepspeed_available,
         is_numpy_available,
+        is_port_in_use,
         is_torch_distributed_available,
         is_torch_version,
         is_torch_xla_available,
         is_weights_only_available,
+        merge_dicts,
+        recursive_getattr,
         wait_for_everyone,
     )
 
