@@ -15,18 +15,26 @@ import torch
 
 import accel_state as s
 from accel_state import AcceleratorState, GradientState, PartialState
-from accel_state.testing import run_command, run_distributed
+from accel_state.testing import reset_state, run_command, run_distributed
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
 @pytest.fixture(autouse=True)
 def fresh_state():
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
+    reset_state()
     yield
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
+    reset_state()
+
+
+def test_reset_state_forgets_every_shared_state():
+    AcceleratorState(cpu=True, mixed_precision="bf16")
+    GradientState()
+    assert PartialState._shared_state and GradientState._shared_state
+    reset_state()
+    assert not AcceleratorState._shared_state and not PartialState._shared_state
+    assert not GradientState._shared_state
+    assert AcceleratorState(cpu=True).mixed_precision == "no"
 
 
 def test_enum_members_of_the_reference():
