@@ -287,3 +287,14 @@ def test_required_decorators():
     else:
         with pytest.raises(ImportError, match="pip install"):
             needs_torchao()
+
+
+def test_constants_and_state_probes():
+    assert "MULTI_CPU" in s.TORCH_DISTRIBUTED_OPERATION_TYPES
+    assert set(s.CUDA_DISTRIBUTED_TYPES) < set(s.TORCH_DISTRIBUTED_OPERATION_TYPES)
+    assert s.STR_OPERATION_TO_FUNC[">="](2, 1) and not s.STR_OPERATION_TO_FUNC["<"](2, 1)
+    assert "max-autotune" in s.TORCH_DYNAMO_MODES
+    assert s.do_nothing(1, key=2) is None
+    assert not s.is_initialized()
+    AcceleratorState(cpu=True)
+    assert s.is_initialized()

@@ -84,6 +84,12 @@ _EXPORTS = {
     "get_logger": "._logging",
     "wait_for_everyone": "._process",
     "debug_launcher": "._debug_launcher",
+    "CUDA_DISTRIBUTED_TYPES": "._constants",
+    "STR_OPERATION_TO_FUNC": "._constants",
+    "TORCH_DISTRIBUTED_OPERATION_TYPES": "._constants",
+    "TORCH_DYNAMO_MODES": "._constants",
+    "do_nothing": "._process",
+    "is_initialized": "._process",
     "deepspeed_required": "._probes",
     "torchao_required": "._probes",
     "get_free_port": "._objects",
@@ -210,6 +216,12 @@ __all__ = [
     "get_logger",
     "wait_for_everyone",
     "debug_launcher",
+    "CUDA_DISTRIBUTED_TYPES",
+    "STR_OPERATION_TO_FUNC",
+    "TORCH_DISTRIBUTED_OPERATION_TYPES",
+    "TORCH_DYNAMO_MODES",
+    "do_nothing",
+    "is_initialized",
     "deepspeed_required",
     "torchao_required",
     "get_free_port",
@@ -274,6 +286,12 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from ._accelerator_state import AcceleratorState, GradientState
+    from ._constants import (
+        CUDA_DISTRIBUTED_TYPES,
+        STR_OPERATION_TO_FUNC,
+        TORCH_DISTRIBUTED_OPERATION_TYPES,
+        TORCH_DYNAMO_MODES,
+    )
     from ._debug_launcher import debug_launcher
     from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
     from ._enums import (

@@ -11,3 +11,16 @@ def wait_for_everyone() -> None:
     Creates the process state if it does not exist yet, like ``PartialState()``.
     """
     PartialState().wait_for_everyone()
+
+
+def is_initialized() -> bool:
+    """Whether the accelerator state exists (an ``Accelerator`` or ``AcceleratorState`` was
+    created in this process and not reset)."""
+    from ._accelerator_state import AcceleratorState
+
+    return bool(AcceleratorState._shared_state)
+
+
+def do_nothing(*args: object, **kwargs: object) -> None:
+    """Accept any arguments and do nothing (a placeholder callback)."""
+    return None

@@ -130,7 +130,8 @@ STATE.update(
         is_triton_available is_weights_only_available is_xccl_available parse_choice_from_env
         purge_accel_environment purge_accelerate_environment wait_for_everyone
         deepspeed_required torchao_required get_free_port get_pretty_name is_port_in_use
-        merge_dicts recursive_getattr""",
+        merge_dicts recursive_getattr CUDA_DISTRIBUTED_TYPES TORCH_DISTRIBUTED_OPERATION_TYPES
+        STR_OPERATION_TO_FUNC TORCH_DYNAMO_MODES do_nothing is_initialized""",
     )
 )
 COLLECTIVES.update(_names("accel_collectives", "CannotPadNestedTensorWarning pad_input_tensors"))

@@ -148,11 +148,12 @@ PATHS: dict[str, dict[str, str]] = {
             """AcceleratorState DistributedType DynamoBackend
                 GradientAccumulationPlugin GradientState PartialState
                 SageMakerDistributedType check_cuda_fp8_capability deepspeed_required
-                get_int_from_env is_datasets_available is_deepspeed_available
-                is_fp8_available is_habana_gaudi1 is_hpu_available is_mlu_available
-                is_mps_available is_musa_available is_neuron_available is_npu_available
-                is_sdaa_available is_torch_xla_available is_xccl_available
-                is_xpu_available parse_choice_from_env parse_flag_from_env""",
+                do_nothing get_int_from_env is_datasets_available is_deepspeed_available
+                is_fp8_available is_habana_gaudi1 is_hpu_available is_initialized
+                is_mlu_available is_mps_available is_musa_available is_neuron_available
+                is_npu_available is_sdaa_available is_torch_xla_available
+                is_xccl_available is_xpu_available parse_choice_from_env
+                parse_flag_from_env""",
         ),
     },
     "accel.tracking": {
@@ -209,6 +210,11 @@ PATHS: dict[str, dict[str, str]] = {
             """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SAFE_WEIGHTS_INDEX_NAME
                 SAFE_WEIGHTS_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_INDEX_NAME
                 WEIGHTS_NAME""",
+        ),
+        **_names(
+            "accel_state",
+            """CUDA_DISTRIBUTED_TYPES STR_OPERATION_TO_FUNC
+                TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES""",
         ),
     },
     "accel.utils.dataclasses": {
@@ -389,7 +395,8 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_state",
-            """AcceleratorState DistributedType PartialState is_npu_available
+            """AcceleratorState DistributedType PartialState
+                TORCH_DISTRIBUTED_OPERATION_TYPES is_npu_available
                 is_torch_distributed_available is_torch_version is_torch_xla_available""",
         ),
     },
@@ -426,16 +433,16 @@ PATHS: dict[str, dict[str, str]] = {
     "accel.utils.random": {
         **_names(
             "accel_state",
-            """AcceleratorState DistributedType RNGType is_hpu_available
-                is_mlu_available is_musa_available is_neuron_available is_npu_available
-                is_sdaa_available is_torch_xla_available is_xpu_available set_seed
-                synchronize_rng_state synchronize_rng_states""",
+            """AcceleratorState CUDA_DISTRIBUTED_TYPES DistributedType RNGType
+                is_hpu_available is_mlu_available is_musa_available is_neuron_available
+                is_npu_available is_sdaa_available is_torch_xla_available
+                is_xpu_available set_seed synchronize_rng_state synchronize_rng_states""",
         ),
     },
     "accel.utils.versions": {
         **_names(
             "accel_state",
-            """compare_versions is_torch_version""",
+            """STR_OPERATION_TO_FUNC compare_versions is_torch_version""",
         ),
     },
 }

@@ -130,6 +130,10 @@ if TYPE_CHECKING:
         replace_with_bnb_layers,
     )
     from accel_state import (
+        CUDA_DISTRIBUTED_TYPES,
+        STR_OPERATION_TO_FUNC,
+        TORCH_DISTRIBUTED_OPERATION_TYPES,
+        TORCH_DYNAMO_MODES,
         AcceleratorState,
         AutocastKwargs,
         ComputeEnvironment,
@@ -160,6 +164,7 @@ if TYPE_CHECKING:
         compare_versions,
         convert_dict_to_env_variables,
         deepspeed_required,
+        do_nothing,
         find_executable_batch_size,
         get_free_port,
         get_int_from_env,
@@ -184,6 +189,7 @@ if TYPE_CHECKING:
         is_habana_gaudi1,
         is_hpu_available,
         is_import_timer_available,
+        is_initialized,
         is_lomo_available,
         is_matplotlib_available,
         is_megatron_lm_available,

@@ -17,6 +17,13 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
+    from accel_state import (
+        CUDA_DISTRIBUTED_TYPES,
+        STR_OPERATION_TO_FUNC,
+        TORCH_DISTRIBUTED_OPERATION_TYPES,
+        TORCH_DYNAMO_MODES,
+    )
+
     from accel._checkpoint_io import (
         MODEL_NAME,
         OPTIMIZER_NAME,

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         convert_outputs_to_fp32,
     )
     from accel_state import (
+        TORCH_DISTRIBUTED_OPERATION_TYPES,
         AcceleratorState,
         DistributedType,
         PartialState,

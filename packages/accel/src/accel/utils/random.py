@@ -18,6 +18,7 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from accel_state import (
+        CUDA_DISTRIBUTED_TYPES,
         AcceleratorState,
         DistributedType,
         RNGType,

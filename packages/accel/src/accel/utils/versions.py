@@ -18,6 +18,7 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from accel_state import (
+        STR_OPERATION_TO_FUNC,
         compare_versions,
         is_torch_version,
     )
