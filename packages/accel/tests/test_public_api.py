@@ -186,3 +186,10 @@ def test_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         accel.Nope  # noqa: B018
     assert importlib.import_module("accel.utils").__name__ == "accel.utils"
+
+
+def test_submodule_lists_match_the_module_paths():
+    top = {p.split(".")[1] for p in PATHS if p.count(".") == 1} | {"utils"}
+    assert sorted(accel._SUBMODULES) == sorted(top)
+    under_utils = {p.split(".")[2] for p in PATHS if p.startswith("accel.utils.")}
+    assert sorted(accel.utils._SUBMODULES) == sorted(under_utils)
