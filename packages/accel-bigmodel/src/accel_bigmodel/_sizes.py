@@ -161,19 +161,29 @@ def named_module_tensors(
     if include_buffers:
         skip: set[str] = set()
         if remove_non_persistent:
-            skip = get_non_persistent_buffers(module, recurse=recurse)
+            skip = get_non_persistent_buffers(module, recurse=recurse, fqns=True)
         for name, buf in module.named_buffers(recurse=recurse):
             if name not in skip:
                 yield name, buf
 
 
-def get_non_persistent_buffers(module: nn.Module, recurse: bool = False) -> set[str]:
-    """Returns the (dotted) names of the buffers registered with ``persistent=False``."""
+def get_non_persistent_buffers(
+    module: nn.Module, recurse: bool = False, fqns: bool = False
+) -> set[str]:
+    """Returns the names of the buffers registered with ``persistent=False``.
+
+    Args:
+        module: The module to inspect.
+        recurse: Also look in every submodule.
+        fqns: With ``recurse``, return dotted names relative to ``module``
+            (``"block.mask"``); otherwise submodules' buffers are named by their own name only.
+    """
     names = set(module._non_persistent_buffers_set)
     if recurse:
         for prefix, sub in module.named_modules():
             if prefix:
-                names.update(f"{prefix}.{n}" for n in sub._non_persistent_buffers_set)
+                own = sub._non_persistent_buffers_set
+                names.update(f"{prefix}.{n}" for n in own) if fqns else names.update(own)
     return names
 
 
@@ -581,3 +591,12 @@ def get_balanced_memory(
         others = sum(budget[i] for i in gpus[1:])
         budget[gpus[0]] = min(max(0, sizes[""] - others), budget[gpus[0]])
     return budget
+
+
+def convert_bytes(size: float) -> str:
+    """A byte count written with its unit, rounded to 2 decimals: ``"1.5 GB"``."""
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if size < 1024.0:
+            return f"{round(size, 2)} {unit}"
+        size /= 1024.0
+    return f"{round(size, 2)} PB"
