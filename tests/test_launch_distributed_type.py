@@ -96,7 +96,19 @@ def test_megatron_lm_is_refused_by_the_launcher_and_the_accelerator_alike():
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("kind", ["TPU", "XLA", "MULTI_NPU", "MULTI_MLU"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "TPU",
+        "XLA",
+        "MULTI_NPU",
+        "MULTI_MLU",
+        "MULTI_HPU",
+        "MULTI_MUSA",
+        "MULTI_SDAA",
+        "MULTI_NEURON",
+    ],
+)
 def test_types_no_process_runs_are_refused_from_a_config_file(tmp_path, kind):
     config = tmp_path / "config.yaml"
     config.write_text(f"distributed_type: {kind}\nnum_processes: 2\n")

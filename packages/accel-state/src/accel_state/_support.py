@@ -18,6 +18,13 @@ UNSUPPORTED_DISTRIBUTED_TYPES: dict[str, tuple[str, str]] = {
     "XLA": ("TPU / XLA is not supported by this version of accel", _CPU_OR_CUDA),
     "MULTI_NPU": ("Ascend NPUs are not supported by this version of accel", _CPU_OR_CUDA),
     "MULTI_MLU": ("Cambricon MLUs are not supported by this version of accel", _CPU_OR_CUDA),
+    "MULTI_HPU": ("Intel Gaudi HPUs are not supported by this version of accel", _CPU_OR_CUDA),
+    "MULTI_MUSA": (
+        "Moore Threads MUSA GPUs are not supported by this version of accel",
+        _CPU_OR_CUDA,
+    ),
+    "MULTI_SDAA": ("SDAA devices are not supported by this version of accel", _CPU_OR_CUDA),
+    "MULTI_NEURON": ("AWS Neuron devices are not supported by this version of accel", _CPU_OR_CUDA),
 }
 """``DistributedType`` value -> (what is not supported, what to use instead)."""
 
