@@ -125,6 +125,11 @@ class Engine:
         layout of its own or ``input_dir`` holds none."""
         return False
 
+    def validate_model_state(self, input_dir: str) -> None:
+        """Check the files of the engine's own layout in ``input_dir`` without loading them
+        (called by ``load_state`` before anything changes; raise to refuse the checkpoint).
+        The default has no layout of its own and checks nothing."""
+
     def save_optimizer_state(
         self, optimizer: torch.optim.Optimizer, output_dir: str, index: int
     ) -> bool:
