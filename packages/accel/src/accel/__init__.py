@@ -57,6 +57,15 @@ if TYPE_CHECKING:
     from ._accelerator_prepare import (
         compile_regions,
     )
+    from ._checkpoint_io import (
+        UnsafeCheckpointError,
+    )
+    from ._checkpoint_manifest import (
+        CheckpointIntegrityError,
+    )
+    from ._checkpoint_sync import (
+        CheckpointSyncError,
+    )
     from ._optim import (
         AcceleratedOptimizer,
         AcceleratedScheduler,

@@ -247,13 +247,13 @@ def apply_checkpoint(
         if plan.rng is not None:
             restore_rng_state(plan.rng)
     except BaseException as exc:
-        _undo(undo)
+        _undo(undo, exc)
         rendezvous.meet("applied", error=f"{type(exc).__name__}: {exc}")
         raise
     try:
         rendezvous.meet("applied")
-    except BaseException:
-        _undo(undo)
+    except BaseException as exc:
+        _undo(undo, exc)
         raise
     accelerator.step = plan.manifest.step
     index = checkpoint_index(plan.input_dir)
@@ -262,9 +262,20 @@ def apply_checkpoint(
         config.iteration = index + 1
 
 
-def _undo(undo: list[tuple[Any, Any]]) -> None:
+def _undo(undo: list[tuple[Any, Any]], error: BaseException) -> None:
+    """Put back the snapshots; warn naming any object that refuses its own snapshot."""
+    stuck = []
     for obj, state in reversed(undo):
-        obj.load_state_dict(state)
+        try:
+            obj.load_state_dict(state)
+        except Exception as exc:
+            stuck.append(f"{type(obj).__name__} ({type(exc).__name__}: {exc})")
+    if stuck:
+        warnings.warn(
+            f"load_state failed ({type(error).__name__}: {error}) and put back the objects it "
+            f"had restored, except {', '.join(stuck)}, which refused their own previous state.",
+            stacklevel=4,
+        )
 
 
 def _no_layout(what: str, index: int, input_dir: str) -> FileNotFoundError:
