@@ -35,7 +35,9 @@ def test_a_regular_file_is_refused_before_anything_is_written(tmp_path):
     target = tmp_path / "results"
     target.write_text("precious")
     for _ in range(2):
-        with pytest.raises(NotADirectoryError, match="never replaces a file.*'.*results' is a file"):
+        with pytest.raises(
+            NotADirectoryError, match="never replaces a file.*'.*results' is a file"
+        ):
             acc.save_state(target)
     assert target.read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]

@@ -199,7 +199,7 @@ def _plan_scaler(accelerator: Accelerator, plan: LoadPlan, read: Callable[[str],
             f"checkpoint {plan.input_dir!r} {'holds' if saved else 'holds no'} grad scaler state "
             f"and this run {have} grad scaler (mixed_precision={accelerator.mixed_precision!r}); "
             "the scaler was left as it is.",
-            stacklevel=4,
+            stacklevel=5,
         )
 
 
@@ -274,7 +274,7 @@ def _undo(undo: list[tuple[Any, Any]], error: BaseException) -> None:
         warnings.warn(
             f"load_state failed ({type(error).__name__}: {error}) and put back the objects it "
             f"had restored, except {', '.join(stuck)}, which refused their own previous state.",
-            stacklevel=4,
+            stacklevel=5,
         )
 
 
