@@ -129,7 +129,8 @@ def read_checkpoint(
             _check_optimizer_state(opt, state, i, input_dir)
             plan.states.append(("optimizer", opt, state))
     else:
-        engine.validate_model_state(input_dir)
+        for i in range(len(models)):
+            engine.validate_model_state(input_dir, i)
     for i, scheduler in enumerate(schedulers):
         state = read(indexed_name(SCHEDULER_NAME, "bin", i))
         plan.states.append(("scheduler", scheduler, _mapping(state, f"scheduler {i}")))

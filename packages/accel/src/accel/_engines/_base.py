@@ -125,10 +125,11 @@ class Engine:
         layout of its own or ``input_dir`` holds none."""
         return False
 
-    def validate_model_state(self, input_dir: str) -> None:
-        """Check the files of the engine's own layout in ``input_dir`` without loading them
-        (called by ``load_state`` before anything changes; raise to refuse the checkpoint).
-        The default has no layout of its own and checks nothing."""
+    def validate_model_state(self, input_dir: str, index: int) -> None:
+        """Check the files of model ``index`` (and its optimizer) in the engine's own layout in
+        ``input_dir`` without loading them; ``load_state`` calls it before anything changes,
+        and an exception refuses the checkpoint. The plain layout has no files of its own, so
+        there is nothing to check here; sharding engines override it."""
 
     def save_optimizer_state(
         self, optimizer: torch.optim.Optimizer, output_dir: str, index: int
