@@ -275,3 +275,28 @@ def test_failure_while_applying_puts_back_what_was_applied(tmp_path):
     assert scheduler.scheduler.last_epoch == before["last_epoch"]
     _assert_nested_equal(before["optimizer"], optimizer.state_dict())
     assert os.path.isdir(out)
+
+
+@pytest.mark.parametrize("how", ["unsafe", "wrong"])
+def test_refused_bin_weights_change_nothing(tmp_path, how):
+    run = _run(tmp_path)
+    acc = run[0]
+    _steps(*run, count=3)
+    out = Path(acc.save_state(tmp_path / "ckpt", safe_serialization=False))
+    _steps(*run, count=2)
+    before = _snapshot(*run)
+    marker = tmp_path / "pwned.txt"
+    if how == "unsafe":
+        _unsafe_pickle(out, "pytorch_model.bin", marker)
+        error, message = UnsafeCheckpointError, "refused without running it"
+    else:
+        torch.save({"0.weight": torch.zeros(8, 4)}, out / "pytorch_model.bin")
+        _fix_manifest(out, "pytorch_model.bin")
+        error, message = KeyError, r"lacks \['0.bias'"
+    with pytest.raises(error, match=message):
+        acc.load_state(out)
+    assert not marker.exists()
+    _assert_same(before, _snapshot(*run))
+    if how == "wrong":
+        acc.load_state(out, strict=False)  # the matching key loads, the others keep theirs
+        assert torch.equal(run[1].state_dict()["0.weight"], torch.zeros(8, 4))
