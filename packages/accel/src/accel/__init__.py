@@ -69,6 +69,15 @@ if TYPE_CHECKING:
     from accel._accelerator_prepare import (
         compile_regions,
     )
+    from accel._checkpoint_io import (
+        UnsafeCheckpointError,
+    )
+    from accel._checkpoint_manifest import (
+        CheckpointIntegrityError,
+    )
+    from accel._checkpoint_sync import (
+        CheckpointSyncError,
+    )
     from accel._optim import (
         AcceleratedOptimizer,
         AcceleratedScheduler,

@@ -188,9 +188,11 @@ def read_weights(path: str, trust_pickles: bool = False) -> tuple[dict[str, Any]
     if path.endswith(".safetensors"):
         handle = SafetensorsFile(path)
         state = {name: handle.load(name) for name in handle.keys()}
-        aliases = json.loads(handle.metadata.get(_TIED_KEY, "{}"))
-        return state, aliases
-    payload = load_object(path, trust_pickles=trust_pickles)
+        return state, _stored_aliases(handle.metadata.get(_TIED_KEY, "{}"), path)
+    return _unpack(load_object(path, trust_pickles=trust_pickles))
+
+
+def _unpack(payload: Any) -> tuple[dict[str, Any], dict[str, str]]:
     if isinstance(payload, dict) and "state_dict" in payload and _TIED_KEY in payload:
         return dict(payload["state_dict"]), dict(payload[_TIED_KEY])
     return dict(payload), {}
@@ -208,7 +210,7 @@ def load_weights(
     A plain module (no custom ``_load_from_state_dict`` nor load hooks) whose tensors are
     contiguous CPU tensors of the stored dtype is filled in place from the file, one tensor at a
     time, so no second copy of the weights is ever held; other modules go through
-    ``module.load_state_dict``.
+    ``module.load_state_dict``. Keys and shapes are checked before any tensor is written.
 
     A torch pickle (``.bin``) runs no code unless ``trust_pickles``.
 
@@ -228,13 +230,90 @@ def load_weights(
         result = module.load_state_dict(state, strict=False, **load_kwargs)
         missing, unexpected = list(result.missing_keys), list(result.unexpected_keys)
     if strict and (missing or unexpected):
-        raise KeyError(
-            f"a model must have exactly the keys of its checkpoint to load with strict=True; "
-            f"{os.path.basename(path)} lacks {_short(missing)} and has extra {_short(unexpected)}. "
-            "Prepare the same model architecture as the saving run, or pass strict=False to "
-            "load_state to load the matching keys only."
-        )
+        raise _key_error(path, missing, unexpected)
     return missing, unexpected
+
+
+def check_weights(
+    targets: Mapping[str, Any], path: str, strict: bool = True, *, trust_pickles: bool = False
+) -> None:
+    """Check, without loading a tensor, that a weights file fits a model's state dict.
+
+    Reads the header of a safetensors file, or the pickle of a ``.bin`` file memory-mapped
+    (``weights_only=True``), so no second copy of the weights is held.
+
+    Raises:
+        KeyError: with ``strict``, when the keys differ.
+        ValueError: when a tensor's shape differs, or the file is not a valid weights file.
+        UnsafeCheckpointError: when a ``.bin`` file holds objects outside the allow-list (and
+            ``trust_pickles`` is False).
+    """
+    if path.endswith(".safetensors"):
+        handle = SafetensorsFile(path)
+        aliases = _stored_aliases(handle.metadata.get(_TIED_KEY, "{}"), path)
+        shapes = {name: tuple(handle.shape(name)) for name in handle.keys()}
+    else:
+        try:
+            payload = load_object(path, trust_pickles=trust_pickles, mmap=True)
+        except RuntimeError:
+            payload = load_object(
+                path, trust_pickles=trust_pickles
+            )  # a legacy (non-zip) file cannot be memory-mapped
+        state, aliases = _unpack(payload)
+        shapes = {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+        shapes.update({k: () for k, v in state.items() if not isinstance(v, torch.Tensor)})
+    missing, unexpected = _match_keys(targets, set(shapes), aliases)
+    if strict and (missing or unexpected):
+        raise _key_error(path, missing, unexpected)
+    for name, target in targets.items():
+        source = name if name in shapes else aliases.get(name)
+        if source in shapes and isinstance(target, torch.Tensor):
+            _check_shape(path, source, shapes[source], name, tuple(target.shape))
+
+
+def _stored_aliases(raw: str, path: str) -> dict[str, str]:
+    try:
+        aliases = json.loads(raw)
+    except ValueError:
+        aliases = None
+    if not isinstance(aliases, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()
+    ):
+        raise ValueError(
+            f"the {_TIED_KEY!r} metadata of a weights file maps names to names; "
+            f"{os.path.basename(path)} holds {raw[:80]!r}. The file was damaged or not written "
+            "by save_state: load an earlier checkpoint."
+        )
+    return aliases
+
+
+def _match_keys(
+    targets: Mapping[str, Any], stored: set[str], aliases: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    available = stored | {a for a, s in aliases.items() if s in stored}
+    missing = [k for k in targets if k not in available]
+    unexpected = sorted(available - set(targets))
+    return missing, unexpected
+
+
+def _key_error(path: str, missing: list[str], unexpected: list[str]) -> KeyError:
+    return KeyError(
+        f"a model must have exactly the keys of its checkpoint to load with strict=True; "
+        f"{os.path.basename(path)} lacks {_short(missing)} and has extra {_short(unexpected)}. "
+        "Prepare the same model architecture as the saving run, or pass strict=False to "
+        "load_state to load the matching keys only."
+    )
+
+
+def _check_shape(
+    path: str, source: str, shape: tuple[int, ...], name: str, target: tuple[int, ...]
+) -> None:
+    if shape != target:
+        raise ValueError(
+            f"a checkpoint tensor must have the shape of the model tensor it fills; "
+            f"{source!r} in {os.path.basename(path)} is {list(shape)}, the model's "
+            f"{name!r} is {list(target)}. Prepare the model of the saving run."
+        )
 
 
 def _short(names: list[str], limit: int = 8) -> str:
@@ -261,27 +340,22 @@ def _stream_safetensors(
     module: torch.nn.Module, path: str, strict: bool
 ) -> tuple[list[str], list[str]]:
     handle = SafetensorsFile(path)
-    aliases: dict[str, str] = json.loads(handle.metadata.get(_TIED_KEY, "{}"))
+    aliases = _stored_aliases(handle.metadata.get(_TIED_KEY, "{}"), path)
     targets = module.state_dict(keep_vars=True)
     stored = set(handle.keys())
-    available = stored | {a for a, s in aliases.items() if s in stored}
-    missing = [k for k in targets if k not in available]
-    unexpected = sorted(available - set(targets))
+    missing, unexpected = _match_keys(targets, stored, aliases)
     if strict and (missing or unexpected):
         return missing, unexpected
+    pairs = []
+    for name, target in targets.items():
+        source = name if name in stored else aliases.get(name)
+        if source is None or source not in stored:
+            continue
+        _check_shape(path, source, tuple(handle.shape(source)), name, tuple(target.shape))
+        pairs.append((source, target))
     written: set[tuple[int, int]] = set()
     with torch.no_grad():
-        for name, target in targets.items():
-            source = name if name in stored else aliases.get(name)
-            if source is None or source not in stored:
-                continue
-            shape = tuple(handle.shape(source))
-            if shape != tuple(target.shape):
-                raise ValueError(
-                    f"a checkpoint tensor must have the shape of the model tensor it fills; "
-                    f"{source!r} in {os.path.basename(path)} is {list(shape)}, the model's "
-                    f"{name!r} is {list(target.shape)}. Prepare the model of the saving run."
-                )
+        for source, target in pairs:
             key = (target.data_ptr(), target.numel())
             if key in written:
                 continue  # a tied tensor already filled through another name

@@ -109,6 +109,9 @@ CHECKPOINT = _names(
     """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_NAME
     SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME SAFE_WEIGHTS_INDEX_NAME""",
 )
+CHECKPOINT.update(_names("accel._checkpoint_io", "UnsafeCheckpointError"))
+CHECKPOINT.update(_names("accel._checkpoint_manifest", "CheckpointIntegrityError"))
+CHECKPOINT.update(_names("accel._checkpoint_sync", "CheckpointSyncError"))
 CHECKPOINT.update(_names("accel._save_model", "save"))
 CHECKPOINT.update(_names("accel_bigmodel", "shard_checkpoint"))
 
@@ -152,6 +155,10 @@ TOP_LEVEL: dict[str, str] = {
         cpu_offload_with_hook disk_offload""".split()
     },
     **FACADE,
+    # What a failed save_state / load_state raises, for callers that catch it.
+    "CheckpointIntegrityError": "accel._checkpoint_manifest",
+    "CheckpointSyncError": "accel._checkpoint_sync",
+    "UnsafeCheckpointError": "accel._checkpoint_io",
     "DataLoaderConfiguration": "accel_data",
     "skip_first_batches": "accel_data",
     "prepare_pippy": "accel_pipeline",
