@@ -21,6 +21,7 @@ from accel_state.testing import run_distributed
 from torch.utils.data import DataLoader, TensorDataset
 
 from accel import Accelerator
+from accel._checkpoint_manifest import file_checksum
 
 SCRIPT = Path(__file__).parent / "scripts" / "untrusted_files.py"
 EXTENSIONS = os.environ.get(
@@ -75,6 +76,7 @@ def _replace(folder: Path, name: str, obj: object) -> None:
     torch.save(obj, path)
     manifest = json.loads((folder / "accel_checkpoint.json").read_text())
     manifest["files"][name] = path.stat().st_size
+    manifest.get("checksums", {})[name] = file_checksum(str(path))
     (folder / "accel_checkpoint.json").write_text(json.dumps(manifest))
 
 

@@ -21,6 +21,7 @@ from accel_state import AcceleratorState, GradientState
 from torch.utils.data import DataLoader, TensorDataset
 
 from accel import Accelerator, DeepSpeedPlugin, FullyShardedDataParallelPlugin
+from accel._checkpoint_manifest import file_checksum
 
 OUT, ENGINE = sys.argv[1], sys.argv[2]
 OPT_IN = "load_state(..., trust_pickles=True)"
@@ -78,6 +79,8 @@ def tampered_copy(acc, source, name, write):
             manifest = json.load(handle)
         if name in manifest["files"]:
             manifest["files"][name] = os.path.getsize(path)
+            if name in manifest.get("checksums", {}):
+                manifest["checksums"][name] = file_checksum(path)
         with open(manifest_path, "w") as handle:
             json.dump(manifest, handle)
     acc.wait_for_everyone()
