@@ -152,7 +152,7 @@ class EnvironmentVariable(str):
 
 
 def read_env(variable: str, default: Any = None, environ: Mapping[str, str] | None = None) -> Any:
-    """Read a declared variable as its type: ``ACCEL_X`` first, then its reference fallbacks.
+    """Read a declared variable as its type: its ``ACCEL_*`` name first, then its reference fallbacks.
 
     An unset or empty variable counts as unset.
 
