@@ -33,6 +33,13 @@ def _reports(stdout: str) -> list[dict]:
     return sorted((json.loads(line[len("REPORT ") :]) for line in lines), key=lambda r: r["rank"])
 
 
+def _run_alone(env: dict[str, str]) -> dict:
+    """Run the script as one plain process with ``env`` added; its report."""
+    result = run_command([sys.executable, str(SCRIPT)], timeout=300, env=env)
+    (report,) = _reports(result.stdout)
+    return report
+
+
 def _launch(*flags: str) -> list[dict]:
     launcher = shutil.which("accel-launch") or str(Path(sys.executable).parent / "accel-launch")
     command = [launcher, "--num_processes", "2", "--main_process_port", str(free_port())]
@@ -67,7 +74,7 @@ def test_a_process_started_with_reference_names_only_sees_them(monkeypatch):
         "FSDP_USE_ORIG_PARAMS": "false",
         "FSDP_ACTIVATION_CHECKPOINTING": "true",
     }
-    (report,) = _reports(run_command([sys.executable, str(SCRIPT)], timeout=300, env=env).stdout)
+    report = _run_alone(env)
     assert report["mixed_precision"] == "bf16"
     assert report["cpu"] is True and report["debug"] is True
     assert report["gradient_accumulation_steps"] == 3
@@ -104,7 +111,7 @@ def test_the_accel_name_wins_when_both_are_set(monkeypatch):
         "ACCELERATE_USE_CPU": "1",
         "ACCEL_USE_CPU": "0",
     }
-    (report,) = _reports(run_command([sys.executable, str(SCRIPT)], timeout=300, env=env).stdout)
+    report = _run_alone(env)
     assert report["mixed_precision"] == "fp16"
     assert report["gradient_accumulation_steps"] == 5
     assert report["fsdp"]["sharding_strategy"] == "NO_SHARD"

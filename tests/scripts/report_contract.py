@@ -7,6 +7,12 @@ import os
 
 from accel import Accelerator
 
+
+def fields(plugin: object, *names: str) -> dict:
+    """The named attributes of a plugin."""
+    return {name: getattr(plugin, name) for name in names}
+
+
 acc = Accelerator()
 state = acc.state
 report = {
@@ -28,40 +34,36 @@ report["dynamo"] = {
 }
 fsdp = state.fsdp_plugin
 if fsdp is not None:
-    report["fsdp"] = {
-        name: getattr(fsdp, name)
-        for name in (
-            "fsdp_version",
-            "sharding_strategy",
-            "reshard_after_forward",
-            "auto_wrap_policy",
-            "transformer_cls_names_to_wrap",
-            "min_num_params",
-            "backward_prefetch",
-            "state_dict_type",
-            "cpu_offload",
-            "forward_prefetch",
-            "use_orig_params",
-            "cpu_ram_efficient_loading",
-            "sync_module_states",
-            "activation_checkpointing",
-        )
-    }
+    report["fsdp"] = fields(
+        fsdp,
+        "fsdp_version",
+        "sharding_strategy",
+        "reshard_after_forward",
+        "auto_wrap_policy",
+        "transformer_cls_names_to_wrap",
+        "min_num_params",
+        "backward_prefetch",
+        "state_dict_type",
+        "cpu_offload",
+        "forward_prefetch",
+        "use_orig_params",
+        "cpu_ram_efficient_loading",
+        "sync_module_states",
+        "activation_checkpointing",
+    )
 ds = state.deepspeed_plugin
 if ds is not None:
-    report["deepspeed"] = {
-        name: getattr(ds, name)
-        for name in (
-            "zero_stage",
-            "gradient_accumulation_steps",
-            "gradient_clipping",
-            "offload_optimizer_device",
-            "offload_param_device",
-            "offload_optimizer_nvme_path",
-            "offload_param_nvme_path",
-            "zero3_init_flag",
-            "zero3_save_16bit_model",
-        )
-    }
+    report["deepspeed"] = fields(
+        ds,
+        "zero_stage",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "offload_optimizer_device",
+        "offload_param_device",
+        "offload_optimizer_nvme_path",
+        "offload_param_nvme_path",
+        "zero3_init_flag",
+        "zero3_save_16bit_model",
+    )
 os.write(1, ("REPORT " + json.dumps(report) + "\n").encode())  # one write: no interleaving
 acc.wait_for_everyone()
