@@ -75,3 +75,5 @@ def test_the_generated_docs_tables_are_current():
             f"{path.relative_to(ROOT)} is stale; run: python tools/gen_env_docs.py"
         )
     assert "`FSDP_SHARDING_STRATEGY`" in tool.fallbacks_table()
+    # Every declared variable carries a docstring under its constant (the table's "meaning").
+    assert set(ev.VARIABLES) <= set(tool.docstrings())
