@@ -40,6 +40,8 @@ def test_accel_name_wins_over_the_reference_name():
         (ev.ACCEL_FSDP_AUTO_WRAP_POLICY, "size_based_wrap", "SIZE_BASED_WRAP"),
         (ev.ACCEL_DEEPSPEED_OFFLOAD_PARAM_DEVICE, "CPU", "cpu"),
         (ev.ACCEL_DYNAMO_BACKEND, "inductor", "INDUCTOR"),
+        (ev.ACCEL_FSDP_SHARDING_STRATEGY, "2", "SHARD_GRAD_OP"),
+        (ev.ACCEL_FSDP_STATE_DICT_TYPE, "sharded_state_dict", "SHARDED_STATE_DICT"),
     ],
 )
 def test_values_are_read_as_their_type(variable, raw, value):
@@ -55,6 +57,11 @@ def test_values_are_read_as_their_type(variable, raw, value):
         ("ACCELERATE_USE_CPU", "maybe", "a boolean (1/0, true/false, yes/no, on/off)"),
         ("ACCELERATE_GRADIENT_CLIPPING", "nan", "a finite number >= 0"),
         ("ACCELERATE_MIXED_PRECISION", "fp64", "one of no, fp8, fp16, bf16"),
+        (
+            "FSDP_BACKWARD_PREFETCH",
+            "4",
+            "one of BACKWARD_PRE, BACKWARD_POST, NO_PREFETCH (or its number, 1 to 3)",
+        ),
     ],
 )
 def test_an_invalid_value_names_the_variable_read_the_value_and_the_vocabulary(variable, raw, rule):

@@ -72,6 +72,8 @@ class EnvironmentVariable(str):
     """Which code reads it."""
     minimum: float | None
     """Smallest valid number of an ``int`` / ``float`` variable."""
+    numbered: bool
+    """A ``choice`` variable also takes the 1-based position of a choice (legacy FSDP form)."""
 
     def __new__(
         cls,
@@ -83,6 +85,7 @@ class EnvironmentVariable(str):
         fallbacks: tuple[str, ...] = (),
         choices: tuple[Any, ...] = (),
         minimum: float | None = None,
+        numbered: bool = False,
     ) -> EnvironmentVariable:
         """Declare a variable (only this module declares them)."""
         self = super().__new__(cls, name)
@@ -92,6 +95,7 @@ class EnvironmentVariable(str):
         self.written_by = written_by
         self.read_by = read_by
         self.minimum = minimum
+        self.numbered = numbered
         return self
 
     def vocabulary(self) -> str:
@@ -99,7 +103,8 @@ class EnvironmentVariable(str):
         if self.kind == "bool":
             return "1/0, true/false, yes/no, on/off"
         if self.kind == "choice":
-            return ", ".join(str(choice) for choice in self.choices)
+            numbers = " (or 1-based number)" if self.numbered else ""
+            return ", ".join(str(choice) for choice in self.choices) + numbers
         if self.kind == "text":
             return "any text"
         word = "an integer" if self.kind == "int" else "a finite number"
@@ -135,6 +140,8 @@ class EnvironmentVariable(str):
             for choice in self.choices:
                 if text.lower() == str(choice).lower():
                     return choice
+            if self.numbered and text.isdigit() and 1 <= int(text) <= len(self.choices):
+                return self.choices[int(text) - 1]
         elif self.kind == "text":
             return text
         rule = self._rule()
@@ -145,7 +152,8 @@ class EnvironmentVariable(str):
 
     def _rule(self) -> str:
         if self.choices:
-            return f"one of {', '.join(str(choice) for choice in self.choices)}"
+            numbers = f" (or its number, 1 to {len(self.choices)})" if self.numbered else ""
+            return f"one of {', '.join(str(choice) for choice in self.choices)}{numbers}"
         return {"bool": "a boolean (1/0, true/false, yes/no, on/off)"}.get(
             self.kind, self.vocabulary()
         )

@@ -268,12 +268,14 @@ ACCEL_FSDP_VERSION: Final = EnvironmentVariable(
 
 ACCEL_FSDP_SHARDING_STRATEGY: Final = EnvironmentVariable(
     "ACCEL_FSDP_SHARDING_STRATEGY",
-    "text",
+    "choice",
+    choices=SHARDING_STRATEGIES,
+    numbered=True,
     fallbacks=("FSDP_SHARDING_STRATEGY",),
     written_by="``accel launch`` ``--fsdp_sharding_strategy``",
     read_by="``FullyShardedDataParallelPlugin``",
 )
-"""FSDP sharding strategy: a name of ``SHARDING_STRATEGIES`` or its 1-based number."""
+"""FSDP sharding strategy (FSDP2 maps it to ``reshard_after_forward`` and the mesh)."""
 
 ACCEL_FSDP_RESHARD_AFTER_FORWARD: Final = EnvironmentVariable(
     "ACCEL_FSDP_RESHARD_AFTER_FORWARD",
@@ -315,21 +317,25 @@ ACCEL_FSDP_MIN_NUM_PARAMS: Final = EnvironmentVariable(
 
 ACCEL_FSDP_BACKWARD_PREFETCH: Final = EnvironmentVariable(
     "ACCEL_FSDP_BACKWARD_PREFETCH",
-    "text",
+    "choice",
+    choices=BACKWARD_PREFETCH,
+    numbered=True,
     fallbacks=("FSDP_BACKWARD_PREFETCH",),
     written_by="``accel launch`` ``--fsdp_backward_prefetch``",
     read_by="``FullyShardedDataParallelPlugin``",
 )
-"""FSDP1 backward prefetch: a name of ``BACKWARD_PREFETCH`` or its 1-based number."""
+"""FSDP1 backward prefetch mode."""
 
 ACCEL_FSDP_STATE_DICT_TYPE: Final = EnvironmentVariable(
     "ACCEL_FSDP_STATE_DICT_TYPE",
-    "text",
+    "choice",
+    choices=STATE_DICT_TYPES,
+    numbered=True,
     fallbacks=("FSDP_STATE_DICT_TYPE",),
     written_by="``accel launch`` ``--fsdp_state_dict_type``",
     read_by="``FullyShardedDataParallelPlugin``",
 )
-"""How FSDP checkpoints are written: a name of ``STATE_DICT_TYPES`` or its 1-based number."""
+"""How FSDP checkpoints are written."""
 
 ACCEL_FSDP_OFFLOAD_PARAMS: Final = EnvironmentVariable(
     "ACCEL_FSDP_OFFLOAD_PARAMS",
