@@ -17,7 +17,7 @@ def test_bad_norm_is_refused_with_rule_value_and_fix(value):
 
 
 def test_bad_norm_from_launcher_or_config_is_refused():
-    with patch_environment(ACCEL_DEEPSPEED_GRADIENT_CLIPPING="-1"):
+    with patch_environment(ACCEL_GRADIENT_CLIPPING="-1"):
         with pytest.raises(ValueError, match="got '-1'"):
             DeepSpeedPlugin()
     config = {"gradient_clipping": -2, "zero_optimization": {"stage": 2}}

@@ -55,8 +55,8 @@ def test_gradient_accumulation_steps_environment_value_is_checked(monkeypatch, r
     with pytest.raises(ValueError) as info:
         Accelerator(cpu=True)
     assert str(info.value) == (
-        f"The environment variable ACCEL_GRADIENT_ACCUMULATION_STEPS must be an integer >= 1; "
-        f"got {raw!r}. Unset it, or set it to the number of batches per optimizer step."
+        f"environment variable ACCEL_GRADIENT_ACCUMULATION_STEPS must be an integer >= 1; "
+        f"got {raw!r}. Set it to an integer >= 1, or unset it."
     )
 
 

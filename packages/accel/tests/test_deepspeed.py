@@ -37,8 +37,8 @@ def test_plugin_builds_a_config_from_its_fields():
 def test_plugin_reads_the_launcher_environment(tmp_path):
     env = {
         "ACCEL_DEEPSPEED_ZERO_STAGE": "3",
-        "ACCEL_DEEPSPEED_GRADIENT_ACCUMULATION_STEPS": "4",
-        "ACCEL_DEEPSPEED_GRADIENT_CLIPPING": "0.5",
+        "ACCEL_GRADIENT_ACCUMULATION_STEPS": "4",
+        "ACCEL_GRADIENT_CLIPPING": "0.5",
         "ACCEL_DEEPSPEED_OFFLOAD_PARAM_DEVICE": "cpu",
         "ACCEL_DEEPSPEED_ZERO3_INIT_FLAG": "1",
         "ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL": "1",

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from accel_state import environment_variables as contract
+
 from ._errors import ConfigError
 
 
@@ -65,7 +67,7 @@ def detect_slurm(env: Mapping[str, str] | None = None) -> SlurmStep | None:
     ``ACCEL_IGNORE_SLURM=1`` turns detection off.
     """
     env = os.environ if env is None else env
-    if env.get("ACCEL_IGNORE_SLURM", "0").lower() in ("1", "true", "yes"):
+    if contract.read_env(contract.ACCEL_IGNORE_SLURM, False, env):
         return None
     if "SLURM_STEP_ID" not in env and "SLURM_STEPID" not in env:
         return None

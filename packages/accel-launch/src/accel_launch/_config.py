@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
+from accel_state import environment_variables as contract
 
 from ._engines import (
     SECTIONS,
@@ -28,8 +29,9 @@ from ._migrate import CONFIG_VERSION, IGNORED_KEYS, migrate
 def default_config_dir() -> Path:
     """Folder of the default config file: ``$ACCEL_CONFIG_HOME``, else ``$XDG_CACHE_HOME/accel``
     (``~/.cache/accel``)."""
-    if "ACCEL_CONFIG_HOME" in os.environ:
-        return Path(os.environ["ACCEL_CONFIG_HOME"])
+    home = contract.read_env(contract.ACCEL_CONFIG_HOME)
+    if home is not None:
+        return Path(home)
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(cache) / "accel"
 

@@ -14,8 +14,25 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from accel_state import DynamoBackend
+from accel_state import environment_variables as env
+from accel_state.environment_variables import (
+    BACKWARD_PREFETCH,
+    OFFLOAD_DEVICES,
+    SHARDING_STRATEGIES,
+    STATE_DICT_TYPES,
+    WRAP_POLICIES,
+    ZERO_STAGES,
+    env_text,
+)
 
 from ._errors import ConfigError
+
+# The vocabularies are accel-state's (one definition); the short names are kept for the flag and
+# questionnaire modules.
+FSDP_SHARDING = SHARDING_STRATEGIES
+FSDP_WRAP = WRAP_POLICIES
+FSDP_PREFETCH = BACKWARD_PREFETCH
+FSDP_STATE_DICT = STATE_DICT_TYPES
 
 SectionError = ConfigError
 """A section of the config file holds an unknown key or a bad value."""
@@ -111,10 +128,8 @@ def _choice(value: str | None, name: str, choices: tuple[str, ...]) -> str | Non
 class Section:
     """Shared behaviour of the typed sections."""
 
-    env_prefix: ClassVar[str] = ""
-    """Prefix of the environment variables of this section's values."""
-    strip_prefix: ClassVar[str] = ""
-    """Prefix of the field names that the variable names leave out."""
+    variables: ClassVar[dict[str, str]] = {}
+    """Field -> the variable of ``accel_state.environment_variables`` that carries it."""
     launcher_only: ClassVar[tuple[str, ...]] = ()
     """Fields read by the launcher itself, never sent to the processes."""
 
@@ -164,27 +179,28 @@ class Section:
 
     def environment(self) -> dict[str, str]:
         """Environment variables of the values that are set."""
-        env = {}
-        for key, value in self.to_dict().items():
-            if key in self.launcher_only:
-                continue
-            name = key[len(self.strip_prefix) :] if key.startswith(self.strip_prefix) else key
-            env[self.env_prefix + name.upper()] = env_value(value)
-        return env
+        values = self.to_dict()
+        return {
+            variable: env_text(values[key])
+            for key, variable in self.variables.items()
+            if key in values
+        }
 
 
-def env_value(value: Any) -> str:
-    """How a value is written in an environment variable (booleans as 1/0)."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
+env_value = env_text
 
 
 @dataclass
 class DynamoConfig(Section):
     """``torch.compile`` options (section ``dynamo_config``)."""
 
-    env_prefix: ClassVar[str] = "ACCEL_"
+    variables: ClassVar[dict[str, str]] = {
+        "dynamo_backend": env.ACCEL_DYNAMO_BACKEND,
+        "dynamo_mode": env.ACCEL_DYNAMO_MODE,
+        "dynamo_use_fullgraph": env.ACCEL_DYNAMO_USE_FULLGRAPH,
+        "dynamo_use_dynamic": env.ACCEL_DYNAMO_USE_DYNAMIC,
+        "dynamo_use_regional_compilation": env.ACCEL_DYNAMO_USE_REGIONAL_COMPILATION,
+    }
 
     dynamo_backend: str | None = None
     """Compile backend (``no``, ``inductor``, ``eager``, ``aot_eager`` ...)."""
@@ -208,8 +224,6 @@ class DynamoConfig(Section):
                 raise SectionError(str(err)) from None
 
 
-ZERO_STAGES = (0, 1, 2, 3)
-OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 DEEPSPEED_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "impi", "slurm", "nossh")
 
 
@@ -217,8 +231,18 @@ DEEPSPEED_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "impi"
 class DeepSpeedConfig(Section):
     """DeepSpeed options (section ``deepspeed_config``; flags of the same names)."""
 
-    env_prefix: ClassVar[str] = "ACCEL_DEEPSPEED_"
-    strip_prefix: ClassVar[str] = "deepspeed_"
+    variables: ClassVar[dict[str, str]] = {
+        "deepspeed_config_file": env.ACCEL_DEEPSPEED_CONFIG_FILE,
+        "zero_stage": env.ACCEL_DEEPSPEED_ZERO_STAGE,
+        "offload_optimizer_device": env.ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE,
+        "offload_param_device": env.ACCEL_DEEPSPEED_OFFLOAD_PARAM_DEVICE,
+        "offload_optimizer_nvme_path": env.ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_NVME_PATH,
+        "offload_param_nvme_path": env.ACCEL_DEEPSPEED_OFFLOAD_PARAM_NVME_PATH,
+        "gradient_accumulation_steps": env.ACCEL_GRADIENT_ACCUMULATION_STEPS,
+        "gradient_clipping": env.ACCEL_GRADIENT_CLIPPING,
+        "zero3_init_flag": env.ACCEL_DEEPSPEED_ZERO3_INIT_FLAG,
+        "zero3_save_16bit_model": env.ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL,
+    }
     launcher_only: ClassVar[tuple[str, ...]] = (
         "deepspeed_hostfile",
         "deepspeed_inclusion_filter",
@@ -294,10 +318,6 @@ class DeepSpeedConfig(Section):
         )
 
 
-FSDP_SHARDING = ("FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2")
-FSDP_WRAP = ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP")
-FSDP_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
-FSDP_STATE_DICT = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
 _FSDP1_ONLY = ("fsdp_sharding_strategy", "fsdp_backward_prefetch", "fsdp_forward_prefetch")
 
 
@@ -306,8 +326,22 @@ class FSDPConfig(Section):
     """Fully sharded data parallel options (section ``fsdp_config``; flags of the same
     names)."""
 
-    env_prefix: ClassVar[str] = "ACCEL_FSDP_"
-    strip_prefix: ClassVar[str] = "fsdp_"
+    variables: ClassVar[dict[str, str]] = {
+        "fsdp_version": env.ACCEL_FSDP_VERSION,
+        "fsdp_sharding_strategy": env.ACCEL_FSDP_SHARDING_STRATEGY,
+        "fsdp_reshard_after_forward": env.ACCEL_FSDP_RESHARD_AFTER_FORWARD,
+        "fsdp_auto_wrap_policy": env.ACCEL_FSDP_AUTO_WRAP_POLICY,
+        "fsdp_transformer_layer_cls_to_wrap": env.ACCEL_FSDP_TRANSFORMER_LAYER_CLS_TO_WRAP,
+        "fsdp_min_num_params": env.ACCEL_FSDP_MIN_NUM_PARAMS,
+        "fsdp_backward_prefetch": env.ACCEL_FSDP_BACKWARD_PREFETCH,
+        "fsdp_state_dict_type": env.ACCEL_FSDP_STATE_DICT_TYPE,
+        "fsdp_offload_params": env.ACCEL_FSDP_OFFLOAD_PARAMS,
+        "fsdp_forward_prefetch": env.ACCEL_FSDP_FORWARD_PREFETCH,
+        "fsdp_use_orig_params": env.ACCEL_FSDP_USE_ORIG_PARAMS,
+        "fsdp_cpu_ram_efficient_loading": env.ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING,
+        "fsdp_sync_module_states": env.ACCEL_FSDP_SYNC_MODULE_STATES,
+        "fsdp_activation_checkpointing": env.ACCEL_FSDP_ACTIVATION_CHECKPOINTING,
+    }
 
     fsdp_version: int | None = None
     """1 (``FullyShardedDataParallel``) or 2 (``fully_shard``)."""
@@ -347,10 +381,10 @@ class FSDPConfig(Section):
                 "fully_shard, 1 for FullyShardedDataParallel."
             )
         for name, choices in (
-            ("fsdp_sharding_strategy", FSDP_SHARDING),
-            ("fsdp_auto_wrap_policy", FSDP_WRAP),
-            ("fsdp_backward_prefetch", FSDP_PREFETCH),
-            ("fsdp_state_dict_type", FSDP_STATE_DICT),
+            ("fsdp_sharding_strategy", SHARDING_STRATEGIES),
+            ("fsdp_auto_wrap_policy", WRAP_POLICIES),
+            ("fsdp_backward_prefetch", BACKWARD_PREFETCH),
+            ("fsdp_state_dict_type", STATE_DICT_TYPES),
         ):
             setattr(self, name, _choice(getattr(self, name), f"{section}.{name}", choices))
         if self.fsdp_version == 2:
@@ -396,8 +430,8 @@ class FSDPConfig(Section):
 class MegatronLMConfig(Section):
     """Megatron-LM options (section ``megatron_lm_config``)."""
 
-    env_prefix: ClassVar[str] = "ACCEL_MEGATRON_LM_"
-    strip_prefix: ClassVar[str] = "megatron_lm_"
+    # No variables: the launcher refuses MEGATRON_LM in this version (``_refuse_unsupported``
+    # in the resolver), so these values never reach a process.
 
     megatron_lm_tp_degree: int | None = None
     """Tensor parallel degree."""

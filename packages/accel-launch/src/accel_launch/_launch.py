@@ -8,6 +8,8 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 
+from accel_state import environment_variables as contract
+
 from ._cluster import (
     deepspeed_command,
     find_executable,
@@ -71,7 +73,7 @@ def _torchrun_argv(
         argv += [
             "--rdzv_backend=c10d",
             f"--rdzv_endpoint={host}:{port}",
-            f"--rdzv_id={os.environ.get('ACCEL_RDZV_ID', 'accel')}",
+            f"--rdzv_id={contract.read_env(contract.ACCEL_RDZV_ID, 'accel')}",
             f"--rdzv_conf=is_host={1 if config.machine_rank == 0 else 0}",
         ]
     else:
@@ -112,7 +114,7 @@ def build_command(
         return Command("slurm-task", python_target(target, module, no_python), env)
     if config.mpirun_hostfile:
         env.update(MASTER_ADDR=host, MASTER_PORT=str(port))
-        flavour = os.environ.get("ACCEL_MPI_FLAVOUR") or mpi_flavour()
+        flavour = contract.read_env(contract.ACCEL_MPI_FLAVOUR) or mpi_flavour()
         argv = mpirun_command(
             config.mpirun_hostfile,
             config.num_processes,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accel_state import environment_variables as contract
 from accel_state import unsupported_distributed_type
 
 from ._cluster import SlurmStep, detect_slurm
@@ -45,6 +46,11 @@ _SECTION_ENGINE = {
     "deepspeed_config": "DEEPSPEED",
     "fsdp_config": "FSDP",
     "megatron_lm_config": "MEGATRON_LM",
+}
+_ENGINE_VARIABLE = {
+    "DEEPSPEED": contract.ACCEL_USE_DEEPSPEED,
+    "FSDP": contract.ACCEL_USE_FSDP,
+    "MEGATRON_LM": contract.ACCEL_USE_MEGATRON_LM,
 }
 
 
@@ -286,13 +292,14 @@ def usable_cpus() -> int:
 def child_environment(config: LaunchConfig) -> dict[str, str]:
     """Environment variables through which the configuration reaches every process.
 
-    The names are listed in ``docs/launch.md``; engines read them in the processes.
+    Every name is a constant of ``accel_state.environment_variables`` (the table of
+    ``docs/launch.md`` is generated from it); the state and plugins read them in the processes.
     """
     env: dict[str, str] = {
-        "ACCEL_MIXED_PRECISION": config.mixed_precision,
-        "ACCEL_USE_CPU": "1" if config.use_cpu else "0",
-        "ACCEL_DEBUG_MODE": "1" if config.debug else "0",
-        "ACCEL_DISTRIBUTED_TYPE": config.distributed_type,
+        contract.ACCEL_MIXED_PRECISION: str(config.mixed_precision),
+        contract.ACCEL_USE_CPU: contract.env_text(bool(config.use_cpu)),
+        contract.ACCEL_DEBUG_MODE: contract.env_text(bool(config.debug)),
+        contract.ACCEL_DISTRIBUTED_TYPE: str(config.distributed_type),
     }
     local = max(1, config.num_processes // config.num_machines)
     threads = config.num_cpu_threads_per_process
@@ -304,7 +311,7 @@ def child_environment(config: LaunchConfig) -> dict[str, str]:
     env.update(config.dynamo_config.environment())
     for section, engine in _SECTION_ENGINE.items():
         if config.distributed_type == engine:
-            env[f"ACCEL_USE_{engine}"] = "1"
+            env[_ENGINE_VARIABLE[engine]] = "1"
             env.update(getattr(config, section).environment())
     return env
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import environment_variables as env
 from ._enums import DistributedType, PrecisionType
-from ._environment import parse_choice_from_env
 from ._state import PartialState
 
 
@@ -60,7 +60,7 @@ class AcceleratorState:
         self._partial = PartialState(cpu, **kwargs)
         precision = mixed_precision
         if precision is None:
-            precision = parse_choice_from_env("ACCEL_MIXED_PRECISION", "no")
+            precision = env.read_env(env.ACCEL_MIXED_PRECISION, "no")
         self._mixed_precision = PrecisionType.parse(precision, "mixed_precision")
         self.dynamo_plugin = dynamo_plugin
         self.deepspeed_plugins = _named_plugins(deepspeed_plugin)

@@ -16,10 +16,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._environment import parse_flag_from_env
+from . import environment_variables as env
+from ._env_contract import OFFLOAD_DEVICES, ZERO_STAGES
 
-_ENV = "ACCEL_DEEPSPEED_"
-_OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+_FIELD_VARIABLES = {
+    "gradient_accumulation_steps": env.ACCEL_GRADIENT_ACCUMULATION_STEPS,
+    "gradient_clipping": env.ACCEL_GRADIENT_CLIPPING,
+    "zero_stage": env.ACCEL_DEEPSPEED_ZERO_STAGE,
+    "offload_optimizer_device": env.ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE,
+    "offload_param_device": env.ACCEL_DEEPSPEED_OFFLOAD_PARAM_DEVICE,
+    "offload_optimizer_nvme_path": env.ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_NVME_PATH,
+    "offload_param_nvme_path": env.ACCEL_DEEPSPEED_OFFLOAD_PARAM_NVME_PATH,
+    "zero3_init_flag": env.ACCEL_DEEPSPEED_ZERO3_INIT_FLAG,
+    "zero3_save_16bit_model": env.ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL,
+}
+"""Each field the launcher's environment fills, and its variable."""
 AUTO = "auto"
 
 
@@ -172,7 +183,8 @@ class DeepSpeedPlugin:
     Either point ``hf_ds_config`` at a DeepSpeed config (file or dict) whose ``"auto"`` values
     are filled from the Accelerator at ``prepare`` time, or leave it unset and describe the run
     with the fields below. Unset fields are read from the launcher's environment
-    (``ACCEL_DEEPSPEED_*`` set by ``accel launch --use_deepspeed ...``). When both a config and a
+    (``ACCEL_DEEPSPEED_*``, ``ACCEL_GRADIENT_*`` set by ``accel launch --use_deepspeed ...``, or
+    the reference's ``ACCELERATE_*`` names). When both a config and a
     field give a value they must agree: every disagreement is listed in one error.
     """
 
@@ -181,10 +193,10 @@ class DeepSpeedPlugin:
     (default: ``ACCEL_DEEPSPEED_CONFIG_FILE``, else built from the fields below)."""
     gradient_accumulation_steps: int | str | None = None
     """Batches accumulated per optimizer step; ``"auto"`` takes the Accelerator's
-    (``ACCEL_DEEPSPEED_GRADIENT_ACCUMULATION_STEPS``)."""
+    (``ACCEL_GRADIENT_ACCUMULATION_STEPS``)."""
     gradient_clipping: float | str | None = None
     """Clip the global gradient norm to this value inside DeepSpeed's step
-    (``ACCEL_DEEPSPEED_GRADIENT_CLIPPING``)."""
+    (``ACCEL_GRADIENT_CLIPPING``)."""
     zero_stage: int | None = None
     """ZeRO stage 0, 1, 2 or 3 (``ACCEL_DEEPSPEED_ZERO_STAGE``; default 2 without a config)."""
     is_train_batch_min: bool = True
@@ -210,26 +222,16 @@ class DeepSpeedPlugin:
 
     def __post_init__(self) -> None:
         self._explicit: dict[str, Any] = {}
-        for name in (
-            "gradient_accumulation_steps",
-            "gradient_clipping",
-            "zero_stage",
-            "offload_optimizer_device",
-            "offload_param_device",
-            "offload_optimizer_nvme_path",
-            "offload_param_nvme_path",
-            "zero3_init_flag",
-            "zero3_save_16bit_model",
-        ):
+        for name, variable in _FIELD_VARIABLES.items():
             value = getattr(self, name)
             if value is None:
-                value = _from_env(name)
+                value = env.read_env(variable)
             if value is not None:
                 value = _coerce(name, value)
                 self._explicit[name] = value
             setattr(self, name, value)
-        if self.hf_ds_config is None and os.environ.get(_ENV + "CONFIG_FILE"):
-            self.hf_ds_config = os.environ[_ENV + "CONFIG_FILE"]
+        if self.hf_ds_config is None:
+            self.hf_ds_config = env.read_env(env.ACCEL_DEEPSPEED_CONFIG_FILE)
         if self.hf_ds_config is None:
             self._build_config()
         else:
@@ -505,15 +507,6 @@ def _set(config: dict[str, Any], key: str, value: Any) -> None:
     node[last] = value
 
 
-def _from_env(name: str) -> Any:
-    raw = os.environ.get(_ENV + name.upper())
-    if raw is None or raw == "":
-        return None
-    if name in ("zero3_init_flag", "zero3_save_16bit_model"):
-        return parse_flag_from_env(_ENV + name.upper())
-    return raw
-
-
 def _coerce(name: str, value: Any) -> Any:
     if name == "gradient_clipping":
         return value if value == AUTO else check_gradient_clipping(value, "DeepSpeedPlugin." + name)
@@ -527,7 +520,7 @@ def _coerce(name: str, value: Any) -> Any:
             return steps
         if name == "zero_stage":
             stage = int(value)
-            if stage not in (0, 1, 2, 3):
+            if stage not in ZERO_STAGES:
                 raise ValueError
             return stage
     except (TypeError, ValueError):
@@ -540,9 +533,9 @@ def _coerce(name: str, value: Any) -> Any:
         ) from None
     if name in ("offload_optimizer_device", "offload_param_device"):
         text = str(value).lower()
-        if text not in _OFFLOAD_DEVICES:
+        if text not in OFFLOAD_DEVICES:
             raise ValueError(
-                f"DeepSpeedPlugin.{name} must be one of {_OFFLOAD_DEVICES}; got {value!r}. "
+                f"DeepSpeedPlugin.{name} must be one of {OFFLOAD_DEVICES}; got {value!r}. "
                 "Use 'none', 'cpu' or 'nvme'."
             )
         return text

@@ -3,46 +3,29 @@
 
 The plugin only holds and checks settings; it imports nothing from ``torch.distributed.fsdp``.
 The FSDP engine of ``accel`` turns the settings into torch objects. Every field left at ``None``
-is read from the launcher's environment (``ACCEL_FSDP_<NAME>``), then from a default.
+is read from the launcher's environment (the ``ACCEL_FSDP_*`` variables of
+``accel_state.environment_variables``), then from a default.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ._environment import parse_flag_from_env
+from . import environment_variables as env
+from ._env_contract import BACKWARD_PREFETCH, SHARDING_STRATEGIES, STATE_DICT_TYPES, WRAP_POLICIES
 from ._kwargs import KwargsHandler
 
-SHARDING_STRATEGIES = (
-    "FULL_SHARD",
-    "SHARD_GRAD_OP",
-    "NO_SHARD",
-    "HYBRID_SHARD",
-    "HYBRID_SHARD_ZERO2",
-)
-"""Valid ``sharding_strategy`` names (their 1-based position is the legacy numeric form)."""
-BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
-"""Valid ``backward_prefetch`` names."""
-STATE_DICT_TYPES = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
-"""Valid ``state_dict_type`` names."""
-WRAP_POLICIES = ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP")
-"""Valid ``auto_wrap_policy`` names (a callable is accepted too)."""
-
-_ENV = "ACCEL_FSDP_"
-
-
-def _env(name: str) -> str | None:
-    value = os.environ.get(_ENV + name)
-    return None if value in (None, "") else value.strip()
-
-
-def _env_flag(name: str, default: bool) -> bool:
-    return parse_flag_from_env(_ENV + name, default)
+_FLAGS = {
+    "use_orig_params": env.ACCEL_FSDP_USE_ORIG_PARAMS,
+    "sync_module_states": env.ACCEL_FSDP_SYNC_MODULE_STATES,
+    "forward_prefetch": env.ACCEL_FSDP_FORWARD_PREFETCH,
+    "activation_checkpointing": env.ACCEL_FSDP_ACTIVATION_CHECKPOINTING,
+    "cpu_ram_efficient_loading": env.ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING,
+}
 
 
 def _choice(value: Any, field: str, choices: tuple[str, ...]) -> str:
@@ -68,7 +51,7 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
     With ``fsdp_version=2`` (the default) models are sharded with ``torch``'s ``fully_shard``
     (parameters become ``DTensor`` shards); with ``fsdp_version=1`` they are wrapped in
     ``FullyShardedDataParallel``. Fields left at ``None`` take the launcher's
-    ``ACCEL_FSDP_<NAME>`` variable, else the default given below.
+    ``ACCEL_FSDP_*`` variable (or the reference's ``FSDP_*``), else the default given below.
     """
 
     sharding_strategy: Any = None
@@ -136,31 +119,37 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
 
     def __post_init__(self) -> None:
         if self.fsdp_version is None:
-            self.fsdp_version = int(_env("VERSION") or 2)
+            self.fsdp_version = env.read_env(env.ACCEL_FSDP_VERSION, 2)
         if self.fsdp_version not in (1, 2):
             raise ValueError(
                 f"FullyShardedDataParallelPlugin.fsdp_version must be 1 or 2; got "
                 f"{self.fsdp_version!r}. Use 2 for fully_shard, 1 for FullyShardedDataParallel."
             )
         self.sharding_strategy = _choice(
-            self.sharding_strategy or _env("SHARDING_STRATEGY") or "FULL_SHARD",
+            self.sharding_strategy
+            or env.read_env(env.ACCEL_FSDP_SHARDING_STRATEGY)
+            or "FULL_SHARD",
             "sharding_strategy",
             SHARDING_STRATEGIES,
         )
         if self.reshard_after_forward is None:
-            env = _env("RESHARD_AFTER_FORWARD")
-            if env is not None:
-                self.reshard_after_forward = _env_flag("RESHARD_AFTER_FORWARD", True)
+            reshard = env.read_env(env.ACCEL_FSDP_RESHARD_AFTER_FORWARD)
+            if reshard is not None:
+                self.reshard_after_forward = reshard
             else:
                 self.reshard_after_forward = self.sharding_strategy not in (
                     "SHARD_GRAD_OP",
                     "HYBRID_SHARD_ZERO2",
                 )
-        prefetch = self.backward_prefetch or _env("BACKWARD_PREFETCH") or "BACKWARD_PRE"
+        prefetch = (
+            self.backward_prefetch
+            or env.read_env(env.ACCEL_FSDP_BACKWARD_PREFETCH)
+            or "BACKWARD_PRE"
+        )
         self.backward_prefetch = _choice(prefetch, "backward_prefetch", BACKWARD_PREFETCH)
         default_sd = "SHARDED_STATE_DICT" if self.fsdp_version == 2 else "FULL_STATE_DICT"
         self.state_dict_type = _choice(
-            self.state_dict_type or _env("STATE_DICT_TYPE") or default_sd,
+            self.state_dict_type or env.read_env(env.ACCEL_FSDP_STATE_DICT_TYPE) or default_sd,
             "state_dict_type",
             STATE_DICT_TYPES,
         )
@@ -172,7 +161,7 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
             )
         self._resolve_wrap_policy()
         if self.cpu_offload is None:
-            self.cpu_offload = _env_flag("OFFLOAD_PARAMS", False)
+            self.cpu_offload = env.read_env(env.ACCEL_FSDP_OFFLOAD_PARAMS, False)
         for name, default in (
             ("use_orig_params", True),
             ("sync_module_states", True),
@@ -181,7 +170,7 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
             ("cpu_ram_efficient_loading", False),
         ):
             if getattr(self, name) is None:
-                setattr(self, name, _env_flag(name.upper(), default))
+                setattr(self, name, env.read_env(_FLAGS[name], default))
         if self.cpu_ram_efficient_loading and not self.sync_module_states:
             raise ValueError(
                 "cpu_ram_efficient_loading loads weights on process 0 only, so the other "
@@ -197,7 +186,7 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
 
     def _resolve_wrap_policy(self) -> None:
         if self.transformer_cls_names_to_wrap is None:
-            names = _env("TRANSFORMER_LAYER_CLS_TO_WRAP")
+            names = env.read_env(env.ACCEL_FSDP_TRANSFORMER_LAYER_CLS_TO_WRAP)
             if names:
                 self.transformer_cls_names_to_wrap = [n.strip() for n in names.split(",") if n]
         elif isinstance(self.transformer_cls_names_to_wrap, str):
@@ -205,11 +194,10 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
                 n.strip() for n in self.transformer_cls_names_to_wrap.split(",") if n.strip()
             ]
         if self.min_num_params is None:
-            env = _env("MIN_NUM_PARAMS")
-            self.min_num_params = int(env) if env else None
+            self.min_num_params = env.read_env(env.ACCEL_FSDP_MIN_NUM_PARAMS)
         policy = self.auto_wrap_policy
         if policy is None:
-            policy = _env("AUTO_WRAP_POLICY")
+            policy = env.read_env(env.ACCEL_FSDP_AUTO_WRAP_POLICY)
             if policy is None:
                 if self.transformer_cls_names_to_wrap:
                     policy = "TRANSFORMER_BASED_WRAP"
@@ -232,9 +220,10 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
         """Change how checkpoints are written (``FULL_STATE_DICT``, ``SHARDED_STATE_DICT`` ...).
 
         Args:
-            state_dict_type: The new type; None re-reads ``ACCEL_FSDP_STATE_DICT_TYPE``.
+            state_dict_type: The new type; None re-reads ``ACCEL_FSDP_STATE_DICT_TYPE``
+                (or ``FSDP_STATE_DICT_TYPE``).
         """
-        value = state_dict_type or _env("STATE_DICT_TYPE") or "FULL_STATE_DICT"
+        value = state_dict_type or env.read_env(env.ACCEL_FSDP_STATE_DICT_TYPE) or "FULL_STATE_DICT"
         self.state_dict_type = _choice(value, "state_dict_type", STATE_DICT_TYPES)
 
     def to_dict(self) -> dict[str, Any]:

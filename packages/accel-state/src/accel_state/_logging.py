@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import MutableMapping
 from typing import Any
 
+from . import environment_variables as env
 from ._state import PartialState
-
-_LOG_LEVEL_VARIABLES = ("ACCEL_LOG_LEVEL", "ACCELERATE_LOG_LEVEL")
 
 
 class MultiProcessAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -88,9 +86,7 @@ def get_logger(name: str, log_level: str | None = None) -> MultiProcessAdapter:
         >>> logger.info("every process, rank by rank", main_process_only=False, in_order=True)
     """
     if log_level is None:
-        log_level = next(
-            (os.environ[key] for key in _LOG_LEVEL_VARIABLES if os.environ.get(key)), None
-        )
+        log_level = env.read_env(env.ACCEL_LOG_LEVEL)
     logger = logging.getLogger(name)
     if log_level is not None:
         level = log_level.upper()

@@ -8,24 +8,28 @@ first; dimensions of size 1 are left out, except `dp_shard` next to `dp_replicat
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import environment_variables as env
 from ._kwargs import KwargsHandler
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
-_ENV = "ACCEL_PARALLELISM_CONFIG_"
+_SIZE_VARIABLES = {
+    "dp_replicate_size": env.ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE,
+    "dp_shard_size": env.ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE,
+    "tp_size": env.ACCEL_PARALLELISM_CONFIG_TP_SIZE,
+    "cp_size": env.ACCEL_PARALLELISM_CONFIG_CP_SIZE,
+}
 MESH_DIMS = ("dp_replicate", "dp_shard", "cp", "tp")
 """Mesh dimension names, outermost (slowest-varying rank) first."""
 
 
 def _size(value: int | None, name: str) -> int:
     if value is None:
-        text = os.environ.get(_ENV + name.upper(), "").strip()
-        value = int(text) if text else 1
+        value = env.read_env(_SIZE_VARIABLES[name], 1)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(
             f"ParallelismConfig.{name} must be an integer >= 1; got {value!r}. Use 1 to leave "
@@ -60,7 +64,8 @@ class ParallelismConfig:
     The product of the four sizes must equal the number of processes. ``dp_replicate_size`` x
     ``dp_shard_size`` > 1 with both above 1 is hybrid sharding (HSDP): each group of
     ``dp_shard_size`` processes shards the model, and the groups replicate it. Fields left at
-    ``None`` take ``ACCEL_PARALLELISM_CONFIG_<NAME>``, else 1.
+    ``None`` take ``ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE`` (and the ``_DP_SHARD_SIZE``,
+    ``_TP_SIZE``, ``_CP_SIZE`` variables; or the reference's ``PARALLELISM_CONFIG_*``), else 1.
     """
 
     dp_replicate_size: int | None = None
@@ -78,8 +83,8 @@ class ParallelismConfig:
 
     def __post_init__(self) -> None:
         self.dp_replicate_size = _size(self.dp_replicate_size, "dp_replicate_size")
-        self._auto_shard = (
-            self.dp_shard_size is None and not os.environ.get(_ENV + "DP_SHARD_SIZE", "").strip()
+        self._auto_shard = self.dp_shard_size is None and not env.is_set(
+            env.ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE
         )
         self.dp_shard_size = _size(self.dp_shard_size, "dp_shard_size")
         self.tp_size = _size(self.tp_size, "tp_size")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from . import environment_variables as env
 from ._enums import DynamoBackend
-from ._environment import parse_choice_from_env, parse_flag_from_env
 from ._kwargs import KwargsHandler
 
 
@@ -55,17 +54,17 @@ class TorchDynamoPlugin(KwargsHandler):
 
     def __post_init__(self) -> None:
         if self.backend is None:
-            self.backend = parse_choice_from_env("ACCEL_DYNAMO_BACKEND", "no")
+            self.backend = env.read_env(env.ACCEL_DYNAMO_BACKEND, "no")
         self.backend = DynamoBackend.parse(self.backend, "dynamo backend")
         if self.mode is None:
-            self.mode = os.environ.get("ACCEL_DYNAMO_MODE", "default")
+            self.mode = env.read_env(env.ACCEL_DYNAMO_MODE, "default")
         if self.fullgraph is None:
-            self.fullgraph = parse_flag_from_env("ACCEL_DYNAMO_USE_FULLGRAPH")
-        if self.dynamic is None and "ACCEL_DYNAMO_USE_DYNAMIC" in os.environ:
-            self.dynamic = parse_flag_from_env("ACCEL_DYNAMO_USE_DYNAMIC")
+            self.fullgraph = env.read_env(env.ACCEL_DYNAMO_USE_FULLGRAPH, False)
+        if self.dynamic is None:
+            self.dynamic = env.read_env(env.ACCEL_DYNAMO_USE_DYNAMIC)
         if self.use_regional_compilation is None:
-            self.use_regional_compilation = parse_flag_from_env(
-                "ACCEL_DYNAMO_USE_REGIONAL_COMPILATION"
+            self.use_regional_compilation = env.read_env(
+                env.ACCEL_DYNAMO_USE_REGIONAL_COMPILATION, False
             )
 
     @property

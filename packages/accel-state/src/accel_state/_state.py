@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from . import environment_variables as env
 from ._enums import DistributedType
-from ._environment import detect_world, parse_flag_from_env
+from ._environment import detect_world
 from ._imports import is_cuda_available, is_mps_available, is_xpu_available
 from ._split import split_inputs
 from ._teardown import register_teardown, teardown_process_group
@@ -25,8 +26,8 @@ _GPU_BACKENDS = {"cuda": "nccl", "xpu": "xccl"}
 
 
 def is_debug_mode() -> bool:
-    """Whether debug checks are on (``ACCEL_DEBUG_MODE`` or ``ACCELERATE_DEBUG_MODE``)."""
-    return parse_flag_from_env("ACCEL_DEBUG_MODE") or parse_flag_from_env("ACCELERATE_DEBUG_MODE")
+    """Whether debug checks are on (``ACCEL_DEBUG_MODE``, else ``ACCELERATE_DEBUG_MODE``)."""
+    return bool(env.read_env(env.ACCEL_DEBUG_MODE, False))
 
 
 def _accelerator_device_type(cpu: bool) -> str:
@@ -68,7 +69,7 @@ class PartialState:
                     stacklevel=2,
                 )
             return
-        cpu = cpu or parse_flag_from_env("ACCEL_USE_CPU")
+        cpu = cpu or bool(env.read_env(env.ACCEL_USE_CPU, False))
         world = detect_world()
         self.debug = is_debug_mode()
         self._cpu = cpu

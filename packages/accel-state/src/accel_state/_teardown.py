@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import os
 import sys
 import threading
 
 import torch.distributed as dist
+
+from . import environment_variables as env
 
 _registered = False
 _lock = threading.Lock()
@@ -38,7 +39,7 @@ def teardown_process_group(barrier_timeout: float | None = None) -> None:
     if not (dist.is_available() and dist.is_initialized()):
         return
     if barrier_timeout is None:
-        barrier_timeout = float(os.environ.get("ACCEL_TEARDOWN_TIMEOUT", "60"))
+        barrier_timeout = env.read_env(env.ACCEL_TEARDOWN_TIMEOUT, 60.0)
     try:
         if not _crashed and dist.get_world_size() > 1:
             if dist.get_backend() == "gloo":

@@ -20,9 +20,9 @@ from accel_state import (
     ProfileKwargs,
     ProjectConfiguration,
     TorchDynamoPlugin,
-    parse_flag_from_env,
     unsupported_distributed_type,
 )
+from accel_state import environment_variables as env
 
 from ._accelerator_checkpointing import CheckpointingMixin
 from ._accelerator_ops import OpsMixin
@@ -349,9 +349,6 @@ def _resolve_log_with(log_with: Any, logging_dir: str | None) -> Any:
     return filter_trackers(log_with, logging_dir)
 
 
-_STEPS_VARIABLE = "ACCEL_GRADIENT_ACCUMULATION_STEPS"
-
-
 def _accumulation_steps(steps: Any, plugin: GradientAccumulationPlugin | None) -> int:
     """The number of accumulation steps, checked as the user wrote it.
 
@@ -373,26 +370,18 @@ def _accumulation_steps(steps: Any, plugin: GradientAccumulationPlugin | None) -
                 "plugin."
             )
         return int(plugin.num_steps or 1)
-    raw = os.environ.get(_STEPS_VARIABLE, "").strip()
-    if not raw:
-        return steps
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(
-            f"The environment variable {_STEPS_VARIABLE} must be an integer >= 1; got {raw!r}. "
-            f"Unset it, or set it to the number of batches per optimizer step."
-        )
-    return int(raw)
+    return int(env.read_env(env.ACCEL_GRADIENT_ACCUMULATION_STEPS, steps))
 
 
 def _refuse_unsupported_engines(megatron_lm_plugin: Any) -> None:
     """Refuse an engine this version cannot run, with the launcher's own words."""
     if megatron_lm_plugin is not None:
         asked = ("MEGATRON_LM", "megatron_lm_plugin set")
-    elif parse_flag_from_env("ACCEL_USE_MEGATRON_LM"):
-        asked = ("MEGATRON_LM", "ACCEL_USE_MEGATRON_LM=1 in the environment")
+    elif env.read_env(env.ACCEL_USE_MEGATRON_LM, False):
+        asked = ("MEGATRON_LM", f"{env.ACCEL_USE_MEGATRON_LM}=1 in the environment")
     else:
-        kind = os.environ.get("ACCEL_DISTRIBUTED_TYPE", "")
-        asked = (kind, f"ACCEL_DISTRIBUTED_TYPE={kind} in the environment")
+        kind = env.read_env(env.ACCEL_DISTRIBUTED_TYPE, "")
+        asked = (kind, f"{env.ACCEL_DISTRIBUTED_TYPE}={kind} in the environment")
     message = unsupported_distributed_type(*asked)
     if message is not None:
         raise NotImplementedError(message)

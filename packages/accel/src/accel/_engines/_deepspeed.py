@@ -16,7 +16,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import torch
-from accel_state import DeepSpeedPlugin, parse_flag_from_env
+from accel_state import DeepSpeedPlugin
+from accel_state import environment_variables as env
 
 from ._base import Engine
 from ._deepspeed_files import validate_folder
@@ -375,7 +376,7 @@ def resolve_deepspeed_plugins(plugin: Any, plugins: Any) -> dict[str, Any] | Non
             "in deepspeed_plugins={name: DeepSpeedPlugin(...)}."
         )
     given = plugins if plugins is not None else plugin
-    if given is None and parse_flag_from_env("ACCEL_USE_DEEPSPEED"):
+    if given is None and env.read_env(env.ACCEL_USE_DEEPSPEED, False):
         given = DeepSpeedPlugin()
     if given is None:
         return None

@@ -18,8 +18,8 @@ from accel_state import (
     FullyShardedDataParallelPlugin,
     ParallelismConfig,
     TorchTensorParallelPlugin,
-    parse_flag_from_env,
 )
+from accel_state import environment_variables as env
 
 from . import _fsdp_build as build
 from . import _fsdp_io as io
@@ -49,7 +49,7 @@ def resolve_parallel_plugins(
     Raises:
         ValueError: for FSDP together with DeepSpeed, or for arguments of the wrong type.
     """
-    use_fsdp = fsdp_plugin is not None or parse_flag_from_env("ACCEL_USE_FSDP")
+    use_fsdp = fsdp_plugin is not None or env.read_env(env.ACCEL_USE_FSDP, False)
     if use_fsdp and deepspeed_given:
         raise ValueError(
             "FSDP and DeepSpeed both shard the model and cannot be combined; got an FSDP "

@@ -81,8 +81,8 @@ def _wrap_classes(
         raise ValueError(
             "auto_wrap_policy TRANSFORMER_BASED_WRAP wraps the classes named in "
             "transformer_cls_names_to_wrap; got none (and the model has no _no_split_modules). "
-            "Set transformer_cls_names_to_wrap=['YourBlock'] (ACCEL_FSDP_TRANSFORMER_LAYER_CLS_"
-            "TO_WRAP) or use SIZE_BASED_WRAP."
+            "Set transformer_cls_names_to_wrap=['YourBlock'] (or the variable "
+            "ACCEL_FSDP_TRANSFORMER_LAYER_CLS_TO_WRAP) or use SIZE_BASED_WRAP."
         )
     classes = set()
     for name in names:

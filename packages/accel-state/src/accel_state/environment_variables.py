@@ -1,0 +1,585 @@
+"""The launcher-to-process contract: every ``ACCEL_*`` environment variable, declared once.
+
+``accel launch`` writes these variables into every process it starts; ``PartialState``,
+``AcceleratorState``, the plugins and the ``Accelerator`` read them through :func:`read_env`.
+Each constant is the variable's name (a ``str``, usable as ``os.environ[ACCEL_USE_CPU]``) and
+carries its type (``kind``), its vocabulary (``choices``), the reference library's names read
+when it is unset (``fallbacks``: ``ACCELERATE_*``, ``FSDP_*`` ...; the ``ACCEL_*`` name wins
+when both are set), who writes it (``written_by``) and who reads it (``read_by``). The table of
+``docs/launch.md`` is generated from this module by ``tools/gen_env_docs.py``.
+
+Vocabularies (``SHARDING_STRATEGIES``, ``WRAP_POLICIES``, ``OFFLOAD_DEVICES``, ``ZERO_STAGES``
+...) are defined here once; the launcher and the plugins import them.
+
+Example:
+    >>> from accel_state.environment_variables import ACCEL_MIXED_PRECISION, read_env
+    >>> read_env(ACCEL_MIXED_PRECISION, "no")
+    'no'
+
+This module imports nothing heavier than the standard library.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ._env_contract import (
+    BACKWARD_PREFETCH,
+    DISTRIBUTED_TYPES,
+    DYNAMO_BACKENDS,
+    FSDP_VERSIONS,
+    MIXED_PRECISIONS,
+    MPI_FLAVOURS,
+    OFFLOAD_DEVICES,
+    SHARDING_STRATEGIES,
+    STATE_DICT_TYPES,
+    WRAP_POLICIES,
+    ZERO_STAGES,
+    BackwardPrefetch,
+    EnvironmentVariable,
+    FSDPVersion,
+    Kind,
+    MpiFlavour,
+    OffloadDevice,
+    ShardingStrategy,
+    StateDictType,
+    WrapPolicy,
+    ZeroStage,
+    declared,
+    env_text,
+    is_set,
+    read_env,
+)
+
+ACCEL_MIXED_PRECISION: Final = EnvironmentVariable(
+    "ACCEL_MIXED_PRECISION",
+    "choice",
+    choices=MIXED_PRECISIONS,
+    fallbacks=("ACCELERATE_MIXED_PRECISION",),
+    written_by="``accel launch`` ``--mixed_precision``",
+    read_by="``AcceleratorState`` (when ``mixed_precision`` is not passed)",
+)
+"""Mixed precision of the run: a ``PrecisionType`` value."""
+
+ACCEL_USE_CPU: Final = EnvironmentVariable(
+    "ACCEL_USE_CPU",
+    "bool",
+    fallbacks=("ACCELERATE_USE_CPU",),
+    written_by="``accel launch`` ``--cpu`` (always written, 1 or 0)",
+    read_by="``PartialState``",
+)
+"""Run on the CPU even when an accelerator is present."""
+
+ACCEL_DEBUG_MODE: Final = EnvironmentVariable(
+    "ACCEL_DEBUG_MODE",
+    "bool",
+    fallbacks=("ACCELERATE_DEBUG_MODE",),
+    written_by="``accel launch`` ``--debug`` (always written, 1 or 0)",
+    read_by="``is_debug_mode`` (``PartialState``, accel-collectives)",
+)
+"""Check, before each collective, that every process passes matching shapes."""
+
+ACCEL_DISTRIBUTED_TYPE: Final = EnvironmentVariable(
+    "ACCEL_DISTRIBUTED_TYPE",
+    "choice",
+    choices=DISTRIBUTED_TYPES,
+    written_by="``accel launch`` (always written)",
+    read_by="``Accelerator`` (refuses a type this version cannot run)",
+)
+"""The distributed type the launcher resolved: a ``DistributedType`` value."""
+
+ACCEL_USE_DEEPSPEED: Final = EnvironmentVariable(
+    "ACCEL_USE_DEEPSPEED",
+    "bool",
+    fallbacks=("ACCELERATE_USE_DEEPSPEED",),
+    written_by="``accel launch`` ``--use_deepspeed``",
+    read_by="``Accelerator``",
+)
+"""Train with DeepSpeed: the Accelerator builds a ``DeepSpeedPlugin`` from the ``ACCEL_DEEPSPEED_*`` variables."""
+
+ACCEL_USE_FSDP: Final = EnvironmentVariable(
+    "ACCEL_USE_FSDP",
+    "bool",
+    fallbacks=("ACCELERATE_USE_FSDP",),
+    written_by="``accel launch`` ``--use_fsdp``",
+    read_by="``Accelerator``",
+)
+"""Train with FSDP: the Accelerator builds a ``FullyShardedDataParallelPlugin`` from the ``ACCEL_FSDP_*`` variables."""
+
+ACCEL_USE_MEGATRON_LM: Final = EnvironmentVariable(
+    "ACCEL_USE_MEGATRON_LM",
+    "bool",
+    fallbacks=("ACCELERATE_USE_MEGATRON_LM",),
+    written_by="``accel launch`` ``--use_megatron_lm``",
+    read_by="``Accelerator`` (refuses it)",
+)
+"""Megatron-LM was asked for; this version refuses it with a clear error."""
+
+ACCEL_GRADIENT_ACCUMULATION_STEPS: Final = EnvironmentVariable(
+    "ACCEL_GRADIENT_ACCUMULATION_STEPS",
+    "int",
+    fallbacks=("ACCELERATE_GRADIENT_ACCUMULATION_STEPS",),
+    minimum=1,
+    written_by="``accel launch`` ``--gradient_accumulation_steps``",
+    read_by="``Accelerator`` (overrides its argument), ``DeepSpeedPlugin``",
+)
+"""Batches accumulated before each optimizer step."""
+
+ACCEL_GRADIENT_CLIPPING: Final = EnvironmentVariable(
+    "ACCEL_GRADIENT_CLIPPING",
+    "float",
+    fallbacks=("ACCELERATE_GRADIENT_CLIPPING",),
+    minimum=0,
+    written_by="``accel launch`` ``--gradient_clipping``",
+    read_by="``DeepSpeedPlugin``",
+)
+"""Largest gradient norm kept inside DeepSpeed's step (0 turns clipping off)."""
+
+ACCEL_DYNAMO_BACKEND: Final = EnvironmentVariable(
+    "ACCEL_DYNAMO_BACKEND",
+    "choice",
+    choices=DYNAMO_BACKENDS,
+    fallbacks=("ACCELERATE_DYNAMO_BACKEND",),
+    written_by="``accel launch`` ``--dynamo_backend``",
+    read_by="``TorchDynamoPlugin``",
+)
+"""``torch.compile`` backend (``NO`` turns compilation off): a ``DynamoBackend`` value."""
+
+ACCEL_DYNAMO_MODE: Final = EnvironmentVariable(
+    "ACCEL_DYNAMO_MODE",
+    "text",
+    fallbacks=("ACCELERATE_DYNAMO_MODE",),
+    written_by="``accel launch`` ``--dynamo_mode``",
+    read_by="``TorchDynamoPlugin``",
+)
+"""``torch.compile`` mode (``default``, ``reduce-overhead``, ``max-autotune`` ...)."""
+
+ACCEL_DYNAMO_USE_FULLGRAPH: Final = EnvironmentVariable(
+    "ACCEL_DYNAMO_USE_FULLGRAPH",
+    "bool",
+    fallbacks=("ACCELERATE_DYNAMO_USE_FULLGRAPH",),
+    written_by="``accel launch`` ``--dynamo_use_fullgraph``",
+    read_by="``TorchDynamoPlugin``",
+)
+"""Refuse graph breaks when compiling."""
+
+ACCEL_DYNAMO_USE_DYNAMIC: Final = EnvironmentVariable(
+    "ACCEL_DYNAMO_USE_DYNAMIC",
+    "bool",
+    fallbacks=("ACCELERATE_DYNAMO_USE_DYNAMIC",),
+    written_by="``accel launch`` ``--dynamo_use_dynamic``",
+    read_by="``TorchDynamoPlugin``",
+)
+"""Compile with dynamic shapes (unset: torch decides)."""
+
+ACCEL_DYNAMO_USE_REGIONAL_COMPILATION: Final = EnvironmentVariable(
+    "ACCEL_DYNAMO_USE_REGIONAL_COMPILATION",
+    "bool",
+    fallbacks=("ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION",),
+    written_by="``accel launch`` ``--dynamo_use_regional_compilation``",
+    read_by="``TorchDynamoPlugin``",
+)
+"""Compile each repeated block once instead of the whole model."""
+
+ACCEL_DEEPSPEED_CONFIG_FILE: Final = EnvironmentVariable(
+    "ACCEL_DEEPSPEED_CONFIG_FILE",
+    "text",
+    fallbacks=("ACCELERATE_DEEPSPEED_CONFIG_FILE",),
+    written_by="``accel launch`` ``--deepspeed_config_file``",
+    read_by="``DeepSpeedPlugin``",
+)
+"""Path of a DeepSpeed JSON config whose ``"auto"`` values the other settings fill."""
+
+ACCEL_DEEPSPEED_ZERO_STAGE: Final = EnvironmentVariable(
+    "ACCEL_DEEPSPEED_ZERO_STAGE",
+    "choice",
+    choices=ZERO_STAGES,
+    fallbacks=("ACCELERATE_DEEPSPEED_ZERO_STAGE",),
+    written_by="``accel launch`` ``--zero_stage``",
+    read_by="``DeepSpeedPlugin``",
+)
+"""ZeRO stage."""
+
+ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE: Final = EnvironmentVariable(
+    "ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
+    "choice",
+    choices=OFFLOAD_DEVICES,
+    fallbacks=("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",),
+    written_by="``accel launch`` ``--offload_optimizer_device``",
+    read_by="``DeepSpeedPlugin``",
+)
+"""Where optimizer states live."""
+
+ACCEL_DEEPSPEED_OFFLOAD_PARAM_DEVICE: Final = EnvironmentVariable(
+    "ACCEL_DEEPSPEED_OFFLOAD_PARAM_DEVICE",
+    "choice",
+    choices=OFFLOAD_DEVICES,
+    fallbacks=("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE",),
+    written_by="``accel launch`` ``--offload_param_device``",
+    read_by="``DeepSpeedPlugin``",
+)
+"""Where parameters live (ZeRO stage 3)."""
+
+ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_NVME_PATH: Final = EnvironmentVariable(
+    "ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_NVME_PATH",
+    "text",
+    fallbacks=("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_NVME_PATH",),
+    written_by="``accel launch`` ``--offload_optimizer_nvme_path``",
+    read_by="``DeepSpeedPlugin``",
+)
+"""Folder of optimizer states offloaded to NVMe."""
+
+ACCEL_DEEPSPEED_OFFLOAD_PARAM_NVME_PATH: Final = EnvironmentVariable(
+    "ACCEL_DEEPSPEED_OFFLOAD_PARAM_NVME_PATH",
+    "text",
+    fallbacks=("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_NVME_PATH",),
+    written_by="``accel launch`` ``--offload_param_nvme_path``",
+    read_by="``DeepSpeedPlugin``",
+)
+"""Folder of parameters offloaded to NVMe."""
+
+ACCEL_DEEPSPEED_ZERO3_INIT_FLAG: Final = EnvironmentVariable(
+    "ACCEL_DEEPSPEED_ZERO3_INIT_FLAG",
+    "bool",
+    fallbacks=("ACCELERATE_DEEPSPEED_ZERO3_INIT",),
+    written_by="``accel launch`` ``--zero3_init_flag``",
+    read_by="``DeepSpeedPlugin``",
+)
+"""Build models directly partitioned with ``deepspeed.zero.Init`` (stage 3)."""
+
+ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL: Final = EnvironmentVariable(
+    "ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",
+    "bool",
+    fallbacks=("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",),
+    written_by="``accel launch`` ``--zero3_save_16bit_model``",
+    read_by="``DeepSpeedPlugin``",
+)
+"""Gather a 16-bit copy of the weights when saving the model (stage 3)."""
+
+ACCEL_FSDP_VERSION: Final = EnvironmentVariable(
+    "ACCEL_FSDP_VERSION",
+    "choice",
+    choices=FSDP_VERSIONS,
+    fallbacks=("FSDP_VERSION",),
+    written_by="``accel launch`` ``--fsdp_version``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""FSDP version: 1 (``FullyShardedDataParallel``) or 2 (``fully_shard``)."""
+
+ACCEL_FSDP_SHARDING_STRATEGY: Final = EnvironmentVariable(
+    "ACCEL_FSDP_SHARDING_STRATEGY",
+    "choice",
+    choices=SHARDING_STRATEGIES,
+    numbered=True,
+    fallbacks=("FSDP_SHARDING_STRATEGY",),
+    written_by="``accel launch`` ``--fsdp_sharding_strategy``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""FSDP sharding strategy (FSDP2 maps it to ``reshard_after_forward`` and the mesh)."""
+
+ACCEL_FSDP_RESHARD_AFTER_FORWARD: Final = EnvironmentVariable(
+    "ACCEL_FSDP_RESHARD_AFTER_FORWARD",
+    "bool",
+    fallbacks=("FSDP_RESHARD_AFTER_FORWARD",),
+    written_by="``accel launch`` ``--fsdp_reshard_after_forward``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""FSDP2: free gathered parameters after forward."""
+
+ACCEL_FSDP_AUTO_WRAP_POLICY: Final = EnvironmentVariable(
+    "ACCEL_FSDP_AUTO_WRAP_POLICY",
+    "choice",
+    choices=WRAP_POLICIES,
+    fallbacks=("FSDP_AUTO_WRAP_POLICY",),
+    written_by="``accel launch`` ``--fsdp_auto_wrap_policy``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""Which submodules become their own FSDP unit."""
+
+ACCEL_FSDP_TRANSFORMER_LAYER_CLS_TO_WRAP: Final = EnvironmentVariable(
+    "ACCEL_FSDP_TRANSFORMER_LAYER_CLS_TO_WRAP",
+    "text",
+    fallbacks=("FSDP_TRANSFORMER_CLS_TO_WRAP",),
+    written_by="``accel launch`` ``--fsdp_transformer_layer_cls_to_wrap``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""Comma-separated class names wrapped one unit each (``TRANSFORMER_BASED_WRAP``)."""
+
+ACCEL_FSDP_MIN_NUM_PARAMS: Final = EnvironmentVariable(
+    "ACCEL_FSDP_MIN_NUM_PARAMS",
+    "int",
+    fallbacks=("FSDP_MIN_NUM_PARAMS",),
+    minimum=1,
+    written_by="``accel launch`` ``--fsdp_min_num_params``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""Minimum parameters of a unit (``SIZE_BASED_WRAP``)."""
+
+ACCEL_FSDP_BACKWARD_PREFETCH: Final = EnvironmentVariable(
+    "ACCEL_FSDP_BACKWARD_PREFETCH",
+    "choice",
+    choices=BACKWARD_PREFETCH,
+    numbered=True,
+    fallbacks=("FSDP_BACKWARD_PREFETCH",),
+    written_by="``accel launch`` ``--fsdp_backward_prefetch``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""FSDP1 backward prefetch mode."""
+
+ACCEL_FSDP_STATE_DICT_TYPE: Final = EnvironmentVariable(
+    "ACCEL_FSDP_STATE_DICT_TYPE",
+    "choice",
+    choices=STATE_DICT_TYPES,
+    numbered=True,
+    fallbacks=("FSDP_STATE_DICT_TYPE",),
+    written_by="``accel launch`` ``--fsdp_state_dict_type``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""How FSDP checkpoints are written."""
+
+ACCEL_FSDP_OFFLOAD_PARAMS: Final = EnvironmentVariable(
+    "ACCEL_FSDP_OFFLOAD_PARAMS",
+    "bool",
+    fallbacks=("FSDP_OFFLOAD_PARAMS",),
+    written_by="``accel launch`` ``--fsdp_offload_params``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""Keep sharded parameters and gradients on the CPU."""
+
+ACCEL_FSDP_FORWARD_PREFETCH: Final = EnvironmentVariable(
+    "ACCEL_FSDP_FORWARD_PREFETCH",
+    "bool",
+    fallbacks=("FSDP_FORWARD_PREFETCH",),
+    written_by="``accel launch`` ``--fsdp_forward_prefetch``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""FSDP1: issue the next all-gather during forward."""
+
+ACCEL_FSDP_USE_ORIG_PARAMS: Final = EnvironmentVariable(
+    "ACCEL_FSDP_USE_ORIG_PARAMS",
+    "bool",
+    fallbacks=("FSDP_USE_ORIG_PARAMS",),
+    written_by="``accel launch`` ``--fsdp_use_orig_params``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""FSDP1: expose the original parameters to optimizers."""
+
+ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING: Final = EnvironmentVariable(
+    "ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING",
+    "bool",
+    fallbacks=("FSDP_CPU_RAM_EFFICIENT_LOADING",),
+    written_by="``accel launch`` ``--fsdp_cpu_ram_efficient_loading``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""Only process 0 holds real weights; the others receive their shards."""
+
+ACCEL_FSDP_SYNC_MODULE_STATES: Final = EnvironmentVariable(
+    "ACCEL_FSDP_SYNC_MODULE_STATES",
+    "bool",
+    fallbacks=("FSDP_SYNC_MODULE_STATES",),
+    written_by="``accel launch`` ``--fsdp_sync_module_states``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""Broadcast process 0's parameters and buffers at wrap time."""
+
+ACCEL_FSDP_ACTIVATION_CHECKPOINTING: Final = EnvironmentVariable(
+    "ACCEL_FSDP_ACTIVATION_CHECKPOINTING",
+    "bool",
+    fallbacks=("FSDP_ACTIVATION_CHECKPOINTING",),
+    written_by="``accel launch`` ``--fsdp_activation_checkpointing``",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""Recompute activations of wrapped units in backward."""
+
+ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE: Final = EnvironmentVariable(
+    "ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
+    "int",
+    fallbacks=("PARALLELISM_CONFIG_DP_REPLICATE_SIZE",),
+    minimum=1,
+    written_by="the user (no launcher option yet)",
+    read_by="``ParallelismConfig`` (fields left at None)",
+)
+"""Number of replicas of the sharded model."""
+
+ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE: Final = EnvironmentVariable(
+    "ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE",
+    "int",
+    fallbacks=("PARALLELISM_CONFIG_DP_SHARD_SIZE",),
+    minimum=1,
+    written_by="the user (no launcher option yet)",
+    read_by="``ParallelismConfig`` (fields left at None)",
+)
+"""Number of processes one replica is sharded over (unset: what the other sizes leave)."""
+
+ACCEL_PARALLELISM_CONFIG_TP_SIZE: Final = EnvironmentVariable(
+    "ACCEL_PARALLELISM_CONFIG_TP_SIZE",
+    "int",
+    fallbacks=("PARALLELISM_CONFIG_TP_SIZE",),
+    minimum=1,
+    written_by="the user (no launcher option yet)",
+    read_by="``ParallelismConfig`` (fields left at None)",
+)
+"""Number of processes each layer is split over (tensor parallelism)."""
+
+ACCEL_PARALLELISM_CONFIG_CP_SIZE: Final = EnvironmentVariable(
+    "ACCEL_PARALLELISM_CONFIG_CP_SIZE",
+    "int",
+    fallbacks=("PARALLELISM_CONFIG_CP_SIZE",),
+    minimum=1,
+    written_by="the user (no launcher option yet)",
+    read_by="``ParallelismConfig`` (fields left at None)",
+)
+"""Number of processes a sequence is split over (context parallelism)."""
+
+ACCEL_LOG_LEVEL: Final = EnvironmentVariable(
+    "ACCEL_LOG_LEVEL",
+    "text",
+    fallbacks=("ACCELERATE_LOG_LEVEL",),
+    written_by="the user",
+    read_by="``get_logger``",
+)
+"""Level of accel's loggers made by ``get_logger`` (``DEBUG``, ``INFO`` ...)."""
+
+ACCEL_TEARDOWN_TIMEOUT: Final = EnvironmentVariable(
+    "ACCEL_TEARDOWN_TIMEOUT",
+    "float",
+    minimum=0,
+    written_by="the user",
+    read_by="``teardown_process_group``",
+)
+"""Seconds the exit barrier waits for the other processes before the process group is destroyed."""
+
+ACCEL_CHECKPOINT_TIMEOUT: Final = EnvironmentVariable(
+    "ACCEL_CHECKPOINT_TIMEOUT",
+    "float",
+    minimum=0,
+    written_by="the user",
+    read_by="``Accelerator.save_state`` / ``load_state``",
+)
+"""Seconds a collective of ``save_state`` / ``load_state`` waits for the other processes."""
+
+ACCEL_IGNORE_SLURM: Final = EnvironmentVariable(
+    "ACCEL_IGNORE_SLURM",
+    "bool",
+    written_by="the user",
+    read_by="``accel launch``",
+)
+"""Do not read the SLURM allocation when launching."""
+
+ACCEL_CONFIG_HOME: Final = EnvironmentVariable(
+    "ACCEL_CONFIG_HOME",
+    "text",
+    written_by="the user",
+    read_by="``accel config``, ``accel launch``",
+)
+"""Folder of the default config file (default ``$XDG_CACHE_HOME/accel``)."""
+
+ACCEL_RDZV_ID: Final = EnvironmentVariable(
+    "ACCEL_RDZV_ID",
+    "text",
+    written_by="the user",
+    read_by="``accel launch``",
+)
+"""Rendezvous id of a multi-machine torchrun launch (default ``accel``)."""
+
+ACCEL_MPI_FLAVOUR: Final = EnvironmentVariable(
+    "ACCEL_MPI_FLAVOUR",
+    "choice",
+    choices=MPI_FLAVOURS,
+    written_by="the user",
+    read_by="``accel launch``",
+)
+"""Which ``mpirun`` command line to build (default: asked to ``mpirun --version``)."""
+
+ACCEL_BIGMODEL_QUIET: Final = EnvironmentVariable(
+    "ACCEL_BIGMODEL_QUIET",
+    "bool",
+    written_by="the user",
+    read_by="accel-bigmodel (which reads it itself: it depends on no other accel package)",
+)
+"""Hide accel-bigmodel's loading progress bars."""
+
+
+VARIABLES: Final[dict[str, EnvironmentVariable]] = {
+    str(value): value
+    for value in list(globals().values())
+    if isinstance(value, EnvironmentVariable)
+}
+"""Every declared variable, by name, in declaration order."""
+
+__all__ = [
+    "BACKWARD_PREFETCH",
+    "DISTRIBUTED_TYPES",
+    "DYNAMO_BACKENDS",
+    "FSDP_VERSIONS",
+    "MIXED_PRECISIONS",
+    "MPI_FLAVOURS",
+    "OFFLOAD_DEVICES",
+    "SHARDING_STRATEGIES",
+    "STATE_DICT_TYPES",
+    "VARIABLES",
+    "WRAP_POLICIES",
+    "ZERO_STAGES",
+    "BackwardPrefetch",
+    "EnvironmentVariable",
+    "FSDPVersion",
+    "Kind",
+    "MpiFlavour",
+    "OffloadDevice",
+    "ShardingStrategy",
+    "StateDictType",
+    "WrapPolicy",
+    "ZeroStage",
+    "declared",
+    "env_text",
+    "is_set",
+    "read_env",
+    "ACCEL_MIXED_PRECISION",
+    "ACCEL_USE_CPU",
+    "ACCEL_DEBUG_MODE",
+    "ACCEL_DISTRIBUTED_TYPE",
+    "ACCEL_USE_DEEPSPEED",
+    "ACCEL_USE_FSDP",
+    "ACCEL_USE_MEGATRON_LM",
+    "ACCEL_GRADIENT_ACCUMULATION_STEPS",
+    "ACCEL_GRADIENT_CLIPPING",
+    "ACCEL_DYNAMO_BACKEND",
+    "ACCEL_DYNAMO_MODE",
+    "ACCEL_DYNAMO_USE_FULLGRAPH",
+    "ACCEL_DYNAMO_USE_DYNAMIC",
+    "ACCEL_DYNAMO_USE_REGIONAL_COMPILATION",
+    "ACCEL_DEEPSPEED_CONFIG_FILE",
+    "ACCEL_DEEPSPEED_ZERO_STAGE",
+    "ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
+    "ACCEL_DEEPSPEED_OFFLOAD_PARAM_DEVICE",
+    "ACCEL_DEEPSPEED_OFFLOAD_OPTIMIZER_NVME_PATH",
+    "ACCEL_DEEPSPEED_OFFLOAD_PARAM_NVME_PATH",
+    "ACCEL_DEEPSPEED_ZERO3_INIT_FLAG",
+    "ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",
+    "ACCEL_FSDP_VERSION",
+    "ACCEL_FSDP_SHARDING_STRATEGY",
+    "ACCEL_FSDP_RESHARD_AFTER_FORWARD",
+    "ACCEL_FSDP_AUTO_WRAP_POLICY",
+    "ACCEL_FSDP_TRANSFORMER_LAYER_CLS_TO_WRAP",
+    "ACCEL_FSDP_MIN_NUM_PARAMS",
+    "ACCEL_FSDP_BACKWARD_PREFETCH",
+    "ACCEL_FSDP_STATE_DICT_TYPE",
+    "ACCEL_FSDP_OFFLOAD_PARAMS",
+    "ACCEL_FSDP_FORWARD_PREFETCH",
+    "ACCEL_FSDP_USE_ORIG_PARAMS",
+    "ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING",
+    "ACCEL_FSDP_SYNC_MODULE_STATES",
+    "ACCEL_FSDP_ACTIVATION_CHECKPOINTING",
+    "ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
+    "ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE",
+    "ACCEL_PARALLELISM_CONFIG_TP_SIZE",
+    "ACCEL_PARALLELISM_CONFIG_CP_SIZE",
+    "ACCEL_LOG_LEVEL",
+    "ACCEL_TEARDOWN_TIMEOUT",
+    "ACCEL_CHECKPOINT_TIMEOUT",
+    "ACCEL_IGNORE_SLURM",
+    "ACCEL_CONFIG_HOME",
+    "ACCEL_RDZV_ID",
+    "ACCEL_MPI_FLAVOUR",
+    "ACCEL_BIGMODEL_QUIET",
+]

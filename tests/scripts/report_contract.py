@@ -1,0 +1,69 @@
+"""Launched by tests/test_env_fallbacks.py: builds an Accelerator from the environment alone
+(no argument) and prints, as one JSON line per process, every state / plugin field the
+launcher's variables configure."""
+
+import json
+import os
+
+from accel import Accelerator
+
+
+def fields(plugin: object, *names: str) -> dict:
+    """The named attributes of a plugin."""
+    return {name: getattr(plugin, name) for name in names}
+
+
+acc = Accelerator()
+state = acc.state
+report = {
+    "rank": acc.process_index,
+    "processes": acc.num_processes,
+    "mixed_precision": str(acc.mixed_precision),
+    "cpu": acc.device.type == "cpu" and bool(state._cpu),
+    "debug": bool(state.debug),
+    "distributed_type": state.distributed_type.value,
+    "gradient_accumulation_steps": acc.gradient_accumulation_steps,
+}
+dynamo = state.dynamo_plugin
+report["dynamo"] = {
+    "backend": dynamo.backend.value,
+    "mode": dynamo.mode,
+    "fullgraph": dynamo.fullgraph,
+    "dynamic": dynamo.dynamic,
+    "use_regional_compilation": dynamo.use_regional_compilation,
+}
+fsdp = state.fsdp_plugin
+if fsdp is not None:
+    report["fsdp"] = fields(
+        fsdp,
+        "fsdp_version",
+        "sharding_strategy",
+        "reshard_after_forward",
+        "auto_wrap_policy",
+        "transformer_cls_names_to_wrap",
+        "min_num_params",
+        "backward_prefetch",
+        "state_dict_type",
+        "cpu_offload",
+        "forward_prefetch",
+        "use_orig_params",
+        "cpu_ram_efficient_loading",
+        "sync_module_states",
+        "activation_checkpointing",
+    )
+ds = state.deepspeed_plugin
+if ds is not None:
+    report["deepspeed"] = fields(
+        ds,
+        "zero_stage",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+        "offload_optimizer_device",
+        "offload_param_device",
+        "offload_optimizer_nvme_path",
+        "offload_param_nvme_path",
+        "zero3_init_flag",
+        "zero3_save_16bit_model",
+    )
+os.write(1, ("REPORT " + json.dumps(report) + "\n").encode())  # one write: no interleaving
+acc.wait_for_everyone()
