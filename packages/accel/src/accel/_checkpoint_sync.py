@@ -14,8 +14,9 @@ from datetime import timedelta
 from typing import Any
 
 import torch.distributed as dist
+from accel_state.environment_variables import ACCEL_CHECKPOINT_TIMEOUT
 
-TIMEOUT_ENV = "ACCEL_CHECKPOINT_TIMEOUT"
+TIMEOUT_ENV = ACCEL_CHECKPOINT_TIMEOUT
 DEFAULT_ARRIVAL_TIMEOUT = 600.0
 _OK = "ok:"
 _ERROR = "error:"
