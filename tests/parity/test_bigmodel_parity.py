@@ -158,3 +158,29 @@ def test_index_without_weight_map_wrapper_loads_like_the_reference(tmp_path: Pat
     for name in names:
         assert torch.equal(loaded[0][name], state[name])
         assert torch.equal(loaded[1][name], state[name])
+
+
+@pytest.mark.parametrize("fraction", [0.02, 0.05, 0.1, 0.2])
+def test_fallback_allocation_when_the_gpu_cannot_run_the_offloaded_layers(fraction: float):
+    # A GPU budget below the largest GPT-2 block: both libraries place the model on the CPU
+    # with fallback_allocation (accel refuses without it: "refuses an execution device too
+    # small" in migration-behaviour.md). GPU 0 is planned for, not used (check_devices=False).
+    torch.manual_seed(0)
+    model = _gpt2()
+    total = reference.compute_module_sizes(model)[""]
+    memory = {0: int(total * fraction), "cpu": total * 4}
+    kwargs: dict[str, Any] = {
+        "no_split_module_classes": ["GPT2Block"],
+        "fallback_allocation": True,
+    }
+    ours = accel_bigmodel.infer_auto_device_map(
+        model, max_memory=memory, check_devices=False, **kwargs
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = reference.infer_auto_device_map(model, max_memory=memory, **kwargs)
+    assert dict(ours) == dict(theirs) == {"": "cpu"}
+    with pytest.raises(ValueError, match="largest offloaded layer"):
+        accel_bigmodel.infer_auto_device_map(
+            model, max_memory=memory, check_devices=False, no_split_module_classes=["GPT2Block"]
+        )
