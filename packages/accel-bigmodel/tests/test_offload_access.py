@@ -72,7 +72,8 @@ def test_align_module_device_on_a_plain_module_keeps_its_weights():
 def test_state_dict_of_an_offloaded_model_matches_the_original():
     model, expected = _offloaded()
     state = get_state_dict_offloaded_model(model)
-    assert state.keys() == {"first.weight", "first.bias", "second.weight", "second.bias"}
+    # The root's own tensors (the buffer "scale") are part of the state dict too.
+    assert state.keys() == {"first.weight", "first.bias", "second.weight", "second.bias", "scale"}
     for key, value in state.items():
         assert value.device.type == "cpu" and torch.equal(value, expected[key]), key
     out = get_state_dict_from_offload(

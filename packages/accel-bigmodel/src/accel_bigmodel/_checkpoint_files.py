@@ -50,9 +50,14 @@ def _read_index(index_file: str) -> CheckpointFiles:
             f"valid JSON ({exc}). Re-download or re-save the checkpoint."
         ) from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if weight_map is None and isinstance(index, dict) and index:
+        # A bare mapping of tensor names to shard files (no "weight_map" wrapper) is an index too.
+        if all(isinstance(shard, str) for shard in index.values()):
+            weight_map = index
     if not isinstance(weight_map, dict):
         raise ValueError(
-            f"A checkpoint index must hold a 'weight_map' object (tensor name -> shard file); "
+            f"A checkpoint index must hold a 'weight_map' object (tensor name -> shard file), "
+            f"or be that mapping itself; "
             f"{index_file} has keys {sorted(index) if isinstance(index, dict) else type(index).__name__}. "
             f"Point to the index written with the shards."
         )

@@ -280,6 +280,7 @@ def load_checkpoint_in_model(
         tensors[name] = buf
         buffers.add(name)
     expected = list(model.state_dict().keys())
+    state_keys = set(expected)
 
     report = LoadReport()
     disk_index: dict[str, Any] = {}
@@ -291,7 +292,8 @@ def load_checkpoint_in_model(
     for source in sources:
         writes: list[tuple[str, torch.dtype]] = []
         for name in source.keys():
-            current = tensors.get(name)
+            # Only state-dict entries load: a non-persistent buffer in a checkpoint is unexpected.
+            current = tensors.get(name) if name in state_keys else None
             if current is None:
                 report.unexpected_keys.append(name)
                 continue

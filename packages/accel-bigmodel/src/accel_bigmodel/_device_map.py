@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, Union
@@ -14,6 +15,8 @@ from ._devices import DeviceMapError, check_device
 from ._sizes import (
     DeviceKey,
     ModuleScan,
+    compute_module_sizes,
+    compute_module_total_buffer_size,
     gc_paused,
     get_balanced_memory,
     get_max_memory,
@@ -78,8 +81,10 @@ class _Placer:
         no_split: set[str],
         tied_groups: list[list[str]],
         verbose: bool,
+        fallback: bool = False,
     ) -> None:
         self.model = model
+        self.fallback = fallback
         self.budget = budget
         self.devices = list(budget)
         self.sizes = sizes
@@ -91,6 +96,50 @@ class _Placer:
     def _say(self, message: str) -> None:
         if self.verbose:
             print(message)
+
+    def _splittable(self, obj: Any) -> bool:
+        return (
+            isinstance(obj, nn.Module)
+            and bool(obj._modules)
+            and type(obj).__name__ not in self.no_split
+        )
+
+    def _fallback_unit(
+        self, queue: deque[tuple[str, Any]], room: int, assigned: Mapping[str, Any]
+    ) -> bool:
+        """Find, breadth first among the units still queued and their parts, the first one
+        that fits in ``room``; move it to the front of ``queue`` (splitting its ancestors).
+
+        Returns:
+            Whether such a unit was found.
+        """
+        search: deque[tuple[str, Any, tuple[str, ...]]] = deque(
+            (name, obj, ()) for name, obj in queue if name not in assigned
+        )
+        while search:
+            name, obj, ancestors = search.popleft()
+            partners = self._tied_partners(name, assigned) if self.tied_params else []
+            total = self.sizes.get(name, 0) + sum(self.sizes.get(p, 0) for p in partners)
+            if 0 < total <= room:
+                self._say(f"Fallback: {name} (size {total}) fits in the {room} bytes left.")
+                self._bring_to_front(queue, name, ancestors)
+                return True
+            if self._splittable(obj):
+                search.extend((n, o, (*ancestors, name)) for n, o in _units_of(name, obj))
+        return False
+
+    @staticmethod
+    def _bring_to_front(
+        queue: deque[tuple[str, Any]], name: str, ancestors: tuple[str, ...]
+    ) -> None:
+        items = list(queue)
+        for ancestor in ancestors:  # replace each ancestor by its parts, in place
+            at = next(i for i, (n, _) in enumerate(items) if n == ancestor)
+            items[at : at + 1] = _units_of(ancestor, items[at][1])
+        at = next(i for i, (n, _) in enumerate(items) if n == name)
+        found = items.pop(at)
+        queue.clear()
+        queue.extend([found, *items])
 
     def _owner(self, param_name: str) -> str:
         return param_name.rsplit(".", 1)[0] if "." in param_name else param_name
@@ -149,12 +198,7 @@ class _Placer:
                         + "."
                     )
                 continue
-            splittable = (
-                isinstance(obj, nn.Module)
-                and bool(obj._modules)
-                and type(obj).__name__ not in self.no_split
-            )
-            if splittable:
+            if self._splittable(obj):
                 self._say(f"Not enough space on {device} for {name} (size {total}); splitting it.")
                 queue.extendleft(reversed(_units_of(name, obj)))
                 continue
@@ -166,6 +210,11 @@ class _Placer:
                     f"to it (with an offload folder), or list fewer no_split_module_classes."
                 )
             self._say(f"{name} (size {total}) cannot be split and does not fit on {device}.")
+            if self.fallback and used[device] == 0 and capacity is not None:
+                queue.appendleft((name, obj))
+                if self._fallback_unit(queue, capacity, device_map):
+                    continue
+                queue.popleft()
             index += 1
             queue.appendleft((name, obj))
         return device_map, largest
@@ -218,9 +267,12 @@ def infer_auto_device_map(
         special_dtypes: Per-tensor dtype overrides.
         verbose: Print each placement decision.
         clean_result: Merge submodules that share a device into their parent's entry.
-        offload_buffers: Accepted for API compatibility; buffers are always counted in the sizes.
-        fallback_allocation: Accepted for API compatibility; the planner already moves to the
-            next device only when a unit can neither fit nor be split.
+        offload_buffers: Whether the buffers of layers offloaded to the CPU or disk are
+            offloaded too. When False (buffers then stay on the execution device) and those
+            buffers do not fit in any GPU's remaining budget, a ``UserWarning`` says so.
+        fallback_allocation: When a device would stay empty because the next module neither
+            fits nor can be split, place there the first later module (searched breadth
+            first, submodules included) that fits, instead of leaving the device unused.
         check_devices: Refuse ``max_memory`` devices this machine does not have. ``False``
             plans a map for another machine (one with those GPUs).
 
@@ -242,7 +294,57 @@ def infer_auto_device_map(
             "max_memory={'cpu': '8GiB', 'disk': '100GiB'}."
         )
     with gc_paused():
-        return _infer(model, budget, no_split, dtype, special_dtypes, verbose, clean_result)
+        device_map = _infer(
+            model,
+            budget,
+            no_split,
+            dtype,
+            special_dtypes,
+            verbose,
+            clean_result=False,
+            fallback=fallback_allocation,
+        )
+    if not offload_buffers:
+        _warn_offloaded_buffers(model, device_map, budget, dtype, special_dtypes)
+    return clean_device_map(device_map) if clean_result else device_map
+
+
+def _warn_offloaded_buffers(
+    model: nn.Module,
+    device_map: Mapping[str, DeviceKey],
+    budget: Mapping[DeviceKey, int],
+    dtype: Union[str, torch.dtype, None],
+    special_dtypes: Mapping[str, Union[str, torch.dtype]] | None,
+) -> None:
+    """Warn when the buffers of offloaded layers (kept on the execution device without
+    ``offload_buffers``) fit in no GPU's remaining budget."""
+    placed = set(device_map.values())
+    gpus = [d for d in budget if d not in ("cpu", "disk") and d in placed]
+    if not gpus:
+        return  # no GPU executes (or a fallback left them out): buffers stay on the CPU
+    sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
+    modules = dict(model.named_modules())
+    buffers = dict(model.named_buffers())
+    used = dict.fromkeys(budget, 0)
+    offloaded = 0
+    for name, device in device_map.items():
+        used[device] = used.get(device, 0) + sizes.get(name, 0)
+        if device not in ("cpu", "disk"):
+            continue
+        if name in modules:
+            offloaded += compute_module_total_buffer_size(
+                modules[name], dtype=dtype, special_dtypes=special_dtypes
+            )
+        elif name in buffers:
+            offloaded += sizes.get(name, 0)
+    if offloaded and not any(budget[g] >= used.get(g, 0) + offloaded for g in gpus):
+        warnings.warn(
+            f"Layers offloaded to the CPU or disk keep {offloaded} bytes of buffers on the "
+            "execution device, which fit in no GPU's remaining max_memory; the model may run "
+            "out of memory there. Pass offload_buffers=True to offload those buffers too.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _infer(
@@ -253,12 +355,13 @@ def _infer(
     special_dtypes: Mapping[str, Union[str, torch.dtype]] | None,
     verbose: bool,
     clean_result: bool,
+    fallback: bool = False,
 ) -> dict[str, DeviceKey]:
     scan = scan_modules(model, dtype=dtype, special_dtypes=special_dtypes)
     sizes = scan.sizes
     layer_sizes = _layer_sizes(scan, no_split)
     tied_groups = sorted(sorted(names) for names in scan.shared.values())
-    placer = _Placer(model, budget, sizes, layer_sizes, no_split, tied_groups, verbose)
+    placer = _Placer(model, budget, sizes, layer_sizes, no_split, tied_groups, verbose, fallback)
     devices = list(budget)
     gpus = [d for d in devices if d not in ("cpu", "disk")]
     main = gpus[0] if gpus else "cpu"
@@ -277,6 +380,19 @@ def _infer(
         need = _required_reserve(devices, largest, main)
     for device, amount in need.items():
         if device in budget and amount > budget[device]:
+            if fallback and len(budget) > 1:
+                # Fallback: leave out the device too small to run the offloaded layers.
+                logger.info(
+                    "fallback_allocation: %r cannot hold the largest offloaded layer (%d > %d "
+                    "bytes); placing the model on the other devices.",
+                    device,
+                    amount,
+                    budget[device],
+                )
+                rest = {d: v for d, v in budget.items() if d != device}
+                return _infer(
+                    model, rest, no_split, dtype, special_dtypes, verbose, clean_result, fallback
+                )
             raise ValueError(
                 f"The execution device must hold the largest offloaded layer; {device!r} has "
                 f"max_memory {budget[device]} bytes but a layer of {amount} bytes is offloaded and "

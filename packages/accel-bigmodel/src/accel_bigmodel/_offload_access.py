@@ -84,8 +84,6 @@ def get_state_dict_offloaded_model(model: nn.Module) -> dict[str, torch.Tensor]:
     state_dict: dict[str, torch.Tensor] = {}
     placeholders: set[str] = set()
     for name, module in model.named_modules():
-        if not name:
-            continue
         try:
             # Only offloaded modules need loading; the others' tensors are copied below.
             device = "cpu" if has_offloaded_params(module) else None
@@ -98,7 +96,9 @@ def get_state_dict_offloaded_model(model: nn.Module) -> dict[str, torch.Tensor]:
                 "modules one by one."
             ) from None
         for key, tensor in module_state.items():
-            full = f"{name}.{key}"
+            if not name and "." in key:
+                continue  # the root contributes its own tensors; each child comes in its turn
+            full = f"{name}.{key}" if name else key
             if tensor.device.type == "meta":
                 placeholders.add(full)
             else:

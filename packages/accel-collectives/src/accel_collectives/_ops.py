@@ -427,6 +427,10 @@ def pad_across_processes(
     """
     state = _get_state()
     if state.num_processes == 1:
+        # Nothing to pad against; nested tensors still warn, as on several processes.
+        for _, leaf in iter_leaves(tensor):
+            if isinstance(leaf, torch.Tensor):
+                _warn_if_nested(leaf)
         return tensor
     if state.debug:
         verify_operation(

@@ -34,7 +34,7 @@ class CheckpointingMixin:
         and containers of them (what ``torch.load(weights_only=True)`` reads back).
 
         Raises:
-            TypeError: naming every object that lacks one of the two methods.
+            ValueError: naming every object that lacks one of the two methods.
         """
         invalid = [
             f"#{i} ({type(obj).__name__})"
@@ -45,7 +45,7 @@ class CheckpointingMixin:
             )
         ]
         if invalid:
-            raise TypeError(
+            raise ValueError(
                 "register_for_checkpointing takes objects with state_dict() and "
                 f"load_state_dict() methods; objects {', '.join(invalid)} lack them. Add both "
                 "methods, or save those objects yourself."

@@ -8,9 +8,32 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ._optim import AcceleratedOptimizer, AcceleratedScheduler
+from ._unwrap import extract_model_from_parallel
 
 if TYPE_CHECKING:
     from ._accelerator import Accelerator
+
+
+# The marker ``prepare`` leaves on what it returns; the reference library's name, so code that
+# checks it keeps working.
+PREPARED = "_is_accelerate_prepared"
+
+
+def _reuse_prepared(obj: Any, registry: list[Any]) -> bool:
+    """Whether ``obj`` was already prepared (then it is registered once and returned as is)."""
+    if not getattr(obj, PREPARED, False):
+        return False
+    if not any(item is obj for item in registry):
+        registry.append(obj)
+    return True
+
+
+def _mark_prepared(obj: Any) -> Any:
+    try:
+        setattr(obj, PREPARED, True)
+    except (AttributeError, TypeError):  # objects with __slots__ cannot carry the marker
+        pass
+    return obj
 
 
 def _is_scheduler(obj: Any) -> bool:
@@ -30,7 +53,8 @@ class PrepareMixin:
             device_placement: One flag per object (default: the Accelerator's setting).
 
         Returns:
-            The prepared objects in the same order (a single object when one was passed).
+            The prepared objects in the same order (a single object when one was passed). An
+            object that ``prepare`` already returned comes back as is, registered once.
         """
         if device_placement is None:
             device_placement = [self.device_placement] * len(args)
@@ -40,6 +64,7 @@ class PrepareMixin:
                 f"{len(device_placement)} flags for {len(args)} objects."
             )
         result: list[Any] = list(args)
+        done = [self._reuse_prepared_object(obj) for obj in args]
         if self.fp8_backend == "MSAMP":
             from accel_precision import prepare_msamp_objects
 
@@ -48,9 +73,10 @@ class PrepareMixin:
         # engine prepares jointly (DeepSpeed: model + optimizer + scheduler), then models,
         # optimizers, and schedulers (which need the prepared optimizers).
         for i, obj in enumerate(args):
-            if _kind(obj) == "loader":
+            if _kind(obj) == "loader" and not done[i]:
                 result[i] = self._prepare_one(result[i], "loader", device_placement[i])
-        joint = self.engine.prepare_all(list(result))
+        fresh = [None if done[i] else obj for i, obj in enumerate(result)]
+        joint = self.engine.prepare_all(fresh)
         for i, prepared in joint.items():
             result[i] = prepared
             if isinstance(prepared, torch.nn.Module):
@@ -58,9 +84,25 @@ class PrepareMixin:
         for kinds in (("model",), ("optimizer",), ("scheduler",)):
             for i, obj in enumerate(args):
                 kind = _kind(obj)
-                if i not in joint and kind is not None and kind in kinds:
+                if i not in joint and not done[i] and kind is not None and kind in kinds:
                     result[i] = self._prepare_one(result[i], kind, device_placement[i])
+        for obj in result:
+            if _kind(obj) is not None or isinstance(obj, AcceleratedScheduler):
+                _mark_prepared(obj)
         return result[0] if len(result) == 1 else tuple(result)
+
+    def _reuse_prepared_object(self: Accelerator, obj: Any) -> bool:
+        """Whether ``obj`` is already prepared; if so it is put in its registry once."""
+        if isinstance(obj, (AcceleratedOptimizer, AcceleratedScheduler)):
+            _mark_prepared(obj)
+        registries = {
+            "model": self._models,
+            "optimizer": self._optimizers,
+            "scheduler": self._schedulers,
+            "loader": self._dataloaders,
+        }
+        kind = "scheduler" if isinstance(obj, AcceleratedScheduler) else _kind(obj)
+        return kind is not None and _reuse_prepared(obj, registries[kind])
 
     def _prepare_one(self: Accelerator, obj: Any, kind: str, placement: bool) -> Any:
         if kind == "model":
@@ -81,6 +123,8 @@ class PrepareMixin:
         the engine (DDP on several processes). ``evaluation_mode`` skips the wrapper."""
         from accel_precision import autocast_context, convert_outputs_to_fp32
 
+        if _reuse_prepared(model, self._models):
+            return model
         if device_placement is None:
             device_placement = self.device_placement
         self._models.append(model)
@@ -108,7 +152,7 @@ class PrepareMixin:
         if plugin is not None and plugin.enabled:
             model = _compile(model, plugin)
         self._models[-1] = model
-        return model
+        return _mark_prepared(model)
 
     def _handler_autocast(self: Accelerator) -> Any:
         from accel_state import AutocastKwargs
@@ -120,6 +164,7 @@ class PrepareMixin:
     ) -> AcceleratedOptimizer:
         """Wrap ``optimizer`` for accumulation and mixed precision."""
         if isinstance(optimizer, AcceleratedOptimizer):
+            _reuse_prepared(_mark_prepared(optimizer), self._optimizers)
             return optimizer
         placement = self.device_placement if device_placement is None else device_placement
         if self._fp8_replaced_params:
@@ -134,6 +179,7 @@ class PrepareMixin:
     def prepare_scheduler(self: Accelerator, scheduler: Any) -> AcceleratedScheduler:
         """Wrap ``scheduler`` so it steps with the optimizer it drives."""
         if isinstance(scheduler, AcceleratedScheduler):
+            _reuse_prepared(_mark_prepared(scheduler), self._schedulers)
             return scheduler
         target = getattr(scheduler, "optimizer", None)
         optimizers = [opt for opt in self._optimizers if opt.optimizer is target or opt is target]
@@ -161,6 +207,8 @@ class PrepareMixin:
         """Shard ``data_loader`` between the processes (see ``accel_data.prepare_data_loader``)."""
         from accel_data import prepare_data_loader
 
+        if _reuse_prepared(data_loader, self._dataloaders):
+            return data_loader
         if device_placement is None:
             device_placement = self.device_placement
         config = self.dataloader_config
@@ -182,7 +230,7 @@ class PrepareMixin:
             use_stateful_dataloader=config.use_stateful_dataloader,
         )
         self._dataloaders.append(prepared)
-        return prepared
+        return _mark_prepared(prepared)
 
     def deepspeed_ulysses_dl_adapter(self: Accelerator, dl: Any, model: Any) -> Any:
         """Adapt a loader prepared apart from ``model`` to DeepSpeed sequence parallelism.
@@ -211,23 +259,19 @@ class PrepareMixin:
         keep_fp32_wrapper: bool = True,
         keep_torch_compile: bool = True,
     ) -> torch.nn.Module:
-        """Return the user's module from inside compile and engine wrappers.
+        """Return the user's module from inside compile and engine wrappers (DDP,
+        DataParallel, DeepSpeed, FSDP), as ``extract_model_from_parallel`` does.
 
         Args:
             model: A prepared model.
             keep_fp32_wrapper: Keep the autocast wrapper on ``forward`` (False restores the
                 original forward).
-            keep_torch_compile: Return the compiled module when the model was compiled.
+            keep_torch_compile: Return the compiled module (around the unwrapped model) when
+                the model was compiled; False returns the model under it.
         """
-        compiled = model if _is_compiled(model) else None
-        inner: Any = model._orig_mod if compiled is not None else model
-        inner = self.engine.unwrap(inner)
-        if not keep_fp32_wrapper and hasattr(inner, "_accel_original_forward"):
-            inner.forward = inner._accel_original_forward
-            del inner._accel_original_forward
-        if compiled is not None and keep_torch_compile:
-            return compiled
-        return inner
+        return extract_model_from_parallel(
+            model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
+        )
 
     def verify_device_map(self: Accelerator, model: torch.nn.Module) -> bool:
         """Whether ``model`` was dispatched over several devices with a device map (such a model
@@ -253,10 +297,6 @@ def _has_device_map(model: torch.nn.Module) -> bool:
         if isinstance(device_map, dict) and len(set(device_map.values())) > 1:
             return True
     return False
-
-
-def _is_compiled(model: Any) -> bool:
-    return hasattr(model, "_orig_mod") and type(model).__name__ == "OptimizedModule"
 
 
 def _compile(model: torch.nn.Module, plugin: Any) -> torch.nn.Module:

@@ -86,8 +86,17 @@ class Engine:
 
     # ------------------------------------------------------------------ checkpoint states
     def model_state_dict(self, model: torch.nn.Module) -> dict[str, Any]:
-        """The full state dict of a prepared model, keyed as in the user's module."""
-        return _inner(self, model).state_dict()
+        """The full state dict of a prepared model, keyed as in the user's module.
+
+        Weights offloaded to the CPU or disk by ``dispatch_model`` are read back from their
+        offload storage, one module at a time.
+        """
+        from accel_bigmodel import get_state_dict_offloaded_model, has_offloaded_params
+
+        inner = _inner(self, model)
+        if any(has_offloaded_params(module) for module in inner.modules()):
+            return get_state_dict_offloaded_model(inner)
+        return inner.state_dict()
 
     def load_model_state_dict(
         self,
