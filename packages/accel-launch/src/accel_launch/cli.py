@@ -67,6 +67,7 @@ _LEFT = {
     "merge-weights": "files it wrote may be incomplete: delete them before merging again.",
     "estimate-memory": "nothing was written.",
     "env": "nothing was written.",
+    "to-fsdp2": "the output file may be incomplete: convert again.",
 }
 
 
