@@ -23,7 +23,7 @@ launch_module = pytest.importorskip(
     reason="the reference library is not installed (uv sync --group bench)",
 )
 
-from accel_launch import resolve  # noqa: E402
+from accel_launch import convert_to_fsdp2, resolve  # noqa: E402
 from accel_launch.cli import build_parser, main, parse_args  # noqa: E402
 
 OTHER_FAMILIES = ("megatron", "tpu")
@@ -202,3 +202,60 @@ def test_options_of_missing_features_are_refused_by_name(action, tmp_path, monke
     message = err.getvalue()
     assert f"--{action.dest} is not supported by accel launch" in message
     assert "drop" in message.lower() and "Got --" in message
+
+
+def _subcommand(name: str) -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+@pytest.mark.parametrize(
+    ("module", "factory", "ours"),
+    [
+        ("accelerate.commands.estimate", "estimate_command_parser", "estimate-memory"),
+        ("accelerate.commands.merge", "merge_command_parser", "merge-weights"),
+        ("accelerate.commands.to_fsdp2", "to_fsdp2_command_parser", "to-fsdp2"),
+    ],
+)
+def test_other_subcommands_have_the_reference_options(module, factory, ours):
+    import importlib
+
+    reference = getattr(importlib.import_module(module), factory)()
+    options = _subcommand(ours)._option_string_actions
+    for action in reference._actions:
+        missing = [o for o in action.option_strings if o not in options]
+        assert missing == [], (ours, missing)
+        if action.choices and action.option_strings:
+            accepted = options[action.option_strings[0]].choices
+            assert set(action.choices) <= set(accepted), (ours, action.dest)
+
+
+FSDP1_CONFIGS = [
+    {"fsdp_sharding_strategy": strategy, "fsdp_backward_prefetch": "BACKWARD_PRE"}
+    for strategy in ("FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "NO_SHARD")
+] + [
+    {
+        "fsdp_version": 1,
+        "fsdp_reshard_after_forward": "SHARD_GRAD_OP",
+        "fsdp_use_orig_params": True,
+        "fsdp_sync_module_states": True,
+        "fsdp_forward_prefetch": False,
+        "fsdp_state_dict_type": "FULL_STATE_DICT",
+        "fsdp_transformer_layer_cls_to_wrap": "Block",
+        "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+    },
+    {"fsdp_version": 2, "fsdp_reshard_after_forward": True},
+    {},
+]
+
+
+@pytest.mark.parametrize("fsdp", FSDP1_CONFIGS)
+def test_to_fsdp2_converts_like_the_reference(fsdp):
+    import copy
+
+    from accelerate.commands.to_fsdp2 import convert_config_to_fsdp2
+
+    config = {"distributed_type": "FSDP", "num_processes": 2, "fsdp_config": fsdp}
+    theirs = convert_config_to_fsdp2(copy.deepcopy(config))
+    ours, _ = convert_to_fsdp2(copy.deepcopy(config))
+    assert ours == theirs
