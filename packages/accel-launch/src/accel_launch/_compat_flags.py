@@ -24,30 +24,25 @@ TORCHRUN_OPTIONS: dict[str, str] = {
 }
 """Flags given to torchrun as they are, with their help text."""
 
-_SCRIPT_ALTERNATIVE = "in the script"
-
 REFUSED: dict[str, str] = {
     "enable_cpu_affinity": "pinning each process to the CPUs of its GPU's NUMA node is not "
     "implemented by this version. Drop --enable_cpu_affinity (on CPU, --num_cpu_threads_per_"
     "process sets the threads of each process).",
     "deepspeed_moe_layer_cls_names": "the launcher cannot pass mixture-of-experts layer names "
     "to DeepSpeed in this version. Drop the flag and pass "
-    "DeepSpeedPlugin(transformer_moe_cls_names='MyMoELayer') to the Accelerator "
-    + _SCRIPT_ALTERNATIVE
-    + ".",
+    "DeepSpeedPlugin(transformer_moe_cls_names='MyMoELayer') to the Accelerator in the "
+    "script.",
     "fsdp_activation_checkpointing_offload": "offloading checkpointed activations to CPU is "
     "not implemented by this version's FSDP plugin. Drop the flag (--fsdp_activation_"
     "checkpointing alone recomputes activations instead of keeping them).",
     "use_parallelism_config": "the launcher does not build a ParallelismConfig in this version. "
     "Drop the --parallelism_config_* flags and pass "
     "Accelerator(parallelism_config=ParallelismConfig(dp_shard_size=..., tp_size=...)) "
-    + _SCRIPT_ALTERNATIVE
-    + ".",
+    "in the script.",
     "fp8": "the launcher does not pass FP8 recipe settings to the processes in this version. "
     "Keep --mixed_precision fp8, drop the --fp8_* flags, and pass the recipe as a kwargs "
-    "handler (e.g. Accelerator(mixed_precision='fp8', kwargs_handlers=[AORecipeKwargs(...)])) "
-    + _SCRIPT_ALTERNATIVE
-    + ".",
+    "handler in the script (e.g. Accelerator(mixed_precision='fp8', "
+    "kwargs_handlers=[AORecipeKwargs(...)])).",
     "aws": "SageMaker launches are not supported by this version. Drop the --aws_* flags and "
     "launch on the machines themselves.",
 }
