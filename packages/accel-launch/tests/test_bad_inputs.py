@@ -154,7 +154,8 @@ def test_flag_type_error_is_one_line_and_the_usage_of_that_flag():
     code, err = _run(["launch", "--num_processes", "two", "x.py"])
     assert code == 2
     assert err.splitlines() == [
-        "accel launch: error: argument --num_processes: expected a whole number like 2, got 'two'",
+        "accel launch: error: argument --num_processes/--num-processes: expected a whole number "
+        "like 2, got 'two'",
         "usage: accel launch --num_processes NUM_PROCESSES  (TOTAL number of processes over all "
         "machines (not per machine))",
     ]

@@ -14,6 +14,7 @@ from ._config import (
 from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
 from ._merge import merge_weights
 from ._resolve import LaunchPlan, child_environment, resolve
+from ._to_fsdp2 import convert_to_fsdp2
 
 __version__ = _version("accel-launch")
 
@@ -28,6 +29,7 @@ __all__ = [
     "__version__",
     "child_environment",
     "config_from_dict",
+    "convert_to_fsdp2",
     "default_config_file",
     "load_config_file",
     "merge_weights",

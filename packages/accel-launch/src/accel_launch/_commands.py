@@ -24,6 +24,7 @@ from ._errors import ConfigError
 from ._estimate_cmd import add_estimate_arguments, estimate_memory_command
 from ._flags import add_launch_arguments, integer
 from ._migrate import migrate
+from ._to_fsdp2 import add_to_fsdp2_arguments, to_fsdp2_command
 
 TEST_MODULE = "accel.test_utils.scripts.test_script"
 
@@ -80,7 +81,26 @@ def add_subcommands(sub: Any) -> None:
         help="Unpickle the checkpoint's metadata with no restriction: only for a checkpoint you "
         "trust (by default a file that would run code is refused).",
     )
+    p.add_argument(
+        "--unsafe_serialization",
+        "--unsafe-serialization",
+        action="store_true",
+        help="Refused: the merged weights are always written as safetensors (a pickled "
+        ".bin file runs code when loaded).",
+    )
+    p.add_argument(
+        "--remove_checkpoint_dir",
+        "--remove-checkpoint-dir",
+        action="store_true",
+        help="Delete the sharded checkpoint folder once every merged file is written.",
+    )
     p.set_defaults(func=_merge_weights)
+
+    p = sub.add_parser(
+        "to-fsdp2", help="Convert the FSDP section of a config file from FSDP1 to FSDP2 keys."
+    )
+    add_to_fsdp2_arguments(p)
+    p.set_defaults(func=to_fsdp2_command)
 
     p = sub.add_parser("env", help="Print versions and the resolved config, for bug reports.")
     p.add_argument("--config_file", default=None)
@@ -161,6 +181,20 @@ def _merge_weights(args: argparse.Namespace) -> int:
 
     from ._merge import merge_weights
 
+    if args.unsafe_serialization:
+        raise ConfigError(
+            "accel merge-weights writes safetensors only, because a pickled .bin file runs code "
+            "when it is loaded; got --unsafe_serialization. Drop the flag: transformers and "
+            "accel load model.safetensors directly."
+        )
+    source = Path(args.checkpoint_directory).resolve()
+    output = Path(args.output_path).resolve()
+    if args.remove_checkpoint_dir and (output == source or source in output.parents):
+        raise ConfigError(
+            "--remove_checkpoint_dir deletes the checkpoint folder, but the output "
+            f"{args.output_path!r} is inside it (or is it) and would be deleted too. Write the "
+            "merged weights outside the checkpoint folder."
+        )
     try:
         written = merge_weights(
             args.checkpoint_directory,
@@ -172,6 +206,9 @@ def _merge_weights(args: argparse.Namespace) -> int:
         raise ConfigError(str(err)) from None
     for path in written:
         print(f"accel merge-weights: wrote {path}")
+    if args.remove_checkpoint_dir:
+        shutil.rmtree(args.checkpoint_directory)
+        print(f"accel merge-weights: removed {args.checkpoint_directory}")
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from pathlib import Path
+from typing import Any
 
 from ._errors import ConfigError
 
@@ -26,14 +28,70 @@ def add_estimate_arguments(parser: argparse.ArgumentParser) -> None:
         help="Dtypes to report (default: float32 float16 int8 int4).",
     )
     parser.add_argument("--json", action="store_true", help="Print JSON rows instead of a table.")
+    parser.add_argument(
+        "--library_name",
+        "--library-name",
+        default=None,
+        choices=("transformers", "timm"),
+        help="Library of the model: transformers (the default; timm is refused by this version).",
+    )
+    parser.add_argument(
+        "--trust_remote_code",
+        "--trust-remote-code",
+        action="store_true",
+        help="Run the model code a transformers folder ships (config.json `auto_map`): only for "
+        "a folder you trust. Without it such a folder is refused.",
+    )
+
+
+def _remote_code_model(model: str, trust: bool) -> Any:
+    """The model built from the code shipped in ``model``'s folder, or ``None`` when its
+    config.json names no such code."""
+    config_path = Path(model) / "config.json" if Path(model).is_dir() else Path(model)
+    if not config_path.is_file():
+        return None
+    try:
+        data = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not data.get("auto_map"):
+        return None
+    if not trust:
+        raise ConfigError(
+            f"{config_path} names model code shipped in its folder (auto_map: "
+            f"{sorted(data['auto_map'])}); running that code needs consent. Pass "
+            "--trust_remote_code, only for a folder you trust."
+        )
+    import transformers
+    from accel_bigmodel import init_empty_weights
+
+    folder = str(config_path.parent)
+    config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=True)
+    with init_empty_weights():
+        for auto in (transformers.AutoModelForCausalLM, transformers.AutoModel):
+            try:
+                return auto.from_config(config, trust_remote_code=True)
+            except ValueError:
+                continue
+    raise ConfigError(
+        f"{config_path}: its auto_map names no model class transformers can build "
+        f"({sorted(data['auto_map'])}). Add an AutoModel or AutoModelForCausalLM entry."
+    )
 
 
 def estimate_memory_command(args: argparse.Namespace) -> int:
     """Print the estimate of ``args.model`` for each dtype."""
     from accel_bigmodel import estimate_memory, format_memory_table
 
+    if args.library_name == "timm":
+        raise ConfigError(
+            "accel estimate-memory builds transformers configs and 'package.module:Class' paths; "
+            "got --library_name timm, which this version does not support. Pass "
+            "'package.module:Class' for a class built with no arguments."
+        )
     try:
-        rows = estimate_memory(args.model, dtypes=args.dtypes)
+        built = _remote_code_model(args.model, args.trust_remote_code)
+        rows = estimate_memory(args.model if built is None else built, dtypes=args.dtypes)
     except (FileNotFoundError, ValueError, ImportError) as err:
         raise ConfigError(str(err)) from None
     if args.json:

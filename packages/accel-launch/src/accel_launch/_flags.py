@@ -10,6 +10,7 @@ import math
 import re
 from typing import NoReturn
 
+from ._compat_flags import add_compat_arguments
 from ._engines import (
     DEEPSPEED_LAUNCHERS,
     FSDP_PREFETCH,
@@ -86,7 +87,7 @@ class FlagParser(argparse.ArgumentParser):
 
 def flag_usage(action: argparse.Action) -> str:
     """``--name VALUE  help`` for one flag."""
-    usage = action.option_strings[-1]
+    usage = action.option_strings[0]
     if action.nargs != 0:
         if action.choices:
             usage += " {" + ",".join(str(c) for c in action.choices) + "}"
@@ -149,13 +150,26 @@ def _add_section(group: argparse._ArgumentGroup, cls: type[Section]) -> None:
 
 
 def optional_bool_flags() -> set[str]:
-    """Flags that take an optional true/false value (``--fsdp_offload_params [false]``)."""
+    """Flags that take an optional true/false value (``--fsdp_offload_params [false]``), in
+    both spellings."""
     return {
-        f"--{f.name}"
+        spelling
         for cls in (DynamoConfig, DeepSpeedConfig, FSDPConfig, MegatronLMConfig)
         for f in dataclasses.fields(cls)
         if str(f.type).startswith("bool")
+        for spelling in (f"--{f.name}", f"--{f.name.replace('_', '-')}")
     }
+
+
+def add_dash_spellings(parser: argparse.ArgumentParser) -> None:
+    """Give every ``--snake_case`` flag of ``parser`` its ``--kebab-case`` spelling too, as the
+    reference launcher does (``--num-processes`` is ``--num_processes``)."""
+    for action in list(parser._actions):
+        for option in list(action.option_strings):
+            dashed = "--" + option[2:].replace("_", "-")
+            if option.startswith("--") and dashed not in parser._option_string_actions:
+                action.option_strings = [*action.option_strings, dashed]
+                parser._option_string_actions[dashed] = action
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -171,7 +185,13 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         help="Print each resolved setting, where it came from and the command that would run, "
         "then exit.",
     )
-    _store_true(parser, "quiet", "Do not print the launcher's own messages.")
+    parser.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        default=None,
+        help="Do not print the launcher's own messages.",
+    )
     _store_true(parser, "debug", "Check collectives across ranks (clear errors, not hangs).")
     hw = parser.add_argument_group("Hardware")
     _store_true(hw, "cpu", "Run on CPU even when accelerators are present.")
@@ -237,7 +257,13 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     _store_true(mlm, "use_megatron_lm", "Train with Megatron-LM.")
     _add_section(mlm, MegatronLMConfig)
     script = parser.add_argument_group("What to run")
-    _store_true(script, "module", "Run the target as a module (python -m); `-m` is the same.")
+    script.add_argument(
+        "--module",
+        "-m",
+        action="store_true",
+        default=None,
+        help="Run the target as a module (python -m).",
+    )
     _store_true(script, "no_python", "Run the target as an executable, not a Python script.")
     parser.add_argument(
         "training_script",
@@ -248,6 +274,8 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument(
         "training_script_args", nargs=argparse.REMAINDER, help="Arguments of the script."
     )
+    add_compat_arguments(parser)
+    add_dash_spellings(parser)
     return parser
 
 

@@ -17,6 +17,7 @@ from ._cluster import (
     mpirun_command,
     python_target,
 )
+from ._compat_flags import add_torchrun_options, check_refused
 from ._config import LaunchConfig
 from ._errors import ConfigError
 from ._flags import add_launch_arguments, normalize_argv
@@ -165,12 +166,14 @@ def build_command(
 
 def launch(args: argparse.Namespace) -> int:
     """Run ``accel launch`` with parsed arguments; return the exit code."""
+    check_refused(args)
     plan = resolve(args)
     if args.explain:
         print(plan.explain())
         if args.training_script:
             target, module, no_python = _target(args)
             command = build_command(plan, target, module, no_python, _port(plan))
+            add_torchrun_options(command.launcher, command.argv, args)
             print(f"\nlauncher: {command.launcher}\ncommand: {command.display()}")
             print("environment of the processes:")
             for name, value in sorted(command.env.items()):
@@ -180,6 +183,7 @@ def launch(args: argparse.Namespace) -> int:
     config = plan.config
     port = _port(plan)
     command = build_command(plan, target, module, no_python, port)
+    add_torchrun_options(command.launcher, command.argv, args)
     if command.launcher in ("python", "torchrun", "slurm-task"):  # runs on this machine
         check_target(target[0], module, no_python)
     if command.launcher == "mpirun":

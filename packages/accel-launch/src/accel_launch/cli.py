@@ -19,17 +19,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``accel <command> ...``."""
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """Parse an ``accel`` command line (``["launch", "--num_processes", "2", "train.py"]``)
+    exactly as the command does, without running it.
+
+    Args:
+        argv: The words after ``accel``.
+
+    Returns:
+        The parsed settings; for ``launch``, one attribute per flag (``None`` when not given).
+    """
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["launch"], ["test"]):
         from ._flags import add_launch_arguments, normalize_argv
 
         argv = [argv[0], *normalize_argv(argv[1:], add_launch_arguments(argparse.ArgumentParser()))]
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``accel <command> ...``."""
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
-        parser.print_help()
+        build_parser().print_help()
         return 2
     try:
         return int(args.func(args) or 0)
@@ -55,6 +67,7 @@ _LEFT = {
     "merge-weights": "files it wrote may be incomplete: delete them before merging again.",
     "estimate-memory": "nothing was written.",
     "env": "nothing was written.",
+    "to-fsdp2": "the output file may be incomplete: convert again.",
 }
 
 
