@@ -14,7 +14,7 @@ export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/accel/torch_ex
 step() { printf '\n== %s\n' "$*"; }
 
 step "sync the workspace (locked)"
-uv sync --locked --all-packages --quiet
+uv sync --locked --all-packages --group bench --quiet  # bench: the reference library, for the differential tests in tests/parity
 
 step "lint"
 uv run --no-sync ruff check packages tests tools examples benchmarks
