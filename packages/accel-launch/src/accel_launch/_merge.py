@@ -58,8 +58,8 @@ def merge_weights(
         SAFE_WEIGHTS_INDEX_NAME,
         SAFE_WEIGHTS_NAME,
         convert_file_size_to_int,
+        write_safetensors,
     )
-    from safetensors.torch import save_file
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     source = Path(checkpoint_dir)
@@ -114,7 +114,9 @@ def merge_weights(
             stem, suffix = SAFE_WEIGHTS_NAME.rsplit(".", 1)
             name = f"{stem}-{index:05d}-of-{len(shards):05d}.{suffix}"
         tensors = {rename[k]: v.contiguous() for k, v in state.items()}
-        save_file(tensors, str(target / name), metadata={"format": "pt"})
+        # accel-bigmodel's writer streams tensor by tensor and needs no numpy (safetensors'
+        # save_file converts every tensor through numpy, which this package does not declare).
+        write_safetensors(target / name, tensors, metadata={"format": "pt"})
         weight_map.update(dict.fromkeys(tensors, name))
         written.append(target / name)
         del state, tensors
