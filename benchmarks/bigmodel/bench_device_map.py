@@ -47,7 +47,9 @@ def _run(lib: str, which: str, queue) -> None:
     budget = {0: "40GiB", 1: "40GiB", "cpu": "60GiB", "disk": "2000GB"}
     no_split = ["Expert", "Attention"] if which == "moe" else ["DecoderLayer"]
     start = time.perf_counter()
-    device_map = infer_auto_device_map(model, dict(budget), no_split, dtype="float16")
+    # The budget names two GPUs this machine may not have: plan for that machine.
+    extra = {"check_devices": False} if lib == "accel" else {}
+    device_map = infer_auto_device_map(model, dict(budget), no_split, dtype="float16", **extra)
     seconds = time.perf_counter() - start
     result = {
         "seconds": seconds,

@@ -214,10 +214,12 @@ def test_missing_and_unexpected_keys(tiny, tmp_path, caplog):
         ValueError, match=r"missing \[blocks.0.up.bias\].*unexpected \[extra.weight\]"
     ):
         load_checkpoint_in_model(_empty(), str(path), strict=True)
-    model = _empty()
+    model = TinyLM()  # real weights: the missing tensor keeps its value
+    kept = model.blocks[0].up.bias.detach().clone()
     with caplog.at_level("WARNING", logger="accel_bigmodel"):
         load_checkpoint_in_model(model, str(path))
     assert "blocks.0.up.bias" in caplog.text and "extra.weight" in caplog.text
+    assert torch.equal(model.blocks[0].up.bias, kept)
     assert model._accel_load_report.missing_keys == ["blocks.0.up.bias"]
 
 

@@ -34,12 +34,12 @@ def test_gpus_first_then_cpu_then_disk(skeleton):
     s = _sizes(skeleton)
     block = s["blocks.0"]
     budget = {0: s["embed"] + 2 * block + 10, "cpu": 3 * block + 10, "disk": "1GB"}
-    device_map = infer_auto_device_map(skeleton, budget, ["Block"])
+    device_map = infer_auto_device_map(skeleton, budget, ["Block"], check_devices=False)
     values = list(device_map.values())
     assert values[0] == 0 and "cpu" in values and values[-1] == "disk"
     order = {0: 0, "cpu": 1, "disk": 2}
     assert [order[v] for v in values] == sorted(order[v] for v in values)
-    check_device_map(skeleton, device_map)
+    check_device_map(skeleton, device_map, check_devices=False)
 
 
 def test_reserves_only_the_largest_offloaded_layer(skeleton):

@@ -29,6 +29,8 @@ EXPECTED = {
     "is_torch_tensor",
     "listify",
     "pad_across_processes",
+    "pad_input_tensors",
+    "CannotPadNestedTensorWarning",
     "recursively_apply",
     "reduce",
     "send_to_device",

@@ -52,7 +52,7 @@ def test_broadcast_is_identity_and_checks_source() -> None:
 
 def test_reduce_on_one_process() -> None:
     t = torch.tensor([1.0, 2.0])
-    for reduction in ("mean", "sum", "none"):
+    for reduction in ("mean", "sum", "max", "min", "none"):
         out = ac.reduce(t, reduction=reduction)
         assert torch.equal(out, t) and out.data_ptr() != t.data_ptr()
     assert torch.equal(ac.reduce(t, scale=2.0), torch.tensor([2.0, 4.0]))
@@ -62,10 +62,29 @@ def test_reduce_on_one_process() -> None:
     assert ac.reduce(torch.tensor([3]), reduction="sum").dtype == torch.int64
     out = ac.reduce({"a": [torch.ones(1)]}, "sum")
     assert type(out["a"]) is list and out["a"][0].item() == 1
-    with pytest.raises(ValueError, match=r"one of \['sum', 'mean', 'none'\]; got 'avg'"):
+    with pytest.raises(
+        ValueError, match=r"one of \['sum', 'mean', 'max', 'min', 'none'\]; got 'avg'"
+    ):
         ac.reduce(t, reduction="avg")
     with pytest.raises(TypeError):
         ac.reduce({"a": "text"})
+
+
+def test_pad_input_tensors_pads_to_a_multiple_of_the_processes() -> None:
+    batch = torch.arange(6).reshape(3, 2)
+    out = ac.pad_input_tensors(batch, batch_size=3, num_processes=4)
+    assert torch.equal(out, torch.cat([batch, torch.zeros(1, 2, dtype=torch.int64)]))
+    assert ac.pad_input_tensors(batch, 3, 3) is batch
+    nested = ac.pad_input_tensors({"x": batch, "y": [torch.ones(3)]}, 3, 2)
+    assert nested["x"].shape == (4, 2) and torch.equal(
+        nested["y"][0], torch.tensor([1.0] * 3 + [0])
+    )
+    assert ac.pad_input_tensors(torch.ones(2, 7), 7, 3, dim=1).shape == (2, 9)
+    with pytest.raises(ValueError, match="num_processes must be at least 1; got 0"):
+        ac.pad_input_tensors(batch, 3, 0)
+    with pytest.raises(TypeError):
+        ac.pad_input_tensors({"x": "text"}, 3, 2)
+    assert issubclass(ac.CannotPadNestedTensorWarning, UserWarning)
 
 
 def test_pad_and_copy_on_one_process() -> None:

@@ -58,7 +58,8 @@ def test_end_of_dataloader_is_known_while_the_last_batch_is_used() -> None:
     for _ in prepared:
         assert state.active_dataloader is prepared
         flags.append((state.end_of_dataloader, state.remainder))
-    assert flags == [(False, -1), (False, -1), (True, 1)]
+    # remainder: samples of the last, incomplete step, known from the start of the pass.
+    assert flags == [(False, 1), (False, 1), (True, 1)]
     assert not state.in_dataloader
 
 
@@ -203,7 +204,11 @@ def test_skip_first_batches_refuses_a_negative_count() -> None:
 
 def test_dispatching_without_a_process_group_says_how_to_fix_it() -> None:
     prepared = prepare_data_loader(
-        DataLoader(Stream(4), batch_size=2), num_processes=2, process_index=0
+        DataLoader(Stream(4), batch_size=2),
+        device="cpu",
+        num_processes=2,
+        process_index=0,
+        put_on_device=True,
     )
     assert isinstance(prepared, DataLoaderDispatcher)
     with pytest.raises(RuntimeError, match="dispatch_batches=False"):

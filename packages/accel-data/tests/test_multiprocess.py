@@ -18,3 +18,10 @@ def test_gather_for_metrics_exact_and_resume_on_two_processes() -> None:
     assert set(summaries) == {"0", "1"}, result.stdout
     assert all(int(count) > 1000 for count in summaries.values()), summaries
     assert "FAIL" not in result.stdout, result.stdout
+
+
+@pytest.mark.multiprocess
+def test_prepare_data_loader_shards_by_device_mesh_on_two_processes() -> None:
+    result = run_distributed(SCRIPTS / "mesh_sharding.py", num_processes=2, timeout=180)
+    lines = re.findall(r"rank \d: mesh (\w+): (.*)", result.stdout)
+    assert sorted(lines) == sorted([("tp", "ok"), ("dp_shard", "ok")] * 2), result.stdout

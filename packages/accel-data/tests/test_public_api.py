@@ -13,6 +13,7 @@ def test_all_is_pinned() -> None:
         "DataLoaderConfiguration",
         "DataLoaderDispatcher",
         "DataLoaderShard",
+        "DataLoaderStateMixin",
         "IterableDatasetShard",
         "SeedableRandomSampler",
         "SkipBatchSampler",
@@ -42,6 +43,7 @@ def test_documented_signatures() -> None:
         "data_seed",
         "non_blocking",
         "use_stateful_dataloader",
+        "torch_device_mesh",
     ]
     gather = inspect.signature(accel_data.gather_for_metrics).parameters
     assert list(gather) == ["input_data", "use_gather_object"]

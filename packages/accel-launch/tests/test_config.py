@@ -42,7 +42,10 @@ def test_file_that_does_not_parse(tmp_path):
 
 
 def test_future_format_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match="newer than this accel-launch"):
+    with pytest.raises(
+        ConfigError,
+        match="config_version must be at most 2, the newest format this accel-launch understands; got 99",
+    ):
         config_from_dict({"config_version": 99})
 
 

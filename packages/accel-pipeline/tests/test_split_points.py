@@ -11,7 +11,13 @@ from torch import nn
 from toy_models import ToyLM, toy_inputs
 
 from accel_pipeline import find_split_points
-from accel_pipeline._split_points import balanced_cuts, check_split_points, pipeline_units
+from accel_pipeline._split_points import (
+    balanced_cuts,
+    check_called_once,
+    check_split_points,
+    pipeline_units,
+    probe_forward,
+)
 
 
 def _heaviest(weights: list[int], cuts: list[int]) -> int:
@@ -115,5 +121,38 @@ def test_explicit_split_points_are_checked() -> None:
         check_split_points(model, "blocks.1", 2)
     with pytest.raises(ValueError, match="3 processes need 2 split points; got 1"):
         check_split_points(model, ["blocks.1"], 3)
-    with pytest.raises(ValueError, match="must be distinct"):
+    with pytest.raises(ValueError, match=r"\['blocks\.1'\] appear more than once in \["):
         check_split_points(model, ["blocks.1", "blocks.1"], 3)
+
+
+def _probe(model: nn.Module, names: list[str]):
+    watch = {name: model.get_submodule(name) for name in names}
+    return probe_forward(model, (toy_inputs(2),), {}, watch)
+
+
+def test_split_points_out_of_execution_order_are_named() -> None:
+    model = ToyLM()
+    names = check_split_points(model, ["blocks.2", "blocks.0"], 3)
+    with pytest.raises(ValueError) as info:
+        check_called_once(_probe(model, names), names)
+    assert str(info.value) == (
+        "Split points must be listed in the order the forward pass runs them (stage k starts "
+        "at the k-th); 'blocks.2' is listed before 'blocks.0' but runs after it. Pass "
+        "split_points=['blocks.0', 'blocks.2']."
+    )
+    check_called_once(_probe(model, ["blocks.0", "blocks.2"]), ["blocks.0", "blocks.2"])
+
+
+def test_more_split_points_than_processes_allow() -> None:
+    with pytest.raises(ValueError) as info:
+        check_split_points(ToyLM(), ["blocks.1", "blocks.2", "blocks.3"], 2)
+    assert str(info.value) == (
+        "There is one pipeline stage per process, so 2 processes need 1 split points; got 3: "
+        "['blocks.1', 'blocks.2', 'blocks.3']. Pass 1 module names, or split_points='auto'."
+    )
+
+
+@pytest.mark.parametrize("bad", [3, None, b"blocks.1", {"blocks.1": 1}])
+def test_split_points_of_the_wrong_type(bad: object) -> None:
+    with pytest.raises(ValueError, match=r"split_points must be 'auto' or a list of module names"):
+        check_split_points(ToyLM(), bad, 2)

@@ -117,3 +117,22 @@ def test_each_builtin_backend_names_its_own_extra():
     assert _extra_of("comet_ml") == "comet"
     for name in ("tensorboard", "wandb", "dvclive", "mlflow", "aim", "clearml"):
         assert _extra_of(name) == name
+
+
+def test_all_without_logging_dir_leaves_out_directory_trackers(caplog):
+    with caplog.at_level("WARNING", logger="accel_trackers"):
+        resolved = [str(r) for r in filter_trackers("all")]
+    needs_dir = [
+        n for n in get_available_trackers() if LOGGER_TYPE_TO_CLASS[n].requires_logging_directory
+    ]
+    assert resolved == [n for n in get_available_trackers() if n not in needs_dir]
+    if needs_dir:
+        assert f"log_with='all' leaves out {needs_dir}" in caplog.text
+        assert "Pass project_dir=..." in caplog.text
+
+
+def test_log_with_of_wrong_type_is_named():
+    with pytest.raises(TypeError, match=r"got int \(3\)\. Pass e\.g\. log_with='tensorboard'"):
+        filter_trackers(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"got float \(1\.5\)"):
+        filter_trackers(["tensorboard", 1.5])  # type: ignore[list-item]

@@ -55,3 +55,19 @@ def test_two_processes_resume_exactly_and_fail_loudly(tmp_path):
     common.build(acc)
     with pytest.raises(ValueError, match="same total batch size; saved 8, this loader has 4"):
         acc.load_state()
+
+
+@pytest.mark.multiprocess
+def test_two_processes_one_bad_file_fails_both_and_changes_nothing(tmp_path):
+    result = run_distributed(
+        SCRIPTS / "ckpt_failed_load.py",
+        str(tmp_path),
+        num_processes=2,
+        timeout=300,
+        env={"ACCEL_CHECKPOINT_TIMEOUT": "60"},
+    )
+    for check in ("nothing_changed", "repaired_loads"):
+        for rank in (0, 1):
+            assert f"PASSED check_{check} rank={rank}" in result.stdout, (
+                result.stdout + result.stderr
+            )

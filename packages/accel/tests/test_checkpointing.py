@@ -11,6 +11,7 @@ import torch
 from accel_state.testing import run_command
 
 from accel import Accelerator
+from accel._checkpoint_manifest import file_checksum
 from accel.utils import ProjectConfiguration
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -231,6 +232,7 @@ def test_malicious_pickle_is_refused_not_run(tmp_path):
     # Whoever can write the file can fix the manifest too: only the loader stands in the way.
     manifest = json.loads((out / "accel_checkpoint.json").read_text())
     manifest["files"][payload.name] = payload.stat().st_size
+    manifest["checksums"][payload.name] = file_checksum(str(payload))
     (out / "accel_checkpoint.json").write_text(json.dumps(manifest))
     with pytest.raises(Exception, match="weights_only=True.*refused without running it"):
         acc.load_state(out)

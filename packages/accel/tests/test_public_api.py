@@ -1,9 +1,11 @@
 """Every documented name resolves at its documented path, with the documented signature."""
 
+import ast
 import importlib
 import inspect
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,12 +13,58 @@ import accel
 import accel.hooks
 import accel.inference
 import accel.utils
+from accel._module_paths import PATHS
+
+LAZY_MODULES = ["accel", "accel.utils", *sorted(PATHS)]
 
 
-@pytest.mark.parametrize("module", [accel, accel.utils, accel.inference, accel.hooks])
-def test_every_exported_name_resolves(module):
-    for name in module.__all__:
-        assert getattr(module, name) is not None, name
+@pytest.mark.parametrize("name", LAZY_MODULES)
+def test_every_exported_name_resolves(name):
+    module = importlib.import_module(name)
+    for attr in module.__all__:
+        assert getattr(module, attr) is not None, attr
+
+
+def _typing_surface(module_name: str) -> dict[str, str]:
+    """``{name: source module}`` of the ``if TYPE_CHECKING:`` imports of a lazy module."""
+    module = importlib.import_module(module_name)
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    package = (
+        module_name if module.__file__.endswith("__init__.py") else module_name.rpartition(".")[0]
+    )
+    surface: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom), ast.dump(stmt)
+                source = importlib.util.resolve_name(
+                    "." * stmt.level + (stmt.module or ""), package
+                )
+                surface.update({alias.name: source for alias in stmt.names})
+    return surface
+
+
+@pytest.mark.parametrize("name", LAZY_MODULES)
+def test_typing_surface_matches_the_lazy_map(name):
+    module = importlib.import_module(name)
+    assert _typing_surface(name) == dict(module._EXPORTS)
+    assert sorted(n for n in module.__all__ if n != "__version__") == sorted(module._EXPORTS)
+
+
+def test_reference_module_paths_import_lazily():
+    code = (
+        "import sys, accel.state, accel.utils.modeling, accel.logging, accel.utils.dataclasses; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_submodules_are_attributes_on_first_use():
+    assert accel.state.PartialState is accel.PartialState
+    assert accel.utils.modeling.infer_auto_device_map is accel.infer_auto_device_map
+    assert accel.logging.get_logger is accel.utils.other.get_logger
+    assert "state" in dir(accel) and "modeling" in dir(accel.utils)
 
 
 def test_seed_names_at_documented_paths():
@@ -138,3 +186,10 @@ def test_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         accel.Nope  # noqa: B018
     assert importlib.import_module("accel.utils").__name__ == "accel.utils"
+
+
+def test_submodule_lists_match_the_module_paths():
+    top = {p.split(".")[1] for p in PATHS if p.count(".") == 1} | {"utils"}
+    assert sorted(accel._SUBMODULES) == sorted(top)
+    under_utils = {p.split(".")[2] for p in PATHS if p.startswith("accel.utils.")}
+    assert sorted(accel.utils._SUBMODULES) == sorted(under_utils)

@@ -9,13 +9,14 @@ from ._checkpoint_files import (
     WEIGHTS_NAME,
     load_state_dict,
 )
-from ._checkpoint_io import LoadReport, load_checkpoint_in_model
+from ._checkpoint_io import CheckpointKeysError, LoadReport, load_checkpoint_in_model
 from ._device_map import (
     check_device_map,
     clean_device_map,
     infer_auto_device_map,
     mapped_device,
 )
+from ._devices import DeviceMapError
 from ._dispatch import (
     cpu_offload,
     cpu_offload_with_hook,
@@ -48,36 +49,71 @@ from ._offload import (
     offload_weight,
     save_offload_index,
 )
+from ._offload_access import (
+    align_module_device,
+    get_module_size_with_ties,
+    get_state_dict_from_offload,
+    get_state_dict_offloaded_model,
+    has_offloaded_params,
+)
+from ._safe_pickle import (
+    UntrustedPickleError,
+    read_dcp_metadata_safely,
+    safe_dcp_load,
+    safe_torch_load,
+)
 from ._safetensors_io import CorruptSafetensorsError, write_safetensors
 from ._sharding import shard_checkpoint
 from ._sizes import (
     calculate_maximum_sizes,
     compute_module_sizes,
+    compute_module_total_buffer_size,
+    convert_bytes,
     convert_file_size_to_int,
     dtype_byte_size,
     get_balanced_memory,
     get_max_layer_size,
     get_max_memory,
+    get_non_persistent_buffers,
     named_module_tensors,
 )
-from ._tensors import find_tied_parameters, retie_parameters, set_module_tensor_to_device
+from ._tensors import (
+    check_device_same,
+    find_tied_parameters,
+    id_tensor_storage,
+    retie_parameters,
+    set_module_tensor_to_device,
+)
 
 __version__ = _version("accel-bigmodel")
 
 __all__ = [
+    "check_device_same",
+    "convert_bytes",
+    "id_tensor_storage",
+    "align_module_device",
+    "get_module_size_with_ties",
+    "get_state_dict_from_offload",
+    "get_state_dict_offloaded_model",
+    "has_offloaded_params",
+    "compute_module_total_buffer_size",
+    "get_non_persistent_buffers",
     "SAFE_WEIGHTS_INDEX_NAME",
     "SAFE_WEIGHTS_NAME",
     "WEIGHTS_INDEX_NAME",
     "WEIGHTS_NAME",
     "AlignDevicesHook",
+    "CheckpointKeysError",
     "CorruptSafetensorsError",
     "CpuOffload",
+    "DeviceMapError",
     "LoadReport",
     "MemoryEstimate",
     "ModelHook",
     "OffloadedWeightsLoader",
     "PrefixedDataset",
     "SequentialHook",
+    "UntrustedPickleError",
     "UserCpuOffloadHook",
     "__version__",
     "add_hook_to_module",
@@ -113,9 +149,12 @@ __all__ = [
     "named_module_tensors",
     "offload_state_dict",
     "offload_weight",
+    "read_dcp_metadata_safely",
     "remove_hook_from_module",
     "remove_hook_from_submodules",
     "retie_parameters",
+    "safe_dcp_load",
+    "safe_torch_load",
     "save_offload_index",
     "set_module_tensor_to_device",
     "shard_checkpoint",

@@ -11,6 +11,7 @@ from typing import Any, Union
 import torch
 
 from ._device_map import mapped_device
+from ._safe_pickle import UntrustedPickleError, safe_torch_load
 from ._safetensors_io import SafetensorsFile
 from ._tensors import normalize_device
 
@@ -20,6 +21,11 @@ WEIGHTS_INDEX_NAME = "pytorch_model.bin.index.json"
 SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+_CONVERT_TRUSTED = (
+    "a conversion you run yourself: torch.load(path, weights_only=False) in your own code, "
+    "then safetensors.torch.save_file(state_dict, 'model.safetensors')"
+)
 
 
 @dataclass
@@ -112,19 +118,21 @@ def is_safetensors(path: str) -> bool:
 
 
 def torch_load(path: str) -> dict[str, torch.Tensor]:
-    """Loads a torch pickle safely (``weights_only=True``), memory-mapped when possible."""
+    """Loads a torch pickle safely (``weights_only=True``), memory-mapped when possible.
+
+    Raises:
+        UntrustedPickleError: when the file names a global outside the allow-list.
+    """
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:
-        # Legacy (non-zip) files cannot be memory-mapped; try a plain safe load.
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:
-            raise ValueError(
-                f"A .bin checkpoint must be a torch.save'd state dict of tensors; {path} could "
-                f"not be read with torch.load(weights_only=True): {exc}. Re-save it, or convert "
-                f"it to safetensors."
-            ) from None
+        state = safe_torch_load(path, opt_in=_CONVERT_TRUSTED)
+    except UntrustedPickleError:
+        raise
+    except Exception as exc:
+        raise ValueError(
+            f"A .bin checkpoint must be a torch.save'd state dict of tensors; {path} could "
+            f"not be read with torch.load(weights_only=True): {exc}. Re-save it, or convert "
+            f"it to safetensors."
+        ) from None
     if not isinstance(state, Mapping):
         raise ValueError(
             f"A .bin checkpoint must hold a dict of tensors; {path} holds a "

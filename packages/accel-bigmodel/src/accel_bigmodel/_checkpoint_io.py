@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from ._checkpoint_files import is_safetensors, resolve_checkpoint, torch_load
-from ._device_map import check_device_map, mapped_device
+from ._device_map import check_device_map, mapped_device, require_offload_folder
 from ._offload import save_offload_index, write_offload_file
 from ._progress import human_bytes, progress
 from ._safetensors_io import SafetensorsFile, st_dtype_name
@@ -31,6 +31,65 @@ from ._tensors import (
 logger = logging.getLogger("accel_bigmodel")
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+class CheckpointKeysError(ValueError):
+    """The checkpoint's tensors do not match the model's in a way the load cannot accept.
+
+    Raised before any weight is placed (the model is left as it was) when ``strict=True`` and
+    keys differ, or when tensors the checkpoint lacks are on the ``meta`` device (they would
+    have no values).
+
+    Attributes:
+        missing_keys: Model tensors the checkpoint does not hold.
+        unexpected_keys: Checkpoint tensors the model does not have.
+        files: The checkpoint files that were read.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        files: list[str],
+    ) -> None:
+        super().__init__(message)
+        self.missing_keys = missing_keys
+        self.unexpected_keys = unexpected_keys
+        self.files = files
+
+
+def _check_keys(
+    missing: list[str],
+    unexpected: list[str],
+    on_meta: list[str],
+    files: list[str],
+    strict: bool,
+) -> None:
+    read = _short([os.path.basename(f) for f in files], limit=5)
+    if strict and (missing or unexpected):
+        raise CheckpointKeysError(
+            f"With strict=True the checkpoint must hold exactly the model's tensors; "
+            f"{len(missing)} model tensors are missing {_short(missing)} and "
+            f"{len(unexpected)} checkpoint tensors are unexpected {_short(unexpected)} (files "
+            f"read: {read}). Nothing was loaded. Fix the checkpoint or the model config, or pass "
+            f"strict=False to keep missing tensors as they are and skip unexpected ones.",
+            missing,
+            unexpected,
+            files,
+        )
+    if on_meta:
+        raise CheckpointKeysError(
+            f"Model tensors missing from the checkpoint keep their current values, but "
+            f"{len(on_meta)} of them are on the meta device (built under init_empty_weights) and "
+            f"have none: {_short(on_meta)} (files read: {read}). Nothing was loaded. Load a "
+            f"checkpoint that holds them, or give them real values before loading (create those "
+            f"modules outside init_empty_weights, or call model.to_empty(device='cpu') and "
+            f"initialise them).",
+            missing,
+            unexpected,
+            files,
+        )
 
 
 @dataclass
@@ -177,7 +236,9 @@ def load_checkpoint_in_model(
         keep_in_fp32_modules: Module names whose weights stay in ``float32`` when ``dtype``
             is given.
         offload_8bit_bnb: Not supported (8-bit weights belong to a quantization package).
-        strict: Raise if checkpoint and model keys differ (else log a warning).
+        strict: Raise if checkpoint and model keys differ. Otherwise missing tensors keep
+            their current values and unexpected ones are skipped, with a warning; a missing
+            tensor on the ``meta`` device (no value to keep) is still an error.
         full_state_dict: Accepted for compatibility (tensors are always loaded whole).
         broadcast_from_rank0: Not supported: every process reads the checkpoint itself.
         show_progress: Draw a progress bar (default: only on a terminal, with tqdm installed).
@@ -187,7 +248,11 @@ def load_checkpoint_in_model(
 
     Raises:
         FileNotFoundError: Missing checkpoint or shard.
-        ValueError: Bad device map, corrupted file, shape mismatch, or strict key mismatch.
+        DeviceMapError: Bad device map (device absent here, unknown module, disk without
+            ``offload_folder``).
+        CheckpointKeysError: Key mismatch under ``strict=True``, or missing tensors on ``meta``;
+            raised before any weight is placed, naming the keys and the files read.
+        ValueError: Corrupted file or shape mismatch.
     """
     if offload_8bit_bnb:
         raise ValueError(
@@ -202,14 +267,9 @@ def load_checkpoint_in_model(
     start = time.perf_counter()
     target_dtype = resolve_dtype(dtype)
     if device_map is not None:
-        device_map = dict(device_map)
         check_device_map(model, device_map)
-        if "disk" in device_map.values() and offload_folder is None:
-            disk = [k for k, v in device_map.items() if v == "disk"]
-            raise ValueError(
-                f"A device_map that sends modules to 'disk' needs offload_folder; {disk} go to "
-                f"disk but offload_folder is None. Pass offload_folder='some/folder'."
-            )
+        device_map = dict(device_map)
+        require_offload_folder(device_map, offload_folder, "offload_folder")
     files = resolve_checkpoint(checkpoint)
     tied_groups = find_tied_parameters(model)
     tensors: dict[str, torch.Tensor] = {}
@@ -227,6 +287,7 @@ def load_checkpoint_in_model(
     sources = [_Source(path) for path in files.files]
     jobs: list[tuple[_Source, str, torch.device, torch.dtype]] = []
     to_write: list[tuple[_Source, list[tuple[str, torch.dtype]]]] = []
+    to_meta: list[str] = []
     for source in sources:
         writes: list[tuple[str, torch.dtype]] = []
         for name in source.keys():
@@ -266,11 +327,26 @@ def load_checkpoint_in_model(
                     writes.append((name, want))
                     report.disk_written += 1
                 if current.device.type != "meta":
-                    set_module_tensor_to_device(model, name, "meta")
+                    to_meta.append(name)
                 continue
             jobs.append((source, name, normalize_device(device), want))
         if writes:
             to_write.append((source, writes))
+
+    for group in tied_groups:
+        if any(n in loaded for n in group):
+            loaded.update(group)
+    report.missing_keys = [k for k in expected if k not in loaded]
+    on_meta = [
+        k
+        for k in report.missing_keys
+        if k in tensors
+        and tensors[k].device.type == "meta"
+        and (device_map is None or mapped_device(device_map, k) != "meta")
+    ]
+    _check_keys(report.missing_keys, report.unexpected_keys, on_meta, files.files, strict)
+    for name in to_meta:
+        set_module_tensor_to_device(model, name, "meta")
 
     total_bytes = sum(
         tensors[name].numel() * torch.empty((), dtype=want).element_size()
@@ -314,10 +390,6 @@ def load_checkpoint_in_model(
             )
 
     for group in tied_groups:
-        present = [n for n in group if n in loaded]
-        if not present:
-            continue
-        loaded.update(group)
         in_index = [n for n in group if n in disk_index]
         if in_index:
             for name in group:
@@ -325,14 +397,7 @@ def load_checkpoint_in_model(
     if disk_index:
         save_offload_index(disk_index, offload_folder)  # type: ignore[arg-type]
 
-    report.missing_keys = [k for k in expected if k not in loaded]
     report.seconds = time.perf_counter() - start
-    if strict and (report.missing_keys or report.unexpected_keys):
-        raise ValueError(
-            f"With strict=True the checkpoint keys must match the model's; missing "
-            f"{_short(report.missing_keys)}, unexpected {_short(report.unexpected_keys)}. Fix "
-            f"the checkpoint or model config, or pass strict=False."
-        )
     if report.missing_keys:
         states = {
             "meta" if tensors[k].device.type == "meta" else "initialised"

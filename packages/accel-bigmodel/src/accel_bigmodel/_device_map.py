@@ -10,6 +10,7 @@ from typing import Any, Union
 import torch
 from torch import nn
 
+from ._devices import DeviceMapError, check_device
 from ._sizes import (
     DeviceKey,
     ModuleScan,
@@ -193,6 +194,8 @@ def infer_auto_device_map(
     clean_result: bool = True,
     offload_buffers: bool = False,
     fallback_allocation: bool = False,
+    *,
+    check_devices: bool = True,
 ) -> dict[str, DeviceKey]:
     """Computes a device map giving priority to GPUs, then the CPU, then the disk.
 
@@ -218,20 +221,23 @@ def infer_auto_device_map(
         offload_buffers: Accepted for API compatibility; buffers are always counted in the sizes.
         fallback_allocation: Accepted for API compatibility; the planner already moves to the
             next device only when a unit can neither fit nor be split.
+        check_devices: Refuse ``max_memory`` devices this machine does not have. ``False``
+            plans a map for another machine (one with those GPUs).
 
     Returns:
         An ordered ``{module_name: device}`` dict covering every parameter and buffer.
 
     Raises:
+        DeviceMapError: On a bad ``max_memory`` entry (unknown or absent device, bad size).
         ValueError: When the model cannot fit, or a device that must execute offloaded layers
             cannot hold the largest of them.
     """
     if isinstance(no_split_module_classes, str):
         no_split_module_classes = [no_split_module_classes]
     no_split = set(no_split_module_classes or [])
-    budget = get_max_memory(dict(max_memory) if max_memory is not None else None)
+    budget = get_max_memory(max_memory, check_devices=check_devices)
     if not budget:
-        raise ValueError(
+        raise DeviceMapError(
             "max_memory must name at least one device; got an empty mapping. Pass e.g. "
             "max_memory={'cpu': '8GiB', 'disk': '100GiB'}."
         )
@@ -334,13 +340,34 @@ def clean_device_map(
     return result
 
 
-def check_device_map(model: nn.Module, device_map: Mapping[str, Any]) -> None:
-    """Checks that every key of ``device_map`` names a submodule or tensor of ``model`` and that
-    every parameter and buffer of ``model`` is covered.
+_MAP_FIX = "Use 'cpu', 'disk' (with an offload folder), a GPU listed here, or device_map='auto'."
+
+
+def check_device_map(
+    model: nn.Module, device_map: Mapping[str, Any], *, check_devices: bool = True
+) -> None:
+    """Checks a device map against the model and this machine before anything is placed.
+
+    Every value must be a device that exists here (``"cpu"``, ``"disk"``, ``"meta"``, GPU
+    indices or names this machine has), every key must name a submodule or tensor of
+    ``model``, and every parameter and buffer must be covered.
+
+    Args:
+        model: The model the map is for.
+        device_map: Module or tensor name -> device.
+        check_devices: Check the devices against this machine. ``False`` checks only the
+            names (for a map planned for another machine).
 
     Raises:
-        ValueError: Naming the unknown keys or the uncovered tensors.
+        DeviceMapError: Naming the bad entries, the devices that exist, and the fix.
     """
+    if not isinstance(device_map, Mapping):
+        raise DeviceMapError(
+            f"device_map must be a dict of module name -> device; got "
+            f"{type(device_map).__name__} {device_map!r}. {_MAP_FIX}"
+        )
+    for key, value in device_map.items() if check_devices else ():
+        check_device(value, f"device_map[{key!r}]", _MAP_FIX)
     modules = dict(model.named_modules())
     tensor_names = list(model.state_dict().keys())
     known = set(modules) | set(tensor_names)
@@ -349,7 +376,7 @@ def check_device_map(model: nn.Module, device_map: Mapping[str, Any]) -> None:
     unknown = [k for k in device_map if k not in known]
     if unknown:
         sample = ", ".join(sorted(modules)[:8])
-        raise ValueError(
+        raise DeviceMapError(
             f"Every device_map key must name a submodule or tensor of the model; {unknown} do not "
             f"(some modules are: {sample}). Fix the names, or use device_map='auto'."
         )
@@ -358,9 +385,24 @@ def check_device_map(model: nn.Module, device_map: Mapping[str, Any]) -> None:
     uncovered = [t for t in tensor_names if mapped_device(device_map, t) is None]
     if uncovered:
         shown = ", ".join(uncovered[:10]) + (" ..." if len(uncovered) > 10 else "")
-        raise ValueError(
+        raise DeviceMapError(
             f"A device_map must give a device to every parameter and buffer; {len(uncovered)} have "
             f"none: {shown}. Add their modules to the device_map, or use device_map='auto'."
+        )
+
+
+def require_offload_folder(device_map: Mapping[str, Any], folder: Any, argument: str) -> None:
+    """Raises :class:`DeviceMapError` when ``device_map`` sends modules to ``"disk"`` but the
+    folder argument ``argument`` (``offload_folder`` / ``offload_dir``) is ``None``."""
+    if folder is not None:
+        return
+    disk = [k for k, v in device_map.items() if isinstance(v, str) and v == "disk"]
+    if disk:
+        shown = disk[:5] + (["..."] if len(disk) > 5 else [])
+        raise DeviceMapError(
+            f"Modules mapped to 'disk' need an offload folder; device_map sends {shown} to disk "
+            f"but {argument} is None. Pass {argument}='some/folder', or raise max_memory so "
+            "nothing goes to disk."
         )
 
 
@@ -383,38 +425,37 @@ def resolve_device_map(
     dtype: Union[str, torch.dtype, None],
     offload_buffers: bool = False,
 ) -> dict[str, Any] | None:
-    """Expands ``"auto"``/``"balanced"``/``"balanced_low_0"``/``"sequential"`` into a device map."""
+    """Expands ``"auto"``/``"balanced"``/``"balanced_low_0"``/``"sequential"`` or a single
+    device into a device map, and checks it (see :func:`check_device_map`).
+
+    Raises:
+        DeviceMapError: On a device map or ``max_memory`` entry that cannot be used here.
+    """
     if device_map is None:
         return None
-    if isinstance(device_map, (str, torch.device, int)) and not isinstance(device_map, bool):
-        if isinstance(device_map, str) and device_map in DEVICE_MAP_STRATEGIES:
-            if device_map != "sequential":
-                max_memory = get_balanced_memory(
-                    model,
-                    max_memory=max_memory,
-                    no_split_module_classes=no_split_module_classes,
-                    dtype=dtype,
-                    low_zero=device_map == "balanced_low_0",
-                )
-            return infer_auto_device_map(
+    if isinstance(device_map, str) and device_map in DEVICE_MAP_STRATEGIES:
+        if device_map != "sequential":
+            max_memory = get_balanced_memory(
                 model,
                 max_memory=max_memory,
                 no_split_module_classes=no_split_module_classes,
                 dtype=dtype,
-                offload_buffers=offload_buffers,
+                low_zero=device_map == "balanced_low_0",
             )
-        if isinstance(device_map, str) and device_map not in ("cpu", "disk", "meta", "mps"):
-            try:
-                torch.device(device_map)
-            except RuntimeError:
-                raise ValueError(
-                    f"A string device_map must be one of {DEVICE_MAP_STRATEGIES} or a device name; "
-                    f"got {device_map!r}. Use device_map='auto' or a dict like {{'': 'cpu'}}."
-                ) from None
-        return {"": device_map}
-    if not isinstance(device_map, Mapping):
-        raise ValueError(
-            f"device_map must be a dict, a device, or one of {DEVICE_MAP_STRATEGIES}; got "
-            f"{type(device_map).__name__}. Use device_map='auto'."
+        return infer_auto_device_map(
+            model,
+            max_memory=max_memory,
+            no_split_module_classes=no_split_module_classes,
+            dtype=dtype,
+            offload_buffers=offload_buffers,
         )
+    if isinstance(device_map, (str, torch.device, int)):
+        check_device(
+            device_map,
+            "device_map",
+            f"Use one of {DEVICE_MAP_STRATEGIES}, a device of this machine, or a dict like "
+            "{'': 'cpu'}.",
+        )
+        device_map = {"": device_map}
+    check_device_map(model, device_map)
     return dict(device_map)

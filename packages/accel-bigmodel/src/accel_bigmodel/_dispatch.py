@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -13,7 +12,8 @@ import torch
 from torch import nn
 
 from ._checkpoint_io import load_checkpoint_in_model
-from ._device_map import check_device_map, resolve_device_map
+from ._device_map import check_device_map, require_offload_folder, resolve_device_map
+from ._devices import DeviceMapError, check_device
 from ._hooks import (
     AlignDevicesHook,
     CpuOffload,
@@ -26,6 +26,7 @@ from ._offload import (
     INDEX_FILE,
     OffloadedWeightsLoader,
     extract_submodules_state_dict,
+    read_offload_index,
     save_offload_index,
     write_offload_file,
 )
@@ -38,14 +39,6 @@ logger = logging.getLogger("accel_bigmodel")
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def _read_index(folder: PathLike) -> dict[str, Any]:
-    path = os.path.join(folder, INDEX_FILE)
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
 def _ensure_offloaded(
     model: nn.Module,
     disk_modules: list[str],
@@ -53,7 +46,7 @@ def _ensure_offloaded(
     offload_buffers: bool,
 ) -> None:
     """Writes (once) the weights of disk modules that the offload index does not list yet."""
-    index = _read_index(offload_dir)
+    index = read_offload_index(offload_dir)
     state = model.state_dict()
     buffers = {n for n, _ in model.named_buffers()}
     needed = extract_submodules_state_dict(state, disk_modules)
@@ -138,11 +131,23 @@ def dispatch_model(
         The model, with ``model.hf_device_map`` set.
 
     Raises:
-        ValueError: On a device map that names unknown modules or misses tensors, or disk
-            modules without an offload folder.
+        DeviceMapError: On a device map that names devices this machine lacks, unknown modules,
+            misses tensors, or sends modules to disk without an offload folder (nothing is
+            moved then).
     """
-    device_map = dict(device_map)
     check_device_map(model, device_map)
+    device_map = dict(device_map)
+    require_offload_folder(
+        device_map, offload_dir if offload_dir is not None else offload_index, "offload_dir"
+    )
+    if main_device is not None:
+        fix = "Pass a device that runs code here, or leave main_device=None (first GPU of the map)."
+        if isinstance(main_device, str) and main_device in ("disk", "meta"):
+            raise DeviceMapError(
+                f"main_device runs the offloaded layers, so it must compute; got {main_device!r}. "
+                f"{fix}"
+            )
+        check_device(main_device, "main_device", fix)
     devices = set(device_map.values())
     if devices == {"disk"}:
         force_hooks = True
@@ -157,11 +162,6 @@ def dispatch_model(
         if "cpu" in offloaded_kinds and state_dict is None and cpu_modules:
             state_dict = extract_submodules_state_dict(model.state_dict(), cpu_modules)
         disk_modules = [n for n, d in device_map.items() if d == "disk"]
-        if disk_modules and offload_dir is None and offload_index is None:
-            raise ValueError(
-                f"Modules sent to 'disk' need an offload folder; {disk_modules[:5]} go to disk "
-                f"but offload_dir is None. Pass offload_dir='some/folder'."
-            )
         if disk_modules and offload_index is None:
             _ensure_offloaded(model, disk_modules, offload_dir, offload_buffers)  # type: ignore[arg-type]
         execution_device = {
@@ -274,12 +274,8 @@ def load_checkpoint_and_dispatch(
     resolved = resolve_device_map(
         model, device_map, max_memory, no_split_module_classes, dtype, offload_buffers
     )
-    if resolved is not None and "disk" in resolved.values() and offload_folder is None:
-        disk = [k for k, v in resolved.items() if v == "disk"]
-        raise ValueError(
-            f"The device map sends {disk[:5]} to 'disk', which needs offload_folder; got None. "
-            f"Pass offload_folder='some/folder' or raise max_memory."
-        )
+    if resolved is not None:
+        require_offload_folder(resolved, offload_folder, "offload_folder")
     load_checkpoint_in_model(
         model,
         checkpoint,
@@ -392,7 +388,7 @@ def disk_offload(
     Returns:
         The hooked model.
     """
-    if not _read_index(offload_dir):
+    if not read_offload_index(offload_dir):
         state = model.state_dict()
         entries = write_offload_file(offload_dir, "model-offload.safetensors", list(state.items()))
         save_offload_index(entries, offload_dir)

@@ -272,7 +272,9 @@ class AlignDevicesHook(ModelHook):
             if not self.offload_buffers:
                 names = [n for n, _ in module.named_buffers(recurse=self.place_submodules)]
             else:
-                names = sorted(get_non_persistent_buffers(module, recurse=self.place_submodules))
+                names = sorted(
+                    get_non_persistent_buffers(module, recurse=self.place_submodules, fqns=True)
+                )
             for name in names:
                 owner, leaf = get_submodule_and_name(module, name)
                 if owner._buffers[leaf] is not None and owner._buffers[leaf].device.type != "meta":

@@ -21,6 +21,31 @@ PathLike = Union[str, "os.PathLike[str]"]
 INDEX_FILE = "index.json"
 
 
+def read_offload_index(folder: PathLike) -> dict[str, Any]:
+    """The entries of ``{folder}/index.json`` (``{}`` when the file does not exist).
+
+    Raises:
+        ValueError: naming the file when it is not a JSON object.
+    """
+    path = os.path.join(folder, INDEX_FILE)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            index = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(
+            f"an offload index must be a JSON object (weight name -> entry); {path} is not valid "
+            f"JSON ({exc}). Delete the offload folder and offload the weights again."
+        ) from None
+    if not isinstance(index, dict):
+        raise ValueError(
+            f"an offload index must be a JSON object (weight name -> entry); {path} holds a "
+            f"{type(index).__name__}. Delete the offload folder and offload the weights again."
+        )
+    return index
+
+
 def _dat_path(folder: PathLike, weight_name: str) -> str:
     return os.path.join(folder, f"{weight_name}.dat")
 
@@ -81,10 +106,7 @@ def save_offload_index(index: Mapping[str, Any], offload_folder: PathLike) -> No
         return
     os.makedirs(offload_folder, exist_ok=True)
     path = os.path.join(offload_folder, INDEX_FILE)
-    current: dict[str, Any] = {}
-    if os.path.isfile(path):
-        with open(path, encoding="utf-8") as handle:
-            current = json.load(handle)
+    current = read_offload_index(offload_folder)
     current.update(index)
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(current, handle, indent=2)
@@ -161,10 +183,7 @@ class OffloadedWeightsLoader(Mapping):
         self.state_dict = dict(state_dict or {})
         self.save_folder = None if save_folder is None else str(save_folder)
         if index is None and self.save_folder is not None:
-            path = os.path.join(self.save_folder, INDEX_FILE)
-            if os.path.isfile(path):
-                with open(path, encoding="utf-8") as handle:
-                    index = json.load(handle)
+            index = read_offload_index(self.save_folder)
         self.index = dict(index or {})
         self.all_keys = list(self.state_dict)
         self.all_keys.extend(k for k in self.index if k not in self.state_dict)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -12,6 +13,8 @@ from typing import Any, Union
 
 import torch
 from torch import nn
+
+from ._devices import DeviceMapError, check_device, describe_devices
 
 DeviceKey = Union[int, str]
 
@@ -54,7 +57,8 @@ def convert_file_size_to_int(size: Union[int, str]) -> int:
     if isinstance(size, int):
         if size < 0:
             raise ValueError(
-                f"A size must be non-negative; got {size}. Pass a number of bytes >= 0."
+                f"A size must be non-negative; got {size}. Pass a number of bytes >= 0 or a "
+                f"string like '5GB'."
             )
         return size
     if isinstance(size, float) and size.is_integer() and size >= 0:
@@ -74,8 +78,12 @@ def convert_file_size_to_int(size: Union[int, str]) -> int:
                 value = float(number)
             except ValueError:
                 break
-            if value < 0:
+            if not math.isfinite(value):
                 break
+            if value < 0:
+                raise ValueError(
+                    f"A size must be non-negative; got {size!r}. Write it like '5GB' or '10GiB'."
+                )
             result = int(value * factor)
             return result // 8 if bits else result
     if text.isdigit():
@@ -153,19 +161,29 @@ def named_module_tensors(
     if include_buffers:
         skip: set[str] = set()
         if remove_non_persistent:
-            skip = get_non_persistent_buffers(module, recurse=recurse)
+            skip = get_non_persistent_buffers(module, recurse=recurse, fqns=True)
         for name, buf in module.named_buffers(recurse=recurse):
             if name not in skip:
                 yield name, buf
 
 
-def get_non_persistent_buffers(module: nn.Module, recurse: bool = False) -> set[str]:
-    """Returns the (dotted) names of the buffers registered with ``persistent=False``."""
+def get_non_persistent_buffers(
+    module: nn.Module, recurse: bool = False, fqns: bool = False
+) -> set[str]:
+    """Returns the names of the buffers registered with ``persistent=False``.
+
+    Args:
+        module: The module to inspect.
+        recurse: Also look in every submodule.
+        fqns: With ``recurse``, return dotted names relative to ``module``
+            (``"block.mask"``); otherwise submodules' buffers are named by their own name only.
+    """
     names = set(module._non_persistent_buffers_set)
     if recurse:
         for prefix, sub in module.named_modules():
             if prefix:
-                names.update(f"{prefix}.{n}" for n in sub._non_persistent_buffers_set)
+                own = sub._non_persistent_buffers_set
+                names.update(f"{prefix}.{n}" for n in own) if fqns else names.update(own)
     return names
 
 
@@ -436,8 +454,34 @@ def _accelerator_memory() -> dict[DeviceKey, int]:
 _DEVICE_ORDER = ("mps", "cpu", "disk")
 
 
+def _memory_key(key: Any, check_devices: bool) -> DeviceKey:
+    """The canonical ``max_memory`` key for ``key`` (checked against this machine)."""
+    original = key
+    if isinstance(key, str) and key.strip().isdigit():
+        key = int(key)
+    if isinstance(key, torch.device):
+        key = key.index if key.type not in ("cpu", "mps") and key.index is not None else key.type
+    is_index = isinstance(key, int) and not isinstance(key, bool)
+    if not is_index and key not in _DEVICE_ORDER:
+        raise DeviceMapError(
+            f"max_memory keys must be GPU indices (int), 'mps', 'cpu' or 'disk'; got "
+            f"{original!r}. Devices here: {describe_devices()}. Write e.g. "
+            f"max_memory={{0: '10GiB', 'cpu': '30GiB'}}."
+        )
+    if check_devices and key != "disk":
+        check_device(
+            key,
+            f"The max_memory key {original!r}",
+            "Remove that key; to plan a map for a machine that has it, call "
+            "infer_auto_device_map(..., check_devices=False).",
+        )
+    return key  # type: ignore[no-any-return]
+
+
 def get_max_memory(
     max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    *,
+    check_devices: bool = True,
 ) -> dict[DeviceKey, int]:
     """Returns the memory budget of each device, in bytes, ordered GPUs first, then cpu, then disk.
 
@@ -445,12 +489,15 @@ def get_max_memory(
         max_memory: Device -> budget (``int`` bytes or a string like ``"10GiB"``). Keys are GPU
             indices (``int``), ``"mps"``, ``"cpu"`` or ``"disk"``. If ``None``, the free memory of
             every accelerator and the available RAM are measured.
+        check_devices: Refuse GPU indices (and ``"mps"``) that this machine does not have.
+            ``False`` plans for another machine.
 
     Returns:
         A new dict with integer budgets.
 
     Raises:
-        ValueError: On an unknown device key or a malformed size.
+        DeviceMapError: On a device key that is unknown or absent here, a duplicate key, or a
+            malformed or negative size; the message names the entry.
     """
     if max_memory is None:
         result = dict(_accelerator_memory())
@@ -459,18 +506,27 @@ def get_max_memory(
         else:
             result["cpu"] = _available_cpu_memory()
         return result
+    if not isinstance(max_memory, Mapping):
+        raise DeviceMapError(
+            f"max_memory must be a dict of device -> size; got {type(max_memory).__name__} "
+            f"{max_memory!r}. Write e.g. max_memory={{0: '10GiB', 'cpu': '30GiB'}}."
+        )
     converted: dict[DeviceKey, int] = {}
-    for key, value in max_memory.items():
-        if isinstance(key, str) and key.isdigit():
-            key = int(key)
-        if isinstance(key, torch.device):
-            key = key.index if key.type != "cpu" and key.index is not None else key.type
-        if not (isinstance(key, int) and not isinstance(key, bool)) and key not in _DEVICE_ORDER:
-            raise ValueError(
-                f"max_memory keys must be GPU indices (int), 'mps', 'cpu' or 'disk'; got {key!r}. "
-                f"Write e.g. max_memory={{0: '10GiB', 'cpu': '30GiB'}}."
+    written: dict[DeviceKey, Any] = {}
+    for original, value in max_memory.items():
+        key = _memory_key(original, check_devices)
+        if key in converted:
+            raise DeviceMapError(
+                f"max_memory must name each device once; {written[key]!r} and {original!r} both "
+                f"mean device {key!r}. Keep one of them."
             )
-        converted[key] = convert_file_size_to_int(value)
+        try:
+            converted[key] = convert_file_size_to_int(value)
+        except ValueError as error:
+            raise DeviceMapError(
+                f"max_memory[{original!r}] is not a usable size: {error}"
+            ) from None
+        written[key] = original
     gpus = sorted(k for k in converted if isinstance(k, int))
     order: list[DeviceKey] = [*gpus, *(k for k in _DEVICE_ORDER if k in converted)]
     return {k: converted[k] for k in order}
@@ -483,6 +539,8 @@ def get_balanced_memory(
     dtype: Union[str, torch.dtype, None] = None,
     special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
     low_zero: bool = False,
+    *,
+    check_devices: bool = True,
 ) -> dict[DeviceKey, int]:
     """Computes a ``max_memory`` that spreads the model evenly over the available GPUs.
 
@@ -497,12 +555,16 @@ def get_balanced_memory(
         dtype: Count floating-point weights as this dtype.
         special_dtypes: Per-tensor dtype overrides.
         low_zero: Keep as little as possible on GPU 0 (useful for ``generate``).
+        check_devices: Refuse devices this machine does not have (see :func:`get_max_memory`).
 
     Returns:
         A new ``max_memory`` dict.
+
+    Raises:
+        DeviceMapError: On a bad ``max_memory`` entry (see :func:`get_max_memory`).
     """
     user_set = max_memory is not None
-    budget = get_max_memory(max_memory)
+    budget = get_max_memory(max_memory, check_devices=check_devices)
     gpus = [k for k, v in budget.items() if isinstance(k, int) and v > 0]
     if not gpus:
         return budget
@@ -529,3 +591,12 @@ def get_balanced_memory(
         others = sum(budget[i] for i in gpus[1:])
         budget[gpus[0]] = min(max(0, sizes[""] - others), budget[gpus[0]])
     return budget
+
+
+def convert_bytes(size: float) -> str:
+    """A byte count written with its unit, rounded to 2 decimals: ``"1.5 GB"``."""
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if size < 1024.0:
+            return f"{round(size, 2)} {unit}"
+        size /= 1024.0
+    return f"{round(size, 2)} PB"

@@ -8,6 +8,7 @@ from typing import Any, Union
 import torch
 from torch import nn
 
+from ._devices import accelerator_type
 from ._sizes import resolve_dtype
 
 Device = Union[int, str, torch.device]
@@ -18,11 +19,7 @@ def normalize_device(device: Device) -> torch.device:
     if isinstance(device, torch.device):
         return device
     if isinstance(device, int) and not isinstance(device, bool):
-        if torch.cuda.is_available():
-            return torch.device("cuda", device)
-        if hasattr(torch, "xpu") and torch.xpu.is_available():
-            return torch.device("xpu", device)
-        return torch.device("cuda", device)
+        return torch.device(accelerator_type() or "cuda", device)
     return torch.device(device)
 
 
@@ -232,3 +229,29 @@ def send_to_device(
         return value
 
     return move(obj)
+
+
+def id_tensor_storage(tensor: torch.Tensor) -> tuple[torch.device, int, int]:
+    """An identifier of the memory behind ``tensor``: ``(device, storage address, bytes)``.
+
+    Two tensors with the same identifier share their storage (tied or viewed weights). A meta
+    tensor has no memory: its address is 0 and its size is what it would take.
+    """
+    if tensor.device.type == "meta":
+        return tensor.device, 0, tensor.nelement() * tensor.element_size()
+    storage = tensor.untyped_storage()
+    return tensor.device, storage.data_ptr(), storage.nbytes()
+
+
+def check_device_same(first_device: torch.device, second_device: torch.device) -> bool:
+    """Whether two devices are the same, reading an accelerator without an index as index 0
+    (``cuda`` and ``cuda:0`` are the same device)."""
+    if first_device.type != second_device.type:
+        return False
+
+    def indexed(device: torch.device) -> torch.device:
+        if device.type != "cpu" and device.index is None:
+            return torch.device(device.type, 0)
+        return device
+
+    return indexed(first_device) == indexed(second_device)

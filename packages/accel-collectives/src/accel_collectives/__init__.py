@@ -8,7 +8,7 @@ passes compatible data.
 
 from importlib.metadata import version as _version
 
-from ._checks import DistributedOperationException
+from ._checks import CannotPadNestedTensorWarning, DistributedOperationException
 from ._nested import (
     TensorInformation,
     concatenate,
@@ -24,6 +24,7 @@ from ._nested import (
     is_tensor_information,
     is_torch_tensor,
     listify,
+    pad_input_tensors,
     recursively_apply,
     send_to_device,
     slice_tensors,
@@ -41,6 +42,7 @@ from ._ops import (
 __version__ = _version("accel-collectives")
 
 __all__ = [
+    "CannotPadNestedTensorWarning",
     "DistributedOperationException",
     "TensorInformation",
     "__version__",
@@ -63,6 +65,7 @@ __all__ = [
     "is_torch_tensor",
     "listify",
     "pad_across_processes",
+    "pad_input_tensors",
     "recursively_apply",
     "reduce",
     "send_to_device",

@@ -20,6 +20,10 @@ from ._nested import iter_leaves
 _Leaf = tuple[str, "tuple[int, ...] | None", str]
 
 
+class CannotPadNestedTensorWarning(UserWarning):
+    """Warned when ``pad_across_processes`` meets a nested tensor, which it cannot pad."""
+
+
 class DistributedOperationException(RuntimeError):
     """Raised when processes pass incompatible data to the same collective operation.
 

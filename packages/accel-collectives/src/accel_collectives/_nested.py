@@ -373,3 +373,43 @@ def concatenate(data: list[Any], dim: int = 0) -> Any:
             f"{type(first).__name__}. Remove non-tensor values first."
         )
     return torch.cat(data, dim=dim)
+
+
+def _pad_batch(tensor: torch.Tensor, batch_size: int, num_processes: int, dim: int) -> torch.Tensor:
+    size = tensor.shape[dim]
+    target = -(-batch_size // num_processes) * num_processes
+    if target <= size:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = target - size
+    return torch.cat([tensor, tensor.new_zeros(shape)], dim=dim)
+
+
+def pad_input_tensors(tensor: Any, batch_size: int, num_processes: int, dim: int = 0) -> Any:
+    """Pad every tensor of a nested structure with zeros so its batch splits evenly.
+
+    Each tensor grows in ``dim`` to the smallest multiple of ``num_processes`` that is at
+    least ``batch_size`` (e.g. a batch of 3 for 4 processes becomes 4 rows, the last one zeros),
+    so that every process gets the same number of rows.
+
+    Args:
+        tensor: A tensor or a nested list/tuple/dict of tensors.
+        batch_size: The size of the batch in ``dim``.
+        num_processes: The number of processes the batch is split across.
+        dim: The batch dimension.
+
+    Returns:
+        The same structure holding the padded tensors.
+
+    Raises:
+        ValueError: if ``num_processes`` is not positive.
+        TypeError: if the structure holds something other than tensors.
+    """
+    if num_processes < 1:
+        raise ValueError(
+            f"pad_input_tensors: num_processes must be at least 1; got {num_processes!r}. "
+            "Pass the number of processes the batch is split across."
+        )
+    return recursively_apply(
+        _pad_batch, tensor, batch_size, num_processes, dim, error_on_other_type=True
+    )

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from accel_state import PartialState
 
-from ._checks import verify_operation, verify_same_length
+from ._checks import CannotPadNestedTensorWarning, verify_operation, verify_same_length
 from ._nested import iter_leaves, recursively_apply
 
 # torch >= 2.10 names it all_gather_single and deprecates the older name (with a warning per
@@ -30,7 +30,7 @@ _DEVICE_BACKENDS = frozenset({"nccl", "xccl", "hccl", "cncl", "mccl"})
 # Backends on which the single-tensor all-gather turned out to be unsupported.
 _NO_SINGLE_GATHER: set[str] = set()
 
-_REDUCTIONS = ("sum", "mean", "none")
+_REDUCTIONS = ("sum", "mean", "max", "min", "none")
 
 _DEBUG_HINT = (
     " Run with ACCEL_DEBUG_MODE=1 to check, before each collective, what every process passes."
@@ -297,6 +297,9 @@ def copy_tensor_to_devices(tensor: torch.Tensor | None = None) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------------- reduce
+_REDUCE_OPS = {"max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+
 def _reduce_one(
     tensor: torch.Tensor, reduction: str, scale: float, state: PartialState
 ) -> torch.Tensor:
@@ -305,7 +308,7 @@ def _reduce_one(
         moved = _comm_tensor(tensor, state)
         # Reduce into a copy: the caller's tensor is left alone.
         out = moved.clone() if moved is tensor else moved
-        dist.all_reduce(out)
+        dist.all_reduce(out, _REDUCE_OPS.get(reduction, dist.ReduceOp.SUM))
     else:
         out = tensor.clone(memory_format=torch.contiguous_format)
     exact = out.is_floating_point() or out.is_complex()
@@ -325,14 +328,16 @@ def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
         tensor: A tensor or a nested list/tuple/dict of tensors, with the same structure,
             shapes and dtypes on every process.
         reduction: ``"mean"`` (sum divided by the number of processes; integer tensors give
-            floating-point means), ``"sum"``, or ``"none"`` (a copy of the local tensors).
+            floating-point means), ``"sum"``, ``"max"``, ``"min"`` (element-wise across
+            processes), or ``"none"`` (a copy of the local tensors).
         scale: A factor applied to the result after the reduction.
 
     Returns:
         The same structure holding the reduced tensors.
 
     Raises:
-        ValueError: if ``reduction`` is not one of ``"sum"``, ``"mean"``, ``"none"``.
+        ValueError: if ``reduction`` is not one of ``"sum"``, ``"mean"``, ``"max"``,
+            ``"min"``, ``"none"``.
         DistributedOperationException: in debug mode, if the processes pass different
             structures, shapes or dtypes.
 
@@ -343,7 +348,7 @@ def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
     if reduction not in _REDUCTIONS:
         raise ValueError(
             f"reduce: reduction must be one of {list(_REDUCTIONS)}; got {reduction!r}. "
-            'Use "mean", "sum" or "none".'
+            'Use "mean", "sum", "max", "min" or "none".'
         )
     state = _get_state()
     if state.debug and state.num_processes > 1:
@@ -374,6 +379,7 @@ def _warn_if_nested(tensor: torch.Tensor) -> None:
         warnings.warn(
             "pad_across_processes cannot pad a nested tensor; it is returned unchanged. "
             "Pad its components before nesting them.",
+            CannotPadNestedTensorWarning,
             stacklevel=3,
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import warnings
 
 import torch
 from accel_state import PartialState
@@ -124,11 +125,16 @@ eq(
     ac.reduce(torch.arange(6.0).reshape(2, 3).t() * (r + 1), "sum"),
     torch.arange(6.0).reshape(2, 3).t() * sum(k + 1 for k in ranks),
 )
+spread = torch.tensor([float(r), -float(r), 5.0])
+eq(ac.reduce(spread, reduction="max"), torch.tensor([n - 1.0, 0.0, 5.0]))
+eq(ac.reduce(spread, reduction="min"), torch.tensor([0.0, 1.0 - n, 5.0]))
+eq(ac.reduce({"k": torch.tensor([r])}, "max")["k"], torch.tensor([n - 1]))
+eq(ac.reduce(torch.tensor([1.0 + r]), reduction="max", scale=2.0), torch.tensor([2.0 * n]))
 try:
-    ac.reduce(torch.ones(1), reduction="max")
-    raise AssertionError("reduce with reduction='max' did not raise")
+    ac.reduce(torch.ones(1), reduction="avg")
+    raise AssertionError("reduce with reduction='avg' did not raise")
 except ValueError as err:
-    assert "'max'" in str(err) and "mean" in str(err), err
+    assert "'avg'" in str(err) and "max" in str(err), err
 
 # ---------------------------------------------------------------- pad_across_processes
 longest = n
@@ -188,6 +194,13 @@ try:
 finally:
     _ops._all_gather_single = real
     _ops._NO_SINGLE_GATHER.clear()
+
+# -------------------------------------------------- nested tensors cannot be padded
+ragged = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    assert ac.pad_across_processes(ragged) is ragged
+assert [w.category for w in caught] == [ac.CannotPadNestedTensorWarning], caught
 
 state.wait_for_everyone()
 print(f"RANK {r} OK", flush=True)

@@ -15,6 +15,7 @@ from ._metrics import gather_for_metrics
 from ._prepare import prepare_data_loader
 from ._samplers import BatchSamplerShard, SeedableRandomSampler
 from ._skip import SkipBatchSampler, SkipDataLoader, skip_first_batches
+from ._state_mixin import DataLoaderStateMixin
 
 __version__ = _version("accel-data")
 
@@ -23,6 +24,7 @@ __all__ = [
     "DataLoaderConfiguration",
     "DataLoaderDispatcher",
     "DataLoaderShard",
+    "DataLoaderStateMixin",
     "IterableDatasetShard",
     "SeedableRandomSampler",
     "SkipBatchSampler",

@@ -8,7 +8,6 @@ dataset, which suits streams that cannot be read twice or in parallel.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from accel_state import PartialState
+from accel_state import GradientState, PartialState
 from torch.utils.data import DataLoader
 
 from ._comm import (
@@ -63,13 +62,17 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         dataset: The dataset (read by the main process only).
         split_batches: Each batch of the loader is the global batch, cut in equal parts.
         skip_batches: Steps skipped at the start of the first pass only.
-        use_stateful_dataloader: Accepted for compatibility; the position is always kept.
+        use_stateful_dataloader: Prepared loaders always carry ``state_dict`` /
+            ``load_state_dict``; True asks for nothing more.
         _drop_last: ``drop_last`` of the original DataLoader.
         _non_blocking: Move batches with ``non_blocking=True``.
         slice_fn: ``slice_fn(batch, slice, process_index, num_processes)`` returning the part of
             a global batch for one process (default: slice every tensor and per-sample list).
-        even_batches: Complete the last step with samples from the first one so that every
-            process gets a batch of the same size.
+        torch_device_mesh: Must be None: dispatching the same batch to the ranks of a
+            tensor-parallel group is not supported; prepare with ``dispatch_batches=False``.
+        iteration: The epoch of the first pass.
+        even_batches: Complete the last step with the fewest samples from the first one that
+            cut it in equal parts (each process's last batch may be smaller than the others).
         device: Device the batches are moved to.
         num_processes: Number of processes (default: the state's).
         process_index: Index of this process (default: the state's).
@@ -85,12 +88,21 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         _drop_last: bool = False,
         _non_blocking: bool = False,
         slice_fn: Callable[..., Any] | None = None,
+        torch_device_mesh: Any = None,
+        iteration: int = 0,
+        *,
         even_batches: bool = True,
         device: torch.device | str | None = None,
         num_processes: int | None = None,
         process_index: int | None = None,
         **kwargs: Any,
     ) -> None:
+        if torch_device_mesh is not None:
+            raise ValueError(
+                "DataLoaderDispatcher does not dispatch by device mesh (the same batch to every "
+                f"rank of a tensor-parallel group); got torch_device_mesh={torch_device_mesh!r}. "
+                "Prepare the loader with dispatch_batches=False and the mesh instead."
+            )
         super().__init__(dataset, **kwargs)
         if num_processes is None or process_index is None:
             state = PartialState()
@@ -105,9 +117,10 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         self.device = torch.device(device) if device is not None else None
         self._non_blocking = _non_blocking
         self._drop_last = _drop_last
-        self._init_position()
+        self._init_position(iteration)
+        self.gradient_state = GradientState()
         if skip_batches:
-            self._first_iter_skip = int(skip_batches)
+            self.skip_batches = skip_batches
         base_size = self.batch_size
         if base_size is None and self.batch_sampler is not None:
             base_size = getattr(self.batch_sampler, "batch_size", None)
@@ -146,10 +159,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
                 if self._drop_last
                 else math.ceil(length / self.num_processes)
             )
-        pending = self._first_iter_skip
-        if pending is None:
-            pending = self._position.pending_skip
-        return max(0, length - pending)
+        return max(0, length - self.skip_batches)
 
     # ------------------------------------------------------------------- main process
     def _global_batches(self) -> Iterator[tuple[Any, int, int]]:
@@ -183,9 +193,10 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
                 continue
             if self._drop_last and not self.split_batches:
                 return
-            if self.even_batches and target is not None:
-                padded = _pad_from(batch, first, target - real)
-                yield padded, real, target
+            if self.even_batches:
+                # The fewest repeated samples that give every process an equal part.
+                size = math.ceil(real / self.num_processes) * self.num_processes
+                yield _pad_from(batch, first, size - real), real, size
             else:
                 yield batch, real, real
             return
@@ -221,16 +232,19 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
             if not main:
                 batch = _materialize(header.layout)
             batch = broadcast_tensors(batch)
-            yield header, self._my_slice(batch, header.size)
+            yield header, self._my_slice(batch, header)
             if header.last:
                 return
             if main:
                 pending = following
 
-    def _my_slice(self, batch: Any, size: int) -> Any:
+    def _my_slice(self, batch: Any, header: _StepHeader) -> Any:
         n, i = self.num_processes, self.process_index
         total = self.total_batch_size
-        per = total // n if total is not None else math.ceil(size / n)
+        if self.even_batches and header.last:
+            per = header.size // n  # the last step is cut in equal parts
+        else:
+            per = total // n if total is not None else math.ceil(header.size / n)
         return self.slice_fn(batch, slice(i * per, (i + 1) * per), i, n)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
@@ -242,19 +256,13 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
             for header, batch in steps:
                 if header.last:
                     self.end_of_dataloader = True
-                    self.remainder = header.real
+                    self.remainder = self._real_remainder = header.real
                     self._last_step_size = header.size
                 position.batches_yielded += 1
                 yield self._place(batch)
             self._finish_pass()
         finally:
             self.end()
-
-    def _skip_clone(self, num_batches: int) -> DataLoaderDispatcher:
-        clone = copy.copy(self)
-        object.__setattr__(clone, "_iterator", None)
-        clone._first_iter_skip = int(num_batches)
-        return clone
 
 
 def _materialize(layout: Any) -> Any:

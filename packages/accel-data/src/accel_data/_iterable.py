@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import torch
 from torch.utils.data import IterableDataset
 
 
@@ -28,6 +29,10 @@ class IterableDatasetShard(IterableDataset):
         process_index: Index of this process.
         split_batches: ``batch_size`` is the global batch size.
         even_batches: Complete the final step from the start of the stream.
+
+    A dataset without ``set_epoch`` whose ``generator`` attribute is a ``torch.Generator`` has it
+    reseeded with the epoch at the start of each pass, so that every process reads the same
+    stream.
 
     Note:
         With ``num_workers > 0`` each worker iterates its own copy and ``remainder`` is only
@@ -98,6 +103,11 @@ class IterableDatasetShard(IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         self.remainder = -1
         self.last_step_size = -1
+        generator = getattr(self.dataset, "generator", None)
+        if not hasattr(self.dataset, "set_epoch") and isinstance(generator, torch.Generator):
+            # Every process must read the same stream: a dataset that draws from its own
+            # generator is reseeded with the epoch, alike everywhere.
+            generator.manual_seed(self.epoch)
         total = self.total_batch_size
         start = self.process_index * self.process_batch_size
         stop = start + self.process_batch_size

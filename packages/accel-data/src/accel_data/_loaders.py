@@ -19,10 +19,11 @@ from typing import Any
 import torch
 from accel_collectives import send_to_device
 from accel_state import GradientState, RNGType, synchronize_rng_states
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader
 
 from ._iterable import IterableDatasetShard
 from ._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
+from ._state_mixin import DataLoaderStateMixin
 
 _STATE_VERSION = 1
 
@@ -47,41 +48,106 @@ def _set_loader_attribute(loader: DataLoader, name: str, value: Any) -> None:
     object.__setattr__(loader, name, value)
 
 
-class _PreparedLoaderMixin:
-    """Bookkeeping shared by ``DataLoaderShard`` and ``DataLoaderDispatcher``."""
+def check_skip_count(num_batches: int) -> int:
+    """``num_batches`` if it is an int >= 0, else a ``ValueError`` that says so."""
+    if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 0:
+        raise ValueError(
+            f"the number of batches to skip must be an int >= 0; got {num_batches!r}. "
+            "Pass e.g. num_batches=2."
+        )
+    return num_batches
 
-    end_of_dataloader: bool
-    remainder: int
+
+def _refuse_device_mesh(cls_name: str, torch_device_mesh: Any) -> None:
+    if torch_device_mesh is not None:
+        raise ValueError(
+            f"{cls_name} takes no torch_device_mesh: the processes that share a batch are "
+            f"chosen when the loader is prepared; got {torch_device_mesh!r}. Pass the mesh to "
+            "prepare_data_loader(..., torch_device_mesh=mesh) instead."
+        )
+
+
+class _PreparedLoaderMixin(DataLoaderStateMixin):
+    """Bookkeeping shared by ``DataLoaderShard`` and ``DataLoaderDispatcher``.
+
+    Besides the public ``remainder`` (see ``DataLoaderStateMixin``), a prepared loader records
+    at its last batch the exact number of real samples of the last step (``_real_remainder``)
+    and the size of that step once completed (``_last_step_size``), which
+    ``gather_for_metrics`` uses to drop exactly the repeated samples.
+    """
+
     device: torch.device | None
+    _drop_last: bool
     _non_blocking: bool
     _position: _Position
     _first_iter_skip: int | None
+    _real_remainder: int
     _last_step_size: int
 
-    def _init_position(self) -> None:
+    def _init_position(self, iteration: int = 0) -> None:
         self.end_of_dataloader = False
         self.remainder = -1
+        self._real_remainder = -1
         self._last_step_size = -1
-        self._position = _Position()
+        self._position = _Position(epoch=int(iteration))
         self._first_iter_skip = None
 
     # ----------------------------------------------------------------- GradientState hooks
-    def begin(self) -> None:
-        """Reset the end-of-data flags and register as the active loader."""
-        self.end_of_dataloader = False
-        self.remainder = -1
-        self._last_step_size = -1
-        GradientState()._add_dataloader(self)
+    def _remainder_length(self) -> int:
+        return int(self.total_dataset_length)  # type: ignore[attr-defined]
 
-    def end(self) -> None:
-        """Unregister from ``GradientState``."""
-        GradientState()._remove_dataloader(self)
+    def reset(self) -> None:
+        """Clear ``end_of_dataloader``, ``remainder`` and the last step's sample counts."""
+        super().reset()
+        self._real_remainder = -1
+        self._last_step_size = -1
 
     # ------------------------------------------------------------------------ position
     @property
     def iteration(self) -> int:
-        """The epoch the next (or current) pass iterates."""
+        """The epoch the next (or current) pass iterates; assigning it selects the epoch."""
         return self._position.epoch
+
+    @iteration.setter
+    def iteration(self, epoch: int) -> None:
+        self._position.epoch = int(epoch)
+
+    @property
+    def skip_batches(self) -> int:
+        """Batches the next pass skips (from ``skip_batches=``, ``skip_first_batches`` or
+        ``load_state_dict``); the passes after it are whole."""
+        pending = self._first_iter_skip
+        return self._position.pending_skip if pending is None else pending
+
+    @skip_batches.setter
+    def skip_batches(self, count: int) -> None:
+        self._first_iter_skip = check_skip_count(count)
+
+    def _skip_clone(self, num_batches: int) -> Any:
+        clone = copy.copy(self)
+        object.__setattr__(clone, "_iterator", None)
+        clone.skip_batches = num_batches
+        return clone
+
+    def get_sampler(self) -> Any:
+        """The sampler that orders the samples (inside the batch sampler), or None."""
+        return self._order_sampler()
+
+    def set_sampler(self, sampler: Any) -> None:
+        """Replace the sampler inside the batch sampler (and the one it wraps, if any)."""
+        holder = getattr(self, "batch_sampler", None)
+        if holder is None and isinstance(getattr(self, "sampler", None), BatchSampler):
+            holder = self.sampler  # type: ignore[attr-defined]
+        if holder is None:
+            raise ValueError(
+                "set_sampler replaces the sampler inside the loader's batch sampler; this "
+                f"loader ({type(self).__name__}) has none (batch_size=None or an iterable "
+                "dataset). Build the DataLoader with the sampler instead."
+            )
+        holder.sampler = sampler
+        inner = getattr(holder, "batch_sampler", None)
+        if inner is not None and hasattr(inner, "sampler"):
+            inner.sampler = sampler
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch of the next pass and pass it on to the sampler and the dataset."""
@@ -130,9 +196,9 @@ class _PreparedLoaderMixin:
         position.batches_yielded = skip
         return skip
 
-    def _finish_pass(self) -> None:
+    def _finish_pass(self, advance: bool = True) -> None:
         position = self._position
-        position.epoch += 1
+        position.epoch += int(advance)
         position.batches_yielded = 0
         position.generator_state = None
 
@@ -202,7 +268,8 @@ class _PreparedLoaderMixin:
         try:
             current = next(batches)
         except StopIteration:
-            self._finish_pass()
+            # Nothing left: the epoch moves on only if batches were skipped (resumed at its end).
+            self._finish_pass(advance=position.batches_yielded > 0)
             return
         while True:
             try:
@@ -220,9 +287,9 @@ class _PreparedLoaderMixin:
 
     def _read_remainder(self, source: Any) -> None:
         if source is None:
-            self.remainder, self._last_step_size = -1, -1
+            self._real_remainder, self._last_step_size = -1, -1
         else:
-            self.remainder = int(getattr(source, "remainder", -1))
+            self._real_remainder = int(getattr(source, "remainder", -1))
             self._last_step_size = int(getattr(source, "last_step_size", -1))
 
 
@@ -230,6 +297,9 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
     """A DataLoader that yields one process's batches and knows where it stands.
 
     Built by ``prepare_data_loader``; it keeps every setting of the DataLoader it replaces.
+    Each pass calls ``set_epoch(iteration)`` first, which reaches the batch sampler, the
+    sampler and the dataset when they have ``set_epoch``; a pass that runs to its end moves
+    ``iteration`` to the next epoch.
 
     Args:
         dataset: The dataset (an ``IterableDatasetShard`` for sharded iterable datasets).
@@ -237,10 +307,19 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         rng_types: Generators synchronised from the main process at the start of each pass.
         synchronized_generator: The generator of ``"generator"`` in ``rng_types``.
         skip_batches: Batches skipped at the start of the first pass only.
-        use_stateful_dataloader: Accepted for compatibility; the position is always kept.
+        use_stateful_dataloader: Prepared loaders always carry ``state_dict`` /
+            ``load_state_dict``; True asks for nothing more.
         _drop_last: ``drop_last`` of the original DataLoader, reported as ``drop_last``.
         _non_blocking: Move batches with ``non_blocking=True``.
+        torch_device_mesh: Must be None: pass a mesh to ``prepare_data_loader``, which decides
+            from it which processes share a batch.
+        iteration: The epoch of the first pass.
         **kwargs: DataLoader arguments (``batch_sampler``, ``num_workers``, ``collate_fn`` ...).
+
+    Attributes:
+        gradient_state: The ``GradientState`` the loader registers with while it iterates.
+        total_batch_size: Samples in one step over all processes.
+        total_dataset_length: Length of the dataset.
     """
 
     def __init__(
@@ -253,8 +332,11 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         use_stateful_dataloader: bool = False,
         _drop_last: bool = False,
         _non_blocking: bool = False,
+        torch_device_mesh: Any = None,
+        iteration: int = 0,
         **kwargs: Any,
     ) -> None:
+        _refuse_device_mesh("DataLoaderShard", torch_device_mesh)
         self._init_kwargs = dict(kwargs)
         super().__init__(dataset, **kwargs)
         self.device = torch.device(device) if device is not None else None
@@ -263,9 +345,10 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         self.use_stateful_dataloader = use_stateful_dataloader
         self._non_blocking = _non_blocking
         self._drop_last = _drop_last
-        self._init_position()
+        self._init_position(iteration)
+        self.gradient_state = GradientState()
         if skip_batches:
-            self._first_iter_skip = int(skip_batches)
+            self.skip_batches = skip_batches
         if isinstance(self.batch_sampler, BatchSamplerShard):
             _set_loader_attribute(self, "batch_size", self.batch_sampler.batch_size)
             if self.batch_sampler.split_batches and self.batch_sampler.batch_size is not None:
@@ -295,8 +378,10 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
 
     @property
     def total_dataset_length(self) -> int:
-        """Length of the underlying dataset."""
+        """Length of the dataset (its ``total_length`` when it has one)."""
         dataset = self.dataset
+        if hasattr(dataset, "total_length"):
+            return int(dataset.total_length)
         if isinstance(dataset, IterableDatasetShard):
             dataset = dataset.dataset
         return len(dataset)  # type: ignore[arg-type]
@@ -327,16 +412,7 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
             self.end()
 
     def __len__(self) -> int:
-        pending = self._first_iter_skip
-        if pending is None:
-            pending = self._position.pending_skip
-        return max(0, super().__len__() - pending)
-
-    def _skip_clone(self, num_batches: int) -> DataLoaderShard:
-        clone = copy.copy(self)
-        object.__setattr__(clone, "_iterator", None)
-        clone._first_iter_skip = int(num_batches)
-        return clone
+        return max(0, super().__len__() - self.skip_batches)
 
 
 def _skip_iter(batches: Iterator[Any], skip: int) -> Iterator[Any]:

@@ -69,8 +69,16 @@ def gather_for_metrics(input_data: Any, use_gather_object: bool = False) -> Any:
     state = GradientState()
     if not state.end_of_dataloader:
         return data
-    remainder = state.remainder
-    step_size = int(getattr(state.active_dataloader, "_last_step_size", -1))
+    loader = state.active_dataloader
+    if hasattr(loader, "_real_remainder"):
+        remainder = int(loader._real_remainder)
+        step_size = int(getattr(loader, "_last_step_size", -1))
+    else:
+        # A loader from elsewhere: its remainder counts the real samples of the last step when
+        # positive, and 0 means the step is complete.
+        remainder, step_size = state.remainder, -1
+        if remainder == 0:
+            return data
     if remainder < 0 or (step_size >= 0 and remainder >= step_size):
         return data
     if use_gather_object:

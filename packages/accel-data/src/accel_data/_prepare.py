@@ -14,6 +14,7 @@ from ._comm import broadcast_object
 from ._dispatch import DataLoaderDispatcher
 from ._iterable import IterableDatasetShard
 from ._loaders import DataLoaderShard
+from ._mesh import mesh_data_ranks
 from ._samplers import BatchSamplerShard, SeedableRandomSampler
 
 
@@ -98,14 +99,15 @@ def prepare_data_loader(
     data_seed: int | None = None,
     non_blocking: bool = False,
     use_stateful_dataloader: bool = False,
+    torch_device_mesh: Any = None,
 ) -> DataLoaderShard | DataLoaderDispatcher:
     """Wrap ``dataloader`` so that this process reads its share of every step.
 
     Map-style datasets are sharded through the batch sampler (``BatchSamplerShard``): every
     process walks the same order and keeps its own batches, or its part of each batch with
-    ``split_batches``. Iterable datasets are dispatched by default: the main process reads each
-    step and sends every process its slice (``DataLoaderDispatcher``); with
-    ``dispatch_batches=False`` every process reads the stream and keeps its part
+    ``split_batches``. Iterable datasets placed on the device (``put_on_device``) are dispatched
+    by default: the main process reads each step and sends every process its slice
+    (``DataLoaderDispatcher``); otherwise every process reads the stream and keeps its part
     (``IterableDatasetShard``). Every setting of ``dataloader`` (workers, ``collate_fn``,
     ``pin_memory``, ``drop_last`` ...) carries over.
 
@@ -119,7 +121,8 @@ def prepare_data_loader(
         put_on_device: Move every batch to ``device``.
         rng_types: Generators synchronised from the main process at the start of each pass
             (``"torch"``, ``"cuda"``, ``"xpu"``, ``"generator"``).
-        dispatch_batches: Main process reads and dispatches (default: for iterable datasets).
+        dispatch_batches: Main process reads and dispatches (default: for iterable datasets
+            when ``put_on_device``).
         even_batches: Every process gets the same number of equal batches; the processes that
             run out first loop back to the start of the data (``gather_for_metrics`` drops
             those samples again).
@@ -128,8 +131,12 @@ def prepare_data_loader(
         use_seedable_sampler: Replace a shuffling sampler by ``SeedableRandomSampler``.
         data_seed: Seed of that sampler (default: the main process's initial seed).
         non_blocking: Move batches with ``non_blocking=True`` (with ``pin_memory=True``).
-        use_stateful_dataloader: Accepted for compatibility; prepared loaders always carry
-            ``state_dict`` / ``load_state_dict``.
+        use_stateful_dataloader: Prepared loaders always carry ``state_dict`` /
+            ``load_state_dict``; True asks for nothing more.
+        torch_device_mesh: A ``torch.distributed.DeviceMesh``: the ranks of one tensor- (and
+            context-) parallel group read the same batches, the data-parallel dimensions
+            (``dp_replicate`` x ``dp_shard``) the different ones. Under DeepSpeed only the
+            ``tp`` dimension is divided out. Not combinable with ``dispatch_batches=True``.
 
     Returns:
         A ``DataLoaderShard`` or a ``DataLoaderDispatcher``.
@@ -145,15 +152,24 @@ def prepare_data_loader(
         process_index = state.process_index if process_index is None else process_index
         if put_on_device and device is None:
             device = state.device
+    dataset = dataloader.dataset
+    iterable = isinstance(dataset, IterableDataset)
+    if dispatch_batches is None:
+        dispatch_batches = put_on_device and iterable
+    if torch_device_mesh is not None:
+        if dispatch_batches:
+            raise ValueError(
+                "prepare_data_loader shards by device mesh only without dispatching; got "
+                "dispatch_batches=True with a torch_device_mesh. Pass dispatch_batches=False."
+            )
+        num_processes, process_index = mesh_data_ranks(
+            torch_device_mesh, num_processes, process_index
+        )
     if not 0 <= process_index < num_processes:
         raise ValueError(
             f"process_index must lie in [0, num_processes); got process_index={process_index}, "
             f"num_processes={num_processes}. Pass the rank and the world size."
         )
-    dataset = dataloader.dataset
-    iterable = isinstance(dataset, IterableDataset)
-    if dispatch_batches is None:
-        dispatch_batches = iterable and num_processes > 1
     target_device = device if put_on_device else None
     settings = loader_settings(dataloader)
     batch_size = dataloader.batch_size

@@ -168,6 +168,8 @@ class BatchSamplerShard(BatchSampler):
             batches = self._iter_single()
         elif self.split_batches:
             batches = self._iter_split()
+        elif self.batch_size is None:
+            batches = self._iter_deal_variable()
         else:
             batches = self._iter_deal()
         yield from itertools.islice(batches, skip, None)
@@ -204,25 +206,48 @@ class BatchSamplerShard(BatchSampler):
     def _iter_deal(self) -> Iterator[list[int]]:
         n, i = self.num_processes, self.process_index
         target = self.batch_size
+        assert target is not None
         initial: list[int] = []
         step: list[list[int]] = []
         for batch in self.batch_sampler:
             batch = list(batch)
-            if target is None:
-                target = len(batch)
             if len(initial) < n * target:
                 initial.extend(batch)
             step.append(batch)
             if len(step) == n:
-                if len(batch) == target or self.batch_size is None:
+                if len(batch) == target:
                     self._note_step(sum(map(len, step)), sum(map(len, step)))
                     yield step[i]
                 else:
                     yield from self._last_step(step, initial, target)
                 step = []
         if step and not self.drop_last:
-            assert target is not None
             yield from self._last_step(step, initial, target)
+
+    def _iter_deal_variable(self) -> Iterator[list[int]]:
+        # Batches of no fixed size: deal them whole; an incomplete last round is completed
+        # (even_batches) with whole batches from the start, so every process gets as many
+        # batches, not as many samples.
+        n, i = self.num_processes, self.process_index
+        first: list[list[int]] = []
+        step: list[list[int]] = []
+        for batch in self.batch_sampler:
+            batch = list(batch)
+            if len(first) < n:
+                first.append(batch)
+            step.append(batch)
+            if len(step) == n:
+                self._note_step(sum(map(len, step)), sum(map(len, step)))
+                yield step[i]
+                step = []
+        if not step or self.drop_last:
+            return
+        real = sum(map(len, step))
+        if self.even_batches:
+            step = step + list(itertools.islice(itertools.cycle(first), n - len(step)))
+        self._note_step(real, sum(map(len, step)))
+        if i < len(step) and step[i]:
+            yield step[i]
 
     def _last_step(
         self, step: list[list[int]], initial: list[int], target: int
@@ -258,12 +283,17 @@ def _last_batch_size(batch_sampler: Iterable) -> int | None:
 
 
 def set_sampler_epoch(sampler: Sampler | Iterable | None, epoch: int) -> None:
-    """Call ``set_epoch`` on a sampler (or the sampler of a batch sampler) that has one."""
+    """Call ``set_epoch(epoch)`` on a batch sampler, the batch samplers it wraps and their
+    samplers: on each of them that has one, once."""
     seen: set[int] = set()
-    while sampler is not None and id(sampler) not in seen:
-        seen.add(id(sampler))
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
-            return
-        inner = getattr(sampler, "sampler", None)
-        sampler = inner if inner is not None else getattr(sampler, "batch_sampler", None)
+    pending = [sampler]
+    while pending:
+        item = pending.pop(0)
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        set_epoch = getattr(item, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+        pending.append(getattr(item, "batch_sampler", None))
+        pending.append(getattr(item, "sampler", None))

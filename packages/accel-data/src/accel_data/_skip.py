@@ -10,21 +10,14 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from accel_state import GradientState
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset
 
 from ._dispatch import DataLoaderDispatcher
-from ._loaders import DataLoaderShard, _set_loader_attribute
+from ._loaders import DataLoaderShard, _set_loader_attribute, check_skip_count
 from ._prepare import loader_settings
 from ._samplers import batch_sampler_length
-
-
-def _check_count(num_batches: int) -> int:
-    if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 0:
-        raise ValueError(
-            f"the number of batches to skip must be an int >= 0; got {num_batches!r}. "
-            "Pass e.g. num_batches=2."
-        )
-    return num_batches
+from ._state_mixin import DataLoaderStateMixin
 
 
 class SkipBatchSampler(BatchSampler):
@@ -40,7 +33,7 @@ class SkipBatchSampler(BatchSampler):
 
     def __init__(self, batch_sampler: Iterable[list[int]], skip_batches: int = 0) -> None:
         self.batch_sampler = batch_sampler
-        self.skip_batches = _check_count(skip_batches)
+        self.skip_batches = check_skip_count(skip_batches)
         self.sampler = getattr(batch_sampler, "sampler", None)  # type: ignore[assignment]
         self.batch_size = getattr(batch_sampler, "batch_size", None)  # type: ignore[assignment]
         self.drop_last = bool(getattr(batch_sampler, "drop_last", False))
@@ -58,28 +51,59 @@ class SkipBatchSampler(BatchSampler):
         return max(0, self.total_length - self.skip_batches)
 
 
-class SkipDataLoader(DataLoader):
+class SkipDataLoader(DataLoaderStateMixin, DataLoader):
     """A DataLoader that reads and discards the first ``skip_batches`` batches of its next pass.
 
     For data that can only be read in order (iterable datasets); later passes yield every
-    batch.
+    batch. While it iterates it is the active loader of ``GradientState`` and flags its last
+    batch with ``end_of_dataloader``.
 
     Args:
         dataset: The dataset.
         skip_batches: Batches discarded at the start of the next pass.
+        use_stateful_dataloader: Must be False: this loader keeps no position; prepared loaders
+            (``prepare_data_loader``, then ``skip_first_batches``) carry ``state_dict``.
         **kwargs: DataLoader arguments.
     """
 
-    def __init__(self, dataset: Any, skip_batches: int = 0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        skip_batches: int = 0,
+        use_stateful_dataloader: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if use_stateful_dataloader:
+            raise ValueError(
+                "SkipDataLoader keeps no position to save; got use_stateful_dataloader=True. "
+                "Prepare the loader with prepare_data_loader (its loaders carry state_dict / "
+                "load_state_dict) and skip with skip_first_batches."
+            )
         super().__init__(dataset, **kwargs)
-        self.skip_batches = _check_count(skip_batches)
+        self.skip_batches = check_skip_count(skip_batches)
+        self.use_stateful_dataloader = False
+        self.gradient_state = GradientState()
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         skip, self.skip_batches = self.skip_batches, 0
-        yield from itertools.islice(super().__iter__(), skip, None)
+        self.begin()
+        try:
+            batches = itertools.islice(super().__iter__(), skip, None)
+            current = next(batches, _DONE)
+            while current is not _DONE:
+                following = next(batches, _DONE)
+                if following is _DONE:
+                    self.end_of_dataloader = True
+                yield current
+                current = following
+        finally:
+            self.end()
 
     def __len__(self) -> int:
         return max(0, super().__len__() - self.skip_batches)
+
+
+_DONE = object()
 
 
 def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoader:
@@ -99,7 +123,7 @@ def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoad
     Returns:
         The new loader.
     """
-    num_batches = _check_count(num_batches)
+    num_batches = check_skip_count(num_batches)
     if isinstance(dataloader, (DataLoaderShard, DataLoaderDispatcher)):
         return dataloader._skip_clone(num_batches)
     if not isinstance(dataloader, DataLoader):

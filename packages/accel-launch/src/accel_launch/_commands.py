@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import platform
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
+from accel_state import PrecisionType
+
+from ._comments import has_comments
 from ._config import (
     config_from_dict,
     default_config_file,
@@ -18,7 +22,7 @@ from ._config import (
 )
 from ._errors import ConfigError
 from ._estimate_cmd import add_estimate_arguments, estimate_memory_command
-from ._flags import add_launch_arguments
+from ._flags import add_launch_arguments, integer
 from ._migrate import migrate
 
 TEST_MODULE = "accel.test_utils.scripts.test_script"
@@ -41,7 +45,9 @@ def add_subcommands(sub: Any) -> None:
     csub = p.add_subparsers(dest="config_command", metavar="subcommand")
     d = csub.add_parser("default", help="Write a basic config for this machine, no questions.")
     d.add_argument("--config_file", default=argparse.SUPPRESS, help="Where to write.")
-    d.add_argument("--mixed_precision", default="no", help="no, fp16, bf16 or fp8.")
+    d.add_argument(
+        "--mixed_precision", default="no", type=_precision, help="no, fp16, bf16 or fp8."
+    )
     d.set_defaults(func=_config_default)
     u = csub.add_parser("update", help="Rewrite a config file of an older format.")
     u.add_argument("--config_file", default=argparse.SUPPRESS, help="The file to update.")
@@ -63,7 +69,16 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument(
         "--max_shard_size",
         default="10GB",
+        type=_shard_size,
         help="Largest output file; above it the weights are split with an index (default 10GB).",
+    )
+    p.add_argument(
+        "--trust_pickles",
+        "--trust-pickles",
+        dest="trust_pickles",
+        action="store_true",
+        help="Unpickle the checkpoint's metadata with no restriction: only for a checkpoint you "
+        "trust (by default a file that would run code is refused).",
     )
     p.set_defaults(func=_merge_weights)
 
@@ -75,13 +90,29 @@ def add_subcommands(sub: Any) -> None:
         "test", help="Check state, process control and collectives on the configured processes."
     )
     p.add_argument("--config_file", default=None)
-    p.add_argument("--num_processes", type=int, default=None)
-    p.add_argument("--num_machines", type=int, default=None)
-    p.add_argument("--machine_rank", type=int, default=None)
+    p.add_argument("--num_processes", type=integer, default=None)
+    p.add_argument("--num_machines", type=integer, default=None)
+    p.add_argument("--machine_rank", type=integer, default=None)
     p.add_argument("--main_process_ip", default=None)
-    p.add_argument("--main_process_port", type=int, default=None)
+    p.add_argument("--main_process_port", type=integer, default=None)
     p.add_argument("--cpu", action="store_true", default=None)
     p.set_defaults(func=_test)
+
+
+def _precision(text: str) -> str:
+    try:
+        return str(PrecisionType.parse(text, "mixed precision").value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _shard_size(text: str) -> int:
+    from ._merge import shard_size_bytes
+
+    try:
+        return shard_size_bytes(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("max_shard_size: ")) from None
 
 
 def _launch(args: argparse.Namespace) -> int:
@@ -113,17 +144,32 @@ def _config_update(args: argparse.Namespace) -> int:
     if not changes:
         print(f"accel config: {target} is already up to date.")
         return 0
-    config.save(target)
-    print(f"accel config: updated {target}:")
+    old_text = target.read_text()
+    backup = target.with_name(target.name + ".bak")
+    shutil.copy2(target, backup)
+    config.save(target, comments_of=old_text if target.suffix != ".json" else None)
+    print(f"accel config: updated {target} (the old version is kept in {backup}):")
     for change in changes:
         print(f"  - {change}")
+    if target.suffix != ".json" and has_comments(old_text):
+        print("  - kept its comments, each above the key it belonged to")
     return 0
 
 
 def _merge_weights(args: argparse.Namespace) -> int:
+    from accel_bigmodel import UntrustedPickleError
+
     from ._merge import merge_weights
 
-    written = merge_weights(args.checkpoint_directory, args.output_path, args.max_shard_size)
+    try:
+        written = merge_weights(
+            args.checkpoint_directory,
+            args.output_path,
+            args.max_shard_size,
+            trust_pickles=args.trust_pickles,
+        )
+    except UntrustedPickleError as err:
+        raise ConfigError(str(err)) from None
     for path in written:
         print(f"accel merge-weights: wrote {path}")
     return 0

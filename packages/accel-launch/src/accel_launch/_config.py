@@ -13,7 +13,14 @@ from typing import Any
 import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 
-from ._engines import SECTIONS, DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
+from ._engines import (
+    SECTIONS,
+    DeepSpeedConfig,
+    DynamoConfig,
+    FSDPConfig,
+    MegatronLMConfig,
+    coerce,
+)
 from ._errors import ConfigError
 from ._migrate import CONFIG_VERSION, IGNORED_KEYS, migrate
 
@@ -123,13 +130,30 @@ class LaunchConfig:
                 f"a run on num_machines={self.num_machines} needs main_process_ip; got None. "
                 "Pass --main_process_ip <address of machine 0>."
             )
+        for name, off in (("downcast_bf16", "no"), ("tpu_use_cluster", False)):
+            if str(getattr(self, name)).strip().lower() not in ("no", "0", "false", "off", "none"):
+                raise ConfigError(
+                    f"{name} applies to TPUs, which this version of accel does not run; got "
+                    f"{name}={getattr(self, name)!r}. Drop it (or set it to {off!r})."
+                )
+        for name, low in (("max_restarts", 0), ("num_cpu_threads_per_process", 1)):
+            value = getattr(self, name)
+            if value is not None and value < low:
+                raise ConfigError(f"{name} must be >= {low}; got {value}. Use e.g. {low + 1}.")
+        if not self.monitor_interval > 0:
+            raise ConfigError(
+                f"monitor_interval is the seconds between two health checks and must be > 0; "
+                f"got {self.monitor_interval}. Use e.g. 0.1."
+            )
         if self.rdzv_backend not in ("static", "c10d"):
             raise ConfigError(
-                f"rdzv_backend must be 'static' or 'c10d'; got {self.rdzv_backend!r}."
+                f"rdzv_backend must be 'static' or 'c10d'; got {self.rdzv_backend!r}. Use "
+                "static (fixed machine ranks) or c10d (elastic)."
             )
-        if self.main_process_port is not None and not 0 <= int(self.main_process_port) < 65536:
+        if self.main_process_port is not None and not 0 <= self.main_process_port < 65536:
             raise ConfigError(
-                f"main_process_port must be in [0, 65535]; got {self.main_process_port}."
+                f"main_process_port must be in [0, 65535]; got {self.main_process_port}. Use 0 "
+                "for a free port, or e.g. 29500."
             )
         if self.mpirun_hostfile and self.distributed_type == DistributedType.DEEPSPEED.value:
             raise ConfigError(
@@ -147,22 +171,33 @@ class LaunchConfig:
             out[f.name] = value.to_dict() if f.name in SECTIONS else value
         return out
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the config as YAML (or JSON when the name ends in ``.json``); return the path."""
+    def save(self, path: str | os.PathLike[str], comments_of: str | None = None) -> Path:
+        """Write the config as YAML (or JSON when the name ends in ``.json``); return the path.
+
+        Args:
+            path: Where to write (replaced in one step: a reader never sees half a file).
+            comments_of: The text of an older YAML version of the file, whose comments are
+                written above the same keys.
+        """
+        from ._comments import carry_comments
+
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         data = self.to_dict()
+        if target.suffix == ".json":
+            text = json.dumps(data, indent=2) + "\n"
+        else:
+            text = yaml.safe_dump(data, sort_keys=False)
+            if comments_of:
+                text = carry_comments(comments_of, text)
         tmp = target.with_name(target.name + ".tmp")
-        with open(tmp, "w") as handle:
-            if target.suffix == ".json":
-                json.dump(data, handle, indent=2)
-            else:
-                yaml.safe_dump(data, handle, sort_keys=False)
+        tmp.write_text(text)
         os.replace(tmp, target)
         return target
 
 
 FIELD_NAMES = [f.name for f in dataclasses.fields(LaunchConfig)]
+FIELD_TYPES = {f.name: str(f.type) for f in dataclasses.fields(LaunchConfig)}
 
 
 def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConfig:
@@ -176,8 +211,9 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConf
     version = data.get("config_version", 0)
     if isinstance(version, int) and version > CONFIG_VERSION:
         raise ConfigError(
-            f"{source}: config_version {version} is newer than this accel-launch understands "
-            f"({CONFIG_VERSION}). Upgrade accel-launch: pip install -U accel-launch."
+            f"{source}: config_version must be at most {CONFIG_VERSION}, the newest format this "
+            f"accel-launch understands; got {version}. Upgrade accel-launch: "
+            "pip install -U accel-launch."
         )
     data, _ = migrate(data)
     for key, value in data.items():
@@ -190,7 +226,12 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConf
                 f"{source}: unknown setting {key!r}.{hint} Valid settings: "
                 f"{', '.join(FIELD_NAMES)}."
             )
-        values[key] = value
+        if value is None and "None" not in FIELD_TYPES[key] and key not in SECTIONS:
+            raise ConfigError(
+                f"{source}: {key} needs a value; got null (an empty `{key}:`). Write a value, "
+                f"or delete the line to take the default ({getattr(LaunchConfig(), key)!r})."
+            )
+        values[key] = value if key in SECTIONS else coerce(value, FIELD_TYPES[key], key)
     for key, cls in SECTIONS.items():
         if key in values:
             values[key] = cls.from_dict(values[key], f"{source}: {key}")
@@ -221,9 +262,22 @@ def read_raw(path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: when the file does not parse.
     """
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(
+            f"config file {str(path)!r} cannot be read as text: {err}. Pass a YAML or JSON "
+            "config file (written by `accel config`)."
+        ) from None
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except yaml.constructor.ConstructorError as err:
+        raise ConfigError(
+            f"config files hold plain values only (YAML is read with yaml.safe_load, which never "
+            f"builds Python objects nor runs code); {str(path)!r} uses a tag it refused: "
+            f"{str(err).splitlines()[0]}. Remove the `!!python/...` tag and write the plain "
+            "value, or regenerate the file with `accel config`."
+        ) from None
     except (json.JSONDecodeError, yaml.YAMLError) as err:
         raise ConfigError(
             f"config file {str(path)!r} does not parse: {err}. Fix the syntax or regenerate "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,26 +43,57 @@ def parse_bool(value: Any, name: str) -> bool:
     raise SectionError(f"{name} must be true or false; got {value!r}. Use true or false.")
 
 
-def _coerce(value: Any, annotation: str, name: str) -> Any:
-    """Convert ``value`` to the type named first in ``annotation`` (``"int | None"`` -> int)."""
+def coerce(value: Any, annotation: str, name: str) -> Any:
+    """Convert ``value`` to the type named first in ``annotation`` (``"int | None"`` -> int).
+
+    Text fields take text or a number; YAML's booleans read back as ``"yes"`` / ``"no"`` (an
+    unquoted ``no`` in a YAML file is the boolean false).
+
+    Raises:
+        SectionError: when the value cannot be of that type.
+    """
     if value is None:
         return None
     kind = annotation.split("|")[0].strip()
     if kind == "bool":
         return parse_bool(value, name)
     if kind == "int":
-        if isinstance(value, bool):
-            raise SectionError(f"{name} must be an integer; got {value!r}.")
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise SectionError(f"{name} must be an integer; got {value!r}. Write e.g. 2.")
         try:
             return int(value)
-        except (TypeError, ValueError):
-            raise SectionError(f"{name} must be an integer; got {value!r}.") from None
+        except (TypeError, ValueError, OverflowError):
+            raise SectionError(f"{name} must be an integer; got {value!r}. Write e.g. 2.") from None
     if kind == "float":
         try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise SectionError(f"{name} must be a number; got {value!r}.") from None
+            number = float(value)
+        except (TypeError, ValueError, OverflowError):
+            number = math.nan
+        if isinstance(value, bool) or not math.isfinite(number):
+            raise SectionError(f"{name} must be a finite number; got {value!r}. Write e.g. 1.0.")
+        return number
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, (str, int, float)):
+        raise SectionError(
+            f"{name} must be a single value (text or a number); got {type(value).__name__} "
+            f"{value!r}. Write `{name.rsplit('.', 1)[-1]}: value` on one line."
+        )
     return str(value)
+
+
+def check_norm(value: float | None, name: str) -> None:
+    """A gradient clipping norm is >= 0 (0 turns clipping off).
+
+    Raises:
+        SectionError: for a negative norm.
+    """
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise SectionError(
+            f"{name} is the largest gradient norm kept: a finite number >= 0 (0 turns clipping "
+            "off); "
+            f"got {value}. Pass e.g. --{name.rsplit('.', 1)[-1]} 1.0, or 0 for no clipping."
+        )
 
 
 def _choice(value: str | None, name: str, choices: tuple[str, ...]) -> str | None:
@@ -118,7 +150,7 @@ class Section:
                     f"{section}: unknown setting {key!r}.{hint} Valid settings: "
                     f"{', '.join(fields)}."
                 )
-            values[key] = _coerce(value, str(fields[key].type), f"{section}.{key}")
+            values[key] = coerce(value, str(fields[key].type), f"{section}.{key}")
         built = cls(**values)
         built.validate(section)
         return built
@@ -254,6 +286,7 @@ class DeepSpeedConfig(Section):
                 f"{section}.gradient_accumulation_steps must be >= 1; got "
                 f"{self.gradient_accumulation_steps}. Use 1 for no accumulation."
             )
+        check_norm(self.gradient_clipping, f"{section}.gradient_clipping")
         self.deepspeed_multinode_launcher = _choice(
             self.deepspeed_multinode_launcher,
             f"{section}.deepspeed_multinode_launcher",
@@ -337,6 +370,11 @@ class FSDPConfig(Section):
                 f"got fsdp_auto_wrap_policy={self.fsdp_auto_wrap_policy!r}. Use "
                 "--fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP or drop the class list."
             )
+        if self.fsdp_min_num_params is not None and self.fsdp_min_num_params < 1:
+            raise SectionError(
+                f"{section}.fsdp_min_num_params must be >= 1; got {self.fsdp_min_num_params}. "
+                "Use e.g. 100000000."
+            )
         if self.fsdp_min_num_params is not None and self.fsdp_auto_wrap_policy not in (
             None,
             "SIZE_BASED_WRAP",
@@ -388,8 +426,9 @@ class MegatronLMConfig(Section):
         ):
             raise SectionError(
                 f"{section}.megatron_lm_num_micro_batches must be >= 1; got "
-                f"{self.megatron_lm_num_micro_batches}."
+                f"{self.megatron_lm_num_micro_batches}. Use 1 for none."
             )
+        check_norm(self.megatron_lm_gradient_clipping, f"{section}.megatron_lm_gradient_clipping")
 
 
 SECTIONS: dict[str, type[Section]] = {

@@ -6,6 +6,9 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import math
+import re
+from typing import NoReturn
 
 from ._engines import (
     DEEPSPEED_LAUNCHERS,
@@ -38,6 +41,59 @@ def _bool_word(text: str) -> bool:
     if lowered not in _BOOL_WORDS:
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
     return lowered in ("1", "true", "yes", "on", "y")
+
+
+def integer(text: str) -> int:
+    """An ``int`` flag value."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number like 2, got {text!r}") from None
+
+
+def finite(text: str) -> float:
+    """A ``float`` flag value: a finite number (no nan, no inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number like 1.0, got {text!r}")
+    return value
+
+
+class FlagParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line plus the usage of the flag at fault,
+    not the usage of all the flags."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``message`` and the usage of the flag it names, then exit with code 2."""
+        lines = [f"{self.prog}: error: {message}"]
+        match = re.match(r"argument ([^:]+): ", message)
+        action = None
+        if match:
+            names = match.group(1).split("/")
+            action = next(
+                (a for a in self._actions if set(names) & set(a.option_strings) or a.dest in names),
+                None,
+            )
+        if action is not None and action.option_strings:
+            lines.append(f"usage: {self.prog} {flag_usage(action)}")
+        else:
+            lines.append(f"usage: {self.prog} --help lists every flag and argument")
+        self.exit(2, "\n".join(lines) + "\n")
+
+
+def flag_usage(action: argparse.Action) -> str:
+    """``--name VALUE  help`` for one flag."""
+    usage = action.option_strings[-1]
+    if action.nargs != 0:
+        if action.choices:
+            usage += " {" + ",".join(str(c) for c in action.choices) + "}"
+        else:
+            usage += " " + str(action.metavar or action.dest.upper())
+    helped = (action.help or "").split(". ")[0].rstrip(".")
+    return f"{usage}  ({helped})" if helped else usage
 
 
 _DOCS: dict[type, dict[str, str]] = {}
@@ -86,7 +142,7 @@ def _add_section(group: argparse._ArgumentGroup, cls: type[Section]) -> None:
             group.add_argument(
                 f"--{f.name}",
                 default=None,
-                type={"int": int, "float": float}.get(kind, str),
+                type={"int": integer, "float": finite}.get(kind, str),
                 help=help_text
                 + (f" One of: {', '.join(_CHOICES[f.name])}." if f.name in _CHOICES else ""),
             )
@@ -122,25 +178,25 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     hw.add_argument("--gpu_ids", default=None, help="GPUs to use: 'all' or e.g. '0,1'.")
     hw.add_argument(
         "--num_cpu_threads_per_process",
-        type=int,
+        type=integer,
         default=None,
         help="OMP_NUM_THREADS of each process (default: cores / processes on the machine).",
     )
     dist = parser.add_argument_group("Distributed")
     dist.add_argument(
         "--num_processes",
-        type=int,
+        type=integer,
         default=None,
         help="TOTAL number of processes over all machines (not per machine).",
     )
-    dist.add_argument("--num_machines", type=int, default=None, help="Number of machines.")
+    dist.add_argument("--num_machines", type=integer, default=None, help="Number of machines.")
     dist.add_argument(
-        "--machine_rank", type=int, default=None, help="Index of this machine (0 = main)."
+        "--machine_rank", type=integer, default=None, help="Index of this machine (0 = main)."
     )
     dist.add_argument("--main_process_ip", default=None, help="Address of machine 0.")
     dist.add_argument(
         "--main_process_port",
-        type=int,
+        type=integer,
         default=None,
         help="Rendezvous port (0 or absent: a free port on one machine, 29500 on several).",
     )
@@ -149,11 +205,11 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     )
     _store_true(dist, "same_network", "All machines share one network.")
     dist.add_argument(
-        "--max_restarts", type=int, default=None, help="Restart a failed worker group N times."
+        "--max_restarts", type=integer, default=None, help="Restart a failed worker group N times."
     )
     dist.add_argument(
         "--monitor_interval",
-        type=float,
+        type=finite,
         default=None,
         help="Seconds between two health checks of the workers.",
     )
@@ -162,11 +218,15 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         default=None,
         help="Start the processes with mpirun on the hosts of this hostfile.",
     )
-    _store_true(dist, "multi_gpu", "Accepted for compatibility; derived from the count.")
+    _store_true(
+        dist,
+        "multi_gpu",
+        "One process per GPU (refused on a machine without CUDA devices, or with --cpu).",
+    )
     prec = parser.add_argument_group("Precision and compilation")
     prec.add_argument("--mixed_precision", default=None, help="no, fp16, bf16 or fp8.")
     _add_section(prec, DynamoConfig)
-    _store_true(prec, "downcast_bf16", "TPU only: downcast bf16 tensors.")
+    _store_true(prec, "downcast_bf16", "TPU only (not supported by this version: refused).")
     ds = parser.add_argument_group("DeepSpeed")
     _store_true(ds, "use_deepspeed", "Train with DeepSpeed.")
     _add_section(ds, DeepSpeedConfig)

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Any
 
 from ._cluster import (
     deepspeed_command,
@@ -20,6 +18,7 @@ from ._cluster import (
 from ._config import LaunchConfig
 from ._errors import ConfigError
 from ._flags import add_launch_arguments, normalize_argv
+from ._processes import check_target, run_child, run_torchrun
 from ._resolve import LaunchPlan, check_port_free, child_environment, free_port, resolve
 
 __all__ = ["Command", "add_launch_arguments", "build_command", "launch", "normalize_argv"]
@@ -179,6 +178,12 @@ def launch(args: argparse.Namespace) -> int:
     config = plan.config
     port = _port(plan)
     command = build_command(plan, target, module, no_python, port)
+    if command.launcher in ("python", "torchrun", "slurm-task"):  # runs on this machine
+        check_target(target[0], module, no_python)
+    if command.launcher == "mpirun":
+        find_executable("mpirun", "Install an MPI, e.g. `apt-get install openmpi-bin`.")
+    if command.launcher == "deepspeed":
+        command.argv[0] = find_executable("deepspeed", "Install it: pip install deepspeed")
     if (
         config.main_process_port
         and command.launcher in ("torchrun", "mpirun", "slurm-task")
@@ -195,12 +200,9 @@ def launch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if command.launcher == "torchrun":
-        return _run_torchrun(command.argv, env, quiet)
-    if command.launcher == "mpirun":
-        find_executable("mpirun", "Install an MPI, e.g. `apt-get install openmpi-bin`.")
-    if command.launcher == "deepspeed":
-        command.argv[0] = find_executable("deepspeed", "Install it: pip install deepspeed")
-    code = subprocess.call(command.argv, env=env)
+        return run_torchrun(command.argv, env, quiet)
+    launcher = command.launcher in ("mpirun", "deepspeed")
+    code = run_child(command.argv, env, forward_sigint=launcher)
     if code != 0 and command.launcher in ("mpirun", "deepspeed") and not quiet:
         print(
             f"accel launch: {command.launcher} exited with code {code}; the ranks' output "
@@ -215,34 +217,3 @@ def _binds_port_here(plan: LaunchPlan) -> bool:
     if plan.slurm is not None and plan.slurm.one_task_per_rank:
         return plan.slurm.proc_id == 0
     return plan.config.machine_rank == 0
-
-
-def _run_torchrun(argv: list[str], env: dict[str, Any], quiet: bool) -> int:
-    """Run torch.distributed.run in this process with ``env`` as the environment."""
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import get_args_parser, run
-
-    os.environ.clear()
-    os.environ.update(env)
-    torch_args = get_args_parser().parse_args(argv)
-    if quiet:
-        import logging
-
-        logging.getLogger("torch.distributed.elastic").setLevel(logging.ERROR)
-    try:
-        run(torch_args)
-    except ChildFailedError as err:
-        rank, failure = err.get_first_failure()
-        reason = failure.message or ""
-        if not reason or reason.startswith("To enable traceback"):
-            # torchrun's placeholder: the real traceback was printed by the process itself.
-            reason = "see its traceback above"
-        if failure.exitcode is not None and failure.exitcode < 0:
-            reason = f"killed by signal {-failure.exitcode}; {reason}"
-        print(
-            f"accel launch: process of global rank {rank} failed with exit code "
-            f"{failure.exitcode} ({reason}); every other process was stopped.",
-            file=sys.stderr,
-        )
-        return failure.exitcode if failure.exitcode and failure.exitcode > 0 else 1
-    return 0

@@ -14,6 +14,7 @@ from typing import Any
 from ._errors import ConfigError
 
 MODEL_PREFIX = "model."
+TRUST_FLAG = "--trust_pickles (merge_weights(..., trust_pickles=True))"
 
 
 def _plan_shards(sizes: dict[str, int], limit: int) -> list[list[str]]:
@@ -28,10 +29,63 @@ def _plan_shards(sizes: dict[str, int], limit: int) -> list[list[str]]:
     return shards
 
 
+def shard_size_bytes(value: int | str) -> int:
+    """``max_shard_size`` in bytes (``"5GB"``, ``"500MiB"`` or a number of bytes), > 0.
+
+    Raises:
+        ConfigError: for a size that does not parse or is not positive.
+    """
+    from accel_bigmodel import convert_file_size_to_int
+
+    try:
+        limit = convert_file_size_to_int(value)
+    except ValueError as err:
+        raise ConfigError(f"max_shard_size: {err}") from None
+    if limit < 1:
+        raise ConfigError(
+            f"max_shard_size is the largest output file and must be > 0 bytes; got {value!r}. "
+            "Write it like '5GB'."
+        )
+    return limit
+
+
+def check_output_folder(output_dir: str | os.PathLike[str]) -> Path:
+    """The output folder of a merge: a folder, or a path where one can be created.
+
+    Raises:
+        ConfigError: when the path (or one of its parents) is an existing file.
+    """
+    target = Path(output_dir)
+    for path in (target, *target.parents):
+        if path.exists() and not path.is_dir():
+            raise ConfigError(
+                f"merge-weights writes into a folder, but {str(path)!r} is an existing file; got "
+                f"output path {str(target)!r}. Pass a folder path (created when missing), or move "
+                "the file away."
+            )
+    return target
+
+
+def _user_mode() -> int:
+    """Mode of a new regular file under this process's umask (0o644 under umask 022)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except OSError:  # not Linux: read the umask by setting it back at once
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def merge_weights(
     checkpoint_dir: str | os.PathLike[str],
     output_dir: str | os.PathLike[str],
     max_shard_size: int | str = "10GB",
+    *,
+    trust_pickles: bool = False,
 ) -> list[Path]:
     """Merge a distributed checkpoint (as FSDP or ``torch.distributed.checkpoint.save`` writes
     it) into ``model.safetensors``, or into numbered shards with ``model.safetensors.index.json``
@@ -44,24 +98,20 @@ def merge_weights(
         checkpoint_dir: The folder holding ``.metadata`` and the ``*.distcp`` files.
         output_dir: Where to write (created; must not already hold merged weights).
         max_shard_size: Largest size of one output file (``"5GB"``, ``"500MiB"`` or bytes).
+        trust_pickles: Unpickle the checkpoint's ``.metadata`` and non-tensor entries with no
+            restriction (``--trust_pickles``); without it they are read by a restricted
+            reader and a file naming any other global is refused without running it.
 
     Returns:
         The files written.
 
     Raises:
-        ConfigError: for a folder that is not a distributed checkpoint, an output folder that
-            already holds weights, or a checkpoint without tensors.
+        ConfigError: for a folder that is not a distributed checkpoint, an output path that is a
+            file or a folder that already holds weights, a shard size that does not parse, or a
+            checkpoint without tensors. All are checked before anything is read or written.
+        accel_bigmodel.UntrustedPickleError: for a file that would run code when read.
     """
-    import torch
-    import torch.distributed.checkpoint as dcp
-    from accel_bigmodel import (
-        SAFE_WEIGHTS_INDEX_NAME,
-        SAFE_WEIGHTS_NAME,
-        convert_file_size_to_int,
-        write_safetensors,
-    )
-    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
-
+    target = check_output_folder(output_dir)
     source = Path(checkpoint_dir)
     if not (source / ".metadata").is_file():
         raise ConfigError(
@@ -69,15 +119,24 @@ def merge_weights(
             f"`.metadata` file; {str(source)!r} has none. Pass the folder the sharded "
             "checkpoint was saved to (e.g. .../pytorch_model_fsdp_0)."
         )
-    target = Path(output_dir)
+    import torch
+    from accel_bigmodel import (
+        SAFE_WEIGHTS_INDEX_NAME,
+        SAFE_WEIGHTS_NAME,
+        read_dcp_metadata_safely,
+        safe_dcp_load,
+        write_safetensors,
+    )
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    limit = shard_size_bytes(max_shard_size)
     for name in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME):
         if (target / name).exists():
             raise ConfigError(
                 f"merge-weights does not overwrite merged weights; {str(target / name)!r} exists. "
                 "Pick an empty output folder or delete the old files."
             )
-    limit = convert_file_size_to_int(max_shard_size)
-    metadata = dcp.FileSystemReader(str(source)).read_metadata()
+    metadata = read_dcp_metadata_safely(source, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
     entries: dict[str, Any] = {
         key: meta
         for key, meta in metadata.state_dict_metadata.items()
@@ -107,7 +166,7 @@ def merge_weights(
             key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
             for key in keys
         }
-        dcp.load(state, storage_reader=dcp.FileSystemReader(str(source)), no_dist=True)
+        safe_dcp_load(state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
         if len(shards) == 1:
             name = SAFE_WEIGHTS_NAME
         else:
@@ -117,6 +176,7 @@ def merge_weights(
         # accel-bigmodel's writer streams tensor by tensor and needs no numpy (safetensors'
         # save_file converts every tensor through numpy, which this package does not declare).
         write_safetensors(target / name, tensors, metadata={"format": "pt"})
+        os.chmod(target / name, _user_mode())  # the usual mode of a new file, whatever the writer
         weight_map.update(dict.fromkeys(tensors, name))
         written.append(target / name)
         del state, tensors

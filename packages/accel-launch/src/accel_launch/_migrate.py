@@ -54,14 +54,15 @@ def migrate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     Returns:
         The updated mapping and one line per change made (empty when already current).
     """
+    if not isinstance(data, dict):
+        return data, []  # not a mapping: config_from_dict refuses it with the rule
     out = copy.deepcopy(data)
     changes: list[str] = []
     for key in _TOP_LEVEL_DYNAMO:
-        if key in out:
-            value = out.pop(key)
-            dynamo = out.setdefault("dynamo_config", {}) or {}
+        dynamo = out.get("dynamo_config") or {}
+        if key in out and isinstance(dynamo, dict):
+            dynamo.setdefault(key, out.pop(key))
             out["dynamo_config"] = dynamo
-            dynamo.setdefault(key, value)
             changes.append(f"moved top-level {key} into dynamo_config")
     mpirun = out.pop("mpirun_config", None)
     if mpirun is not None:

@@ -3,6 +3,7 @@ otherwise (a pipe, a file, a CI log)."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -48,6 +49,8 @@ class Prompter:
                 "accel config needs an answer but its input ended. Run it in a terminal, or "
                 "pipe one answer per line."
             )
+        if not self.menus and not _isatty(self.stdin):
+            self._write(line if line.endswith("\n") else line + "\n")  # a readable log
         return line.strip()
 
     def ask(
@@ -77,7 +80,7 @@ class Prompter:
             try:
                 value = convert(text)
             except ValueError as err:
-                self._write(f"Not a valid answer ({err}); try again.\n")
+                self._write(f"{text!r} is not accepted: {err}.\n")
                 continue
             problem = check(value) if check else None
             if problem:
@@ -95,17 +98,17 @@ class Prompter:
             return self._menu(question, options, default)
         self._write(f"{question}\n")
         for i, option in enumerate(options):
-            self._write(f"  [{i}] {option}\n")
+            self._write(f"   {_numbered(i, option)}\n")
 
-        def convert(text: str) -> int:
-            if text.isdigit() and int(text) < len(options):
+        def number_of(text: str) -> int:
+            if text.isdigit() and 1 <= int(text) <= len(options):
                 return int(text)
             lowered = [o.lower() for o in options]
             if text.lower() in lowered:
-                return lowered.index(text.lower())
-            raise ValueError(f"answer a number from 0 to {len(options) - 1}")
+                return lowered.index(text.lower()) + 1
+            raise ValueError(f"answer a number from 1 to {len(options)}, or an option's text")
 
-        return self.ask("Your choice", default, convert=convert)
+        return self.ask("Your choice", default + 1, convert=number_of) - 1
 
     def _menu(self, question: str, options: Sequence[str], default: int) -> int:
         import termios
@@ -116,7 +119,7 @@ class Prompter:
         selected = default
         tty.setcbreak(fd, termios.TCSANOW)
         try:
-            self._write(f"{question} (arrow keys, then Enter)\n\x1b[?25l")
+            self._write(f"{question} (arrow keys or a number, then Enter)\n\x1b[?25l")
             self._draw(options, selected, first=True)
             while True:
                 key = _read_key(fd)
@@ -126,8 +129,8 @@ class Prompter:
                     selected = (selected - 1) % len(options)
                 elif key in _DOWN:
                     selected = (selected + 1) % len(options)
-                elif key.isdigit() and int(key) < len(options):
-                    selected = int(key)
+                elif key.isdigit() and 1 <= int(key) <= len(options):
+                    selected = int(key) - 1
                 else:
                     continue
                 self._draw(options, selected, first=False)
@@ -141,7 +144,7 @@ class Prompter:
         out = "" if first else f"\x1b[{len(options)}A"
         for i, option in enumerate(options):
             marker = " > " if i == selected else "   "
-            out += f"\r\x1b[2K{marker}{option}\n"
+            out += f"\r\x1b[2K{marker}{_numbered(i, option)}\n"
         self._write(out)
 
 
@@ -159,6 +162,30 @@ def _read_key(fd: int) -> str:
     if char == "\x1b":
         char += os.read(fd, 2).decode(errors="replace")
     return char
+
+
+def _numbered(index: int, option: str) -> str:
+    """How option ``index`` is shown, in a menu and in a numbered list alike: ``1) text``."""
+    return f"{index + 1}) {option}"
+
+
+def whole(text: str) -> int:
+    """An answer that is a whole number."""
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError("answer a whole number, e.g. 2") from None
+
+
+def number(text: str) -> float:
+    """An answer that is a finite number."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ValueError("answer a number, e.g. 1.0")
+    return value
 
 
 def _yes_no(text: str) -> bool:

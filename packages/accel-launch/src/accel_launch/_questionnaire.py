@@ -17,12 +17,11 @@ from ._engines import (
     DeepSpeedConfig,
     DynamoConfig,
     FSDPConfig,
-    MegatronLMConfig,
 )
-from ._errors import ConfigError
-from ._prompts import Prompter
+from ._prompts import Prompter, number, whole
 
-MACHINE_TYPES = ("No distributed training", "multi-CPU", "multi-GPU", "TPU")
+MACHINE_TYPES = ("No distributed training", "multi-CPU", "multi-GPU")
+"""What the questionnaire offers: what this version runs (no TPU, no Amazon SageMaker yet)."""
 DYNAMO_BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs", "onnxrt", "tvm", "ipex")
 DYNAMO_MODES = ("default", "reduce-overhead", "max-autotune")
 PRECISIONS = ("no", "fp16", "bf16", "fp8")
@@ -44,6 +43,14 @@ def _positive(value: int) -> str | None:
     return None if value >= 1 else f"the value must be >= 1, got {value}"
 
 
+def _norm(value: float) -> str | None:
+    return None if value >= 0 else f"a clipping norm is >= 0 (0 turns clipping off), got {value}"
+
+
+def _port(value: int) -> str | None:
+    return None if 0 <= value < 65536 else f"a port is in 0..65535, got {value}"
+
+
 def _existing_file(path: str) -> str | None:
     return None if os.path.isfile(path) else f"{path!r} is not an existing file"
 
@@ -55,31 +62,18 @@ def run_questionnaire(prompter: Prompter, gpus: int | None = None) -> LaunchConf
         prompter: Where questions go and answers come from.
         gpus: GPUs of this machine (detected when None).
 
-    Raises:
-        ConfigError: when the chosen compute environment cannot be launched by accel.
     """
     gpus = count_gpus() if gpus is None else gpus
     ask = prompter
     config = LaunchConfig()
-    env = ask.choose(
-        "In which compute environment are you running?",
-        ["This machine (or a cluster of machines you reach)", "Amazon SageMaker"],
-    )
-    if env == 1:
-        raise ConfigError(
-            "accel launch starts jobs on this machine or on machines you reach; compute "
-            "environment AMAZON_SAGEMAKER is not supported. Run `accel config` again and pick "
-            "'This machine', or start the SageMaker job with the SageMaker SDK."
-        )
     kind = MACHINE_TYPES[ask.choose("Which type of machine are you using?", MACHINE_TYPES)]
     distributed = kind != "No distributed training"
     config.distributed_type = {
         "No distributed training": "NO",
         "multi-CPU": "MULTI_CPU",
         "multi-GPU": "MULTI_GPU",
-        "TPU": "TPU",
     }[kind]
-    if distributed and kind != "TPU":
+    if distributed:
         _ask_machines(ask, config, kind)
         config.debug = ask.yes_no(
             "Check distributed operations for errors while running (clear errors instead of "
@@ -90,8 +84,7 @@ def run_questionnaire(prompter: Prompter, gpus: int | None = None) -> LaunchConf
         config.use_cpu = gpus == 0 or ask.yes_no("Run on CPU only, even with GPUs present?", False)
     if kind == "multi-CPU":
         config.use_cpu = True
-    if kind != "TPU":
-        config.dynamo_config = _ask_dynamo(ask)
+    config.dynamo_config = _ask_dynamo(ask)
     if kind in ("multi-GPU", "No distributed training") and not config.use_cpu:
         if ask.yes_no("Do you want to use DeepSpeed?", False):
             config.distributed_type = "DEEPSPEED"
@@ -100,36 +93,26 @@ def run_questionnaire(prompter: Prompter, gpus: int | None = None) -> LaunchConf
         if ask.yes_no("Do you want to use FullyShardedDataParallel (FSDP)?", False):
             config.distributed_type = "FSDP"
             config.fsdp_config = _ask_fsdp(ask)
-    if kind == "multi-GPU" and config.distributed_type == "MULTI_GPU":
-        if ask.yes_no("Do you want to use Megatron-LM?", False):
-            config.distributed_type = "MEGATRON_LM"
-            config.megatron_lm_config = _ask_megatron(ask)
     if distributed:
         per_machine = gpus if kind != "multi-CPU" and gpus else 2
         machines = config.num_machines
         config.num_processes = ask.ask(
             f"How many processes in TOTAL, over all {machines} machine(s)?",
             per_machine * machines,
-            int,
+            whole,
             check=lambda n: (
                 None
                 if n >= 1 and n % machines == 0
                 else f"the total must be a positive multiple of the {machines} machine(s), got {n}"
             ),
         )
-    if gpus and not config.use_cpu and kind != "TPU":
+    if gpus and not config.use_cpu:
         config.gpu_ids = ask.ask(
             "Which GPUs (ids, comma-separated) should be used on this machine?", "all"
         )
     config.mixed_precision = PRECISIONS[
         ask.choose("Do you wish to use mixed precision?", PRECISIONS)
     ]
-    if kind == "TPU":
-        config.tpu_use_cluster = ask.yes_no("Are you using a TPU pod (cluster)?", False)
-        if config.mixed_precision == "bf16":
-            config.downcast_bf16 = (
-                "yes" if ask.yes_no("Downcast bf16 tensors to save memory?", False) else "no"
-            )
     return config.validate()
 
 
@@ -137,7 +120,7 @@ def _ask_machines(ask: Prompter, config: LaunchConfig, kind: str) -> None:
     config.num_machines = ask.ask(
         "How many machines will you use (more than 1 for multi-node training)?",
         1,
-        int,
+        whole,
         _positive,
     )
     if config.num_machines == 1:
@@ -146,13 +129,15 @@ def _ask_machines(ask: Prompter, config: LaunchConfig, kind: str) -> None:
     config.machine_rank = ask.ask(
         "What is the rank of this machine (0 for the main machine)?",
         0,
-        int,
+        whole,
         check=lambda r: None if 0 <= r < machines else f"the rank must be in 0..{machines - 1}",
     )
     config.main_process_ip = ask.ask(
         "What is the IP address of the machine that hosts the main process?", None, str
     )
-    config.main_process_port = ask.ask("Which port does the main process use?", 29500, int)
+    config.main_process_port = ask.ask(
+        "Which port does the main process use?", 29500, whole, check=_port
+    )
     config.same_network = ask.yes_no("Are all the machines on the same local network?", True)
     config.rdzv_backend = ("static", "c10d")[
         ask.choose("Which rendezvous backend will you use?", ["static", "c10d"])
@@ -186,7 +171,12 @@ def _ask_deepspeed(ask: Prompter, machines: int) -> DeepSpeedConfig:
             "Path of the DeepSpeed JSON config file?", None, str, check=_existing_file
         )
     else:
-        ds.zero_stage = ask.choose("Which ZeRO stage?", ["0", "1", "2", "3"], default=2)
+        ds.zero_stage = ask.ask(
+            "Which ZeRO stage (0, 1, 2 or 3)?",
+            2,
+            whole,
+            check=lambda n: None if 0 <= n <= 3 else f"a ZeRO stage is 0, 1, 2 or 3, got {n}",
+        )
         if ds.zero_stage >= 2:
             ds.offload_optimizer_device = OFFLOAD_DEVICES[
                 ask.choose("Where should optimizer states be offloaded?", OFFLOAD_DEVICES)
@@ -205,10 +195,12 @@ def _ask_deepspeed(ask: Prompter, machines: int) -> DeepSpeedConfig:
                 "Save 16-bit model weights when using ZeRO stage 3?", False
             )
         ds.gradient_accumulation_steps = ask.ask(
-            "How many gradient accumulation steps?", 1, int, _positive
+            "How many gradient accumulation steps?", 1, whole, _positive
         )
         if ask.yes_no("Do you want to clip gradients?", False):
-            ds.gradient_clipping = ask.ask("Clip gradients to which norm?", 1.0, float)
+            ds.gradient_clipping = ask.ask(
+                "Clip gradients to which norm (0 turns clipping off)?", 1.0, number, _norm
+            )
     if ds.deepspeed_config_file or ds.zero_stage == 3:
         ds.zero3_init_flag = ask.yes_no(
             "Build huge models directly partitioned (deepspeed.zero.Init, ZeRO stage 3)?", False
@@ -253,7 +245,7 @@ def _ask_fsdp(ask: Prompter) -> FSDPConfig:
         fsdp.fsdp_transformer_layer_cls_to_wrap = names or None
     elif fsdp.fsdp_auto_wrap_policy == "SIZE_BASED_WRAP":
         fsdp.fsdp_min_num_params = ask.ask(
-            "Minimum parameters per wrapped unit?", 100_000_000, int, _positive
+            "Minimum parameters per wrapped unit?", 100_000_000, whole, _positive
         )
     if fsdp.fsdp_version == 1:
         fsdp.fsdp_backward_prefetch = FSDP_PREFETCH[
@@ -276,22 +268,3 @@ def _ask_fsdp(ask: Prompter) -> FSDPConfig:
     fsdp.fsdp_activation_checkpointing = ask.yes_no("Use activation checkpointing?", False)
     fsdp.validate("fsdp_config")
     return fsdp
-
-
-def _ask_megatron(ask: Prompter) -> MegatronLMConfig:
-    mlm = MegatronLMConfig()
-    mlm.megatron_lm_tp_degree = ask.ask("Tensor parallel degree?", 1, int, _positive)
-    if mlm.megatron_lm_tp_degree > 1:
-        mlm.megatron_lm_sequence_parallelism = ask.yes_no("Enable sequence parallelism?", True)
-    mlm.megatron_lm_pp_degree = ask.ask("Pipeline parallel degree?", 1, int, _positive)
-    if mlm.megatron_lm_pp_degree > 1:
-        mlm.megatron_lm_num_micro_batches = ask.ask(
-            "Micro-batches per pipeline step?", 1, int, _positive
-        )
-    mlm.megatron_lm_recompute_activations = ask.yes_no("Recompute activations selectively?", True)
-    mlm.megatron_lm_use_distributed_optimizer = ask.yes_no(
-        "Shard optimizer states (distributed optimizer)?", True
-    )
-    mlm.megatron_lm_gradient_clipping = ask.ask("Clip gradients to which norm?", 1.0, float)
-    mlm.validate("megatron_lm_config")
-    return mlm

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accel_state import unsupported_distributed_type
+
 from ._cluster import SlurmStep, detect_slurm
 from ._config import LaunchConfig, default_config_file, load_config_file, read_raw
 from ._engines import SECTIONS, section_flags
@@ -133,8 +135,9 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     if slurm is not None:
         _apply_slurm(config, sources, slurm, given)
     _apply_flags(config, sources, given)
+    _refuse_unsupported(config, sources)
     config.validate()  # before anything imports torch: bad input fails fast
-    _derive(config, sources, slurm)
+    _derive(config, sources, bool(getattr(args, "multi_gpu", None)))
     config.validate()
     return LaunchPlan(config=config, sources=sources, config_path=path, slurm=slurm)
 
@@ -207,18 +210,46 @@ def _apply_slurm(
         sources[name] = f"SLURM ({origin})"
 
 
-def _derive(config: LaunchConfig, sources: dict[str, str], slurm: SlurmStep | None) -> None:
-    if config.distributed_type == "NO" and config.num_processes > 1:
-        config.distributed_type = (
-            "MULTI_GPU" if not config.use_cpu and _has_accelerator() else "MULTI_CPU"
+def _refuse_unsupported(config: LaunchConfig, sources: dict[str, str]) -> None:
+    """Refuse a distributed type no process of this version would use, in accel-state's words."""
+    origin = sources.get("distributed_type", "default")
+    if origin.startswith("flag "):
+        got = origin[len("flag ") :]
+    else:
+        got = f"distributed_type {config.distributed_type!r} from the {origin}"
+    message = unsupported_distributed_type(str(config.distributed_type), got)
+    if message is not None:
+        raise ConfigError(message)
+
+
+def _derive(config: LaunchConfig, sources: dict[str, str], multi_gpu: bool) -> None:
+    """Fill what the hardware decides, so the plan states what the processes will use."""
+    accelerator = _has_accelerator()
+    if multi_gpu and (config.use_cpu or not accelerator):
+        reason = "--cpu is set" if config.use_cpu else "this machine has no CUDA device"
+        raise ConfigError(
+            f"--multi_gpu runs one process per GPU, but {reason}; got --multi_gpu. Drop "
+            "--multi_gpu: several CPU processes need only --num_processes N."
         )
+    if multi_gpu and config.distributed_type == "NO":
+        config.distributed_type = "MULTI_GPU"
+        sources["distributed_type"] = "flag --multi_gpu"
+    if not config.use_cpu and not accelerator:
+        config.use_cpu = True
+        sources["use_cpu"] = "derived (no accelerator)"
+    if config.distributed_type == "NO" and config.num_processes > 1:
+        config.distributed_type = "MULTI_CPU" if config.use_cpu else "MULTI_GPU"
         sources["distributed_type"] = "derived"
+    if config.use_cpu and config.distributed_type in ("MULTI_GPU", "MULTI_XPU"):
+        origin = sources.get("distributed_type", "default")
+        config.distributed_type = "MULTI_CPU"
+        sources["distributed_type"] = f"derived (processes run on CPU; {origin} said GPU)"
     if config.num_processes == 1 and config.distributed_type in ("MULTI_CPU", "MULTI_GPU"):
         config.distributed_type = "NO"
         sources["distributed_type"] = "derived"
-    if not config.use_cpu and not _has_accelerator():
-        config.use_cpu = True
-        sources["use_cpu"] = "derived (no accelerator)"
+    if config.num_processes == 1 and config.distributed_type == "FSDP":
+        config.distributed_type = "NO"  # what the Accelerator runs: nothing to shard over
+        sources["distributed_type"] = "derived (FSDP on one process trains plainly)"
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -270,8 +301,6 @@ def child_environment(config: LaunchConfig) -> dict[str, str]:
     env["OMP_NUM_THREADS"] = str(threads)
     if config.gpu_ids not in ("all", "", None) and not config.use_cpu:
         env["CUDA_VISIBLE_DEVICES"] = str(config.gpu_ids)
-    if config.downcast_bf16 not in ("no", False, None):
-        env["ACCEL_DOWNCAST_BF16"] = "1"
     env.update(config.dynamo_config.environment())
     for section, engine in _SECTION_ENGINE.items():
         if config.distributed_type == engine:

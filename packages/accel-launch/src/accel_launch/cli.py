@@ -11,8 +11,9 @@ from ._config import ConfigError
 def build_parser() -> argparse.ArgumentParser:
     """The ``accel`` command and its subcommands."""
     from ._commands import add_subcommands
+    from ._flags import FlagParser
 
-    parser = argparse.ArgumentParser(prog="accel", description="Launch and configure accel jobs.")
+    parser = FlagParser(prog="accel", description="Launch and configure accel jobs.")
     sub = parser.add_subparsers(dest="command", metavar="command")
     add_subcommands(sub)
     return parser
@@ -35,6 +36,26 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"accel {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        start = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
+        print(
+            f"{start}accel {args.command}: interrupted (Ctrl-C); {_LEFT[args.command]}",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
+
+
+INTERRUPTED = 130
+"""Exit code after Ctrl-C (128 + SIGINT), as a shell reports it."""
+
+_LEFT = {
+    "launch": "every process it started was stopped.",
+    "test": "every process it started was stopped.",
+    "config": "nothing was written.",
+    "merge-weights": "files it wrote may be incomplete: delete them before merging again.",
+    "estimate-memory": "nothing was written.",
+    "env": "nothing was written.",
+}
 
 
 def launch_main(argv: list[str] | None = None) -> int:

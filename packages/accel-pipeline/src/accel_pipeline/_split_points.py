@@ -281,6 +281,12 @@ def check_split_points(model: nn.Module, split_points: Any, num_processes: int) 
             f"{split_points!r}. Pass split_points=['{split_points}'] to split at that module, "
             "or 'auto'."
         )
+    if not isinstance(split_points, Iterable) or isinstance(split_points, (bytes, Mapping)):
+        raise ValueError(
+            f"split_points must be 'auto' or a list of module names; got "
+            f"{type(split_points).__name__} {split_points!r}. Pass e.g. split_points=['layers.4'] "
+            "or 'auto'."
+        )
     names = list(split_points)
     modules = dict(model.named_modules())
     for name in names:
@@ -291,8 +297,12 @@ def check_split_points(model: nn.Module, split_points: Any, num_processes: int) 
                 f"Each split point must name a submodule of {type(model).__name__}; {name!r} "
                 f"does not.{hint} Use names from model.named_modules()."
             )
-    if len(set(names)) != len(names):
-        raise ValueError(f"split_points must be distinct; got {names}. Remove the repeated names.")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(
+            f"split_points must be distinct (each starts one stage); {repeated} appear more than "
+            f"once in {names}. Remove the repeated names."
+        )
     if len(names) != num_processes - 1:
         raise ValueError(
             f"There is one pipeline stage per process, so {num_processes} processes need "
@@ -303,10 +313,12 @@ def check_split_points(model: nn.Module, split_points: Any, num_processes: int) 
 
 
 def check_called_once(probe: ForwardProbe, split_points: Sequence[str]) -> None:
-    """Raises when a split point is not called exactly once by the forward pass.
+    """Raises when a split point is not called exactly once by the forward pass, or when the
+    split points are not listed in the order the forward pass runs them.
 
     Raises:
-        ValueError: Naming the split point and how many times it was called.
+        ValueError: Naming the split point and how many times it was called, or the first two
+            split points listed out of order.
     """
     for name in split_points:
         count = probe.calls.get(name, 0)
@@ -315,4 +327,13 @@ def check_called_once(probe: ForwardProbe, split_points: Sequence[str]) -> None:
                 f"A split point must be a module that the forward pass calls exactly once; "
                 f"{name!r} was called {count} times with the example inputs. Choose a module "
                 "that runs once per forward pass (e.g. a whole layer), or split_points='auto'."
+            )
+    position = {name: index for index, name in enumerate(probe.order)}
+    ordered = sorted(split_points, key=lambda name: position[name])
+    for listed, runs in zip(split_points, ordered):
+        if listed != runs:
+            raise ValueError(
+                f"Split points must be listed in the order the forward pass runs them (stage k "
+                f"starts at the k-th); {listed!r} is listed before {runs!r} but runs after it. "
+                f"Pass split_points={ordered}."
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -315,6 +316,9 @@ class DeepSpeedPlugin:
                 f"zero_stage must be 0, 1, 2 or 3; got {stage!r}. Use 2 (sharded optimizer "
                 "states and gradients) or 3 (also sharded parameters)."
             )
+        clip = self.hf_ds_config.get_value("gradient_clipping")
+        if clip not in (None, AUTO):
+            check_gradient_clipping(clip, "the DeepSpeed config's gradient_clipping")
         param_device = self.hf_ds_config.get_value("zero_optimization.offload_param.device")
         if param_device in ("cpu", "nvme") and stage != 3:
             raise ValueError(
@@ -475,6 +479,24 @@ def _zero3_init(plugin: DeepSpeedPlugin) -> Iterator[None]:
         yield
 
 
+def check_gradient_clipping(value: Any, name: str) -> float:
+    """Return ``value`` as a clipping norm: a finite number >= 0 (0 turns clipping off).
+
+    Raises:
+        ValueError: naming ``name``, the value and the fix.
+    """
+    try:
+        norm = float(value)
+    except (TypeError, ValueError):
+        norm = math.nan
+    if isinstance(value, bool) or not math.isfinite(norm) or norm < 0:
+        raise ValueError(
+            f"{name} is the largest gradient norm kept, a finite number >= 0 (0 turns clipping "
+            f"off); got {value!r}. Pass e.g. 1.0, or 0 for no clipping."
+        )
+    return norm
+
+
 def _set(config: dict[str, Any], key: str, value: Any) -> None:
     *parents, last = key.split(".")
     node = config
@@ -493,6 +515,8 @@ def _from_env(name: str) -> Any:
 
 
 def _coerce(name: str, value: Any) -> Any:
+    if name == "gradient_clipping":
+        return value if value == AUTO else check_gradient_clipping(value, "DeepSpeedPlugin." + name)
     try:
         if name == "gradient_accumulation_steps":
             if value == AUTO:
@@ -501,8 +525,6 @@ def _coerce(name: str, value: Any) -> Any:
             if steps < 1:
                 raise ValueError
             return steps
-        if name == "gradient_clipping":
-            return value if value == AUTO else float(value)
         if name == "zero_stage":
             stage = int(value)
             if stage not in (0, 1, 2, 3):
@@ -511,7 +533,6 @@ def _coerce(name: str, value: Any) -> Any:
     except (TypeError, ValueError):
         rules = {
             "gradient_accumulation_steps": "an integer >= 1 or 'auto'",
-            "gradient_clipping": "a number or 'auto'",
             "zero_stage": "0, 1, 2 or 3",
         }
         raise ValueError(
@@ -533,6 +554,7 @@ def _coerce(name: str, value: Any) -> Any:
 __all__ = [
     "DeepSpeedPlugin",
     "HfDeepSpeedConfig",
+    "check_gradient_clipping",
     "fill_match",
     "init_config",
 ]

@@ -12,17 +12,21 @@ _TRUE = {"1", "true", "yes", "y", "on"}
 _FALSE = {"0", "false", "no", "n", "off", ""}
 
 
-def str_to_bool(value: str) -> bool:
+def str_to_bool(value: str, to_bool: bool = False) -> int | bool:
     """Parse a boolean written as text (``1/0``, ``true/false``, ``yes/no``, ``on/off``).
+
+    Args:
+        value: The text.
+        to_bool: Return ``True``/``False`` instead of ``1``/``0``.
 
     Raises:
         ValueError: if the text is none of those.
     """
     text = value.strip().lower()
     if text in _TRUE:
-        return True
+        return True if to_bool else 1
     if text in _FALSE:
-        return False
+        return False if to_bool else 0
     raise ValueError(
         f"a boolean setting must be one of {sorted(_TRUE | _FALSE - {''})}; got {value!r}. "
         "Use 1 or 0."
@@ -35,7 +39,7 @@ def parse_flag_from_env(key: str, default: bool = False) -> bool:
     if value is None:
         return default
     try:
-        return str_to_bool(value)
+        return bool(str_to_bool(value, to_bool=True))
     except ValueError as err:
         raise ValueError(f"environment variable {key}: {err}") from None
 
@@ -45,9 +49,9 @@ def parse_choice_from_env(key: str, default: str = "no") -> str:
     return os.environ.get(key, default).strip().lower()
 
 
-def get_int_from_env(keys: list[str], default: int) -> int:
-    """Return the first of ``keys`` that is set in the environment, as an int."""
-    for key in keys:
+def get_int_from_env(env_keys: list[str], default: int) -> int:
+    """Return the first of ``env_keys`` that is set in the environment, as an int."""
+    for key in env_keys:
         value = os.environ.get(key)
         if value not in (None, ""):
             try:

@@ -70,13 +70,21 @@ def is_cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def is_mps_available() -> bool:
-    """Whether Apple's MPS device can be used."""
-    return hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
+def is_mps_available(min_version: str = "1.12") -> bool:
+    """Whether Apple's MPS device can be used with torch ``>= min_version``."""
+    if not is_torch_version(">=", min_version):
+        return False
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available() and mps.is_built())
 
 
-def is_xpu_available() -> bool:
-    """Whether an Intel XPU device can be used."""
+def is_xpu_available(check_device: bool = False) -> bool:
+    """Whether an Intel XPU device can be used.
+
+    Args:
+        check_device: Accepted for the reference's signature; the answer always comes from
+            ``torch.xpu.is_available()``, which already checks for a device.
+    """
     return hasattr(torch, "xpu") and torch.xpu.is_available()
 
 
@@ -122,9 +130,18 @@ def is_deepspeed_available() -> bool:
     return _is_package_available("deepspeed")
 
 
-def is_bnb_available() -> bool:
-    """Whether bitsandbytes is installed."""
-    return _is_package_available("bitsandbytes")
+def is_bnb_available(min_version: str | None = None) -> bool:
+    """Whether bitsandbytes is installed (at version ``>= min_version`` when given)."""
+    return _is_at_least("bitsandbytes", min_version)
+
+
+def _is_at_least(distribution: str, min_version: str | None, module: str | None = None) -> bool:
+    """Whether ``distribution`` is installed, at version ``>= min_version`` when given."""
+    if not _is_package_available(module or distribution, distribution):
+        return False
+    if min_version is None:
+        return True
+    return compare_versions(distribution, ">=", min_version)
 
 
 def is_torchao_available() -> bool:

@@ -50,17 +50,27 @@ def release_memory(*objects: Any) -> list[None]:
 
 
 def find_executable_batch_size(
-    function: Callable[..., Any] | None = None, starting_batch_size: int = 128
+    function: Callable[..., Any] | None = None,
+    starting_batch_size: int = 128,
+    reduce_batch_size_fn: Callable[[], int] | None = None,
 ) -> Any:
     """Decorator: call ``function(batch_size, ...)``, halving ``batch_size`` after each
     out-of-memory error until it runs. Other errors propagate unchanged.
 
     ``function`` must take the batch size as its first argument, and the caller must not pass
     it: ``train()`` not ``train(64)``.
+
+    Args:
+        function: The function to run (None when used as ``@find_executable_batch_size(...)``).
+        starting_batch_size: The first batch size tried.
+        reduce_batch_size_fn: Called after each out-of-memory error; returns the next batch
+            size to try (default: half the current one).
     """
     if function is None:
         return functools.partial(
-            find_executable_batch_size, starting_batch_size=starting_batch_size
+            find_executable_batch_size,
+            starting_batch_size=starting_batch_size,
+            reduce_batch_size_fn=reduce_batch_size_fn,
         )
 
     batch_size = starting_batch_size
@@ -87,6 +97,6 @@ def find_executable_batch_size(
                 if not should_reduce_batch_size(err):
                     raise
                 clear_device_cache(garbage_collection=True)
-                batch_size //= 2
+                batch_size = reduce_batch_size_fn() if reduce_batch_size_fn else batch_size // 2
 
     return wrapper

@@ -45,15 +45,14 @@ def _take(values: Any, start: int, end: int, padded: int, apply_padding: bool) -
     if isinstance(values, torch.Tensor):
         piece = values[start:end]
         if apply_padding and len(piece) < padded and len(values) > 0:
-            filler = values[-1:] if len(piece) == 0 else piece[-1:]
+            filler = values[-1:]
             repeats = [padded - len(piece)] + [1] * (values.dim() - 1)
             piece = torch.cat([piece, filler.repeat(*repeats)], dim=0)
         return piece
     if isinstance(values, (list, tuple)):
         items = list(values[start:end])
         if apply_padding and len(items) < padded and len(values) > 0:
-            filler = items[-1] if items else values[-1]
-            items = items + [filler] * (padded - len(items))
+            items = items + [values[-1]] * (padded - len(items))
         return type(values)(items) if isinstance(values, tuple) else items
     return values
 

@@ -186,10 +186,11 @@ class PartialState:
 
         Lists, tuples, tensors and dicts of equal-length values are split; the first
         ``len % num_processes`` processes get one item more. With ``apply_padding`` every share
-        is padded to the same length with its last item, so results can be gathered (drop the
-        padding afterwards). 3 prompts on 2 processes give ``["a dog", "a cat"]`` and
-        ``["a chicken"]`` (padded: ``["a chicken", "a chicken"]``). A process with nothing to
-        do gets an empty share, or the input's last item repeated when padding.
+        is padded to the same length with the input's last item, so results can be gathered
+        (drop the padding afterwards). 3 prompts on 2 processes give ``["a dog", "a cat"]`` and
+        ``["a chicken"]`` (padded: ``["a chicken", "a chicken"]``); 4 items on 3 processes give
+        ``[0, 1]``, ``[2]`` and ``[3]`` (padded: ``[2, 3]`` and ``[3, 3]``). A process with
+        nothing to do gets an empty share, or the input's last item repeated when padding.
         """
         yield split_inputs(inputs, self.num_processes, self.process_index, apply_padding)
 

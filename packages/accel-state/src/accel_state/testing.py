@@ -97,3 +97,24 @@ def run_distributed(
         *args,
     ]
     return run_command(command, timeout=timeout, env=env, check=check)
+
+
+def reset_state() -> None:
+    """Forget every shared state object, so the next ``Accelerator()`` or ``PartialState()``
+    starts from scratch (the public form of ``AcceleratorState._reset_state(True)`` plus
+    ``GradientState._reset_state()``).
+
+    For tests that create several accelerators in one process. A process group that exists
+    stays as it is: the next state joins it again.
+
+    Example:
+        >>> @pytest.fixture(autouse=True)
+        ... def fresh_state():
+        ...     reset_state()
+        ...     yield
+        ...     reset_state()
+    """
+    from ._accelerator_state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Union
 
 from ._aim import AimTracker
-from ._base import GeneralTracker, LoggerType, install_command
+from ._base import GeneralTracker, LoggerType, install_command, logger
 from ._clearml import ClearMLTracker
 from ._comet import CometMLTracker
 from ._dvclive import DVCLiveTracker
@@ -115,6 +115,12 @@ def _as_list(log_with: LogWith | Iterable[LogWith] | None) -> list[LogWith]:
         return []
     if isinstance(log_with, (str, LoggerType, GeneralTracker)):
         return [log_with]
+    if not isinstance(log_with, Iterable):
+        raise TypeError(
+            f"log_with must be a tracker name, 'all', a GeneralTracker, or a list of them; got "
+            f"{type(log_with).__name__} ({log_with!r}). Pass e.g. log_with='tensorboard' or "
+            "log_with=['wandb', my_tracker]."
+        )
     return list(log_with)
 
 
@@ -124,7 +130,8 @@ def filter_trackers(
 ) -> list[LoggerType | str | GeneralTracker]:
     """Resolve `log_with` into the trackers to use.
 
-    "all" means every registered tracker whose backend is installed. A tracker named
+    "all" means every registered tracker whose backend is installed; when `logging_dir` is
+    None it leaves out (with a warning) those that need a directory. A tracker named
     explicitly must be installed. Tracker instances are kept as they are.
 
     Args:
@@ -140,6 +147,7 @@ def filter_trackers(
             when `logging_dir` is None.
         ImportError: For a tracker named explicitly whose package is not installed; the
             message gives the install command.
+        TypeError: For an entry that is neither a name nor a `GeneralTracker` instance.
     """
     items = _as_list(log_with)
     names: list[str] = []
@@ -168,6 +176,20 @@ def filter_trackers(
         explicit.add(key)
         if key not in names:
             names.append(key)
+    needs_dir = [
+        key
+        for key in names
+        if key not in explicit
+        and logging_dir is None
+        and LOGGER_TYPE_TO_CLASS[key].requires_logging_directory
+    ]
+    if needs_dir:
+        logger.warning(
+            "log_with='all' leaves out %s: they write to a directory and logging_dir is None. "
+            "Pass project_dir=... (or logging_dir=...) to include them.",
+            needs_dir,
+        )
+        names = [key for key in names if key not in needs_dir]
     for key in names:
         if key in explicit and not is_tracker_available(key):
             raise ImportError(

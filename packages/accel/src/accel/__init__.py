@@ -10,14 +10,20 @@ from __future__ import annotations
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
 
-from ._exports import TOP_LEVEL as _TOP_LEVEL
+from ._exports import TOP_LEVEL as _EXPORTS
 from ._lazy import lazy_module
 
 __version__ = _version("accel")
 
-__all__ = ["__version__", *sorted(_TOP_LEVEL)]
+__all__ = ["__version__", *sorted(_EXPORTS)]
 
-__getattr__, __dir__ = lazy_module(globals(), _TOP_LEVEL)
+# The reference library's module paths, importable as attributes too (``accel.state``).
+_SUBMODULES = (
+    "big_modeling checkpointing data_loader hooks inference launchers logging optimizer "
+    "scheduler state tracking utils"
+).split()
+
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS, _SUBMODULES)
 
 if TYPE_CHECKING:
     from accel_bigmodel import (
@@ -35,6 +41,9 @@ if TYPE_CHECKING:
         DataLoaderConfiguration,
         skip_first_batches,
     )
+    from accel_pipeline import (
+        prepare_pippy,
+    )
     from accel_state import (
         AcceleratorState,
         AutocastKwargs,
@@ -48,16 +57,28 @@ if TYPE_CHECKING:
         ParallelismConfig,
         PartialState,
         ProfileKwargs,
+        debug_launcher,
         find_executable_batch_size,
+        is_rich_available,
+        synchronize_rng_states,
     )
 
-    from ._accelerator import (
+    from accel._accelerator import (
         Accelerator,
     )
-    from ._accelerator_prepare import (
+    from accel._accelerator_prepare import (
         compile_regions,
     )
-    from ._optim import (
+    from accel._checkpoint_io import (
+        UnsafeCheckpointError,
+    )
+    from accel._checkpoint_manifest import (
+        CheckpointIntegrityError,
+    )
+    from accel._checkpoint_sync import (
+        CheckpointSyncError,
+    )
+    from accel._optim import (
         AcceleratedOptimizer,
         AcceleratedScheduler,
     )

@@ -20,6 +20,8 @@ from accel_state import (
     ProfileKwargs,
     ProjectConfiguration,
     TorchDynamoPlugin,
+    parse_flag_from_env,
+    unsupported_distributed_type,
 )
 
 from ._accelerator_checkpointing import CheckpointingMixin
@@ -53,7 +55,8 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         split_batches: Deprecated spelling of ``DataLoaderConfiguration(split_batches=...)``.
         mixed_precision: ``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"`` (default: the launcher's
             ``ACCEL_MIXED_PRECISION``, else ``"no"``).
-        gradient_accumulation_steps: Batches accumulated per optimizer step.
+        gradient_accumulation_steps: Batches accumulated per optimizer step (an integer >= 1;
+            ``ACCEL_GRADIENT_ACCUMULATION_STEPS`` overrides it).
         cpu: Force the CPU.
         dataloader_config: How prepared dataloaders shard, dispatch and place batches.
         deepspeed_plugin: A ``DeepSpeedPlugin`` (or a dict of named plugins): train with
@@ -64,7 +67,9 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         torch_tp_plugin: A ``TorchTensorParallelPlugin``: split layers over processes.
         megatron_lm_plugin: Megatron-LM configuration (not in this version: clear error).
         rng_types: Generators synchronised at the start of each epoch of a prepared loader.
-        log_with: Trackers to log to.
+        log_with: Trackers to log to: names (``"tensorboard"``, ``"wandb"`` ...), ``"all"``
+            (every installed one), ``GeneralTracker`` instances, or a list of them. Resolved
+            here, so an unknown name or an uninstalled backend fails at construction.
         project_dir: Folder of checkpoints and logs.
         project_config: A :class:`ProjectConfiguration`.
         gradient_accumulation_plugin: Full accumulation settings (instead of the step count).
@@ -76,6 +81,12 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
             active, ``accelerator.state.select_deepspeed_plugin(name)`` switches.
         parallelism_config: A ``ParallelismConfig``: how processes split between replicated
             data, sharded data and tensor parallelism (hybrid sharding, FSDP x TP).
+
+    Raises:
+        ValueError: On an argument outside its rule (``gradient_accumulation_steps=0``, an
+            unknown tracker name ...); the message names the argument and the fix.
+        ImportError: When ``log_with`` names a tracker whose backend is not installed; the
+            message gives the ``pip install "accel-trackers[...]"`` command.
     """
 
     def __init__(
@@ -102,15 +113,13 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         deepspeed_plugins: Any = None,
         parallelism_config: Any = None,
     ) -> None:
+        _refuse_unsupported_engines(megatron_lm_plugin)
         ds_plugins = resolve_deepspeed_plugins(deepspeed_plugin, deepspeed_plugins)
         fsdp_plugin, parallelism_config = resolve_parallel_plugins(
             fsdp_plugin,
             torch_tp_plugin,
             parallelism_config,
             deepspeed_given=ds_plugins is not None,
-        )
-        _refuse_unsupported_engines(
-            megatron_lm_plugin=megatron_lm_plugin,
         )
         if project_config is None:
             project_config = ProjectConfiguration(
@@ -119,6 +128,10 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         elif project_dir is not None:
             project_config.set_directories(str(project_dir))
         self.project_configuration = project_config
+        # Trackers are resolved now, so a misspelt or uninstalled one fails here, not later in
+        # init_trackers.
+        log_with = _resolve_log_with(log_with, project_config.logging_dir)
+        steps = _accumulation_steps(gradient_accumulation_steps, gradient_accumulation_plugin)
 
         self._handlers: dict[type, KwargsHandler] = {}
         for handler in kwargs_handlers or []:
@@ -165,16 +178,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         elif shards_data(fsdp_plugin, parallelism_config, self.state.num_processes):
             self.state.distributed_type = DistributedType.FSDP
 
-        if gradient_accumulation_plugin is not None:
-            if gradient_accumulation_steps != 1:
-                raise ValueError(
-                    "pass gradient_accumulation_steps or gradient_accumulation_plugin, not both; "
-                    f"got gradient_accumulation_steps={gradient_accumulation_steps} and "
-                    f"{gradient_accumulation_plugin}. Set num_steps in the plugin."
-                )
-        else:
-            steps = int(os.environ.get("ACCEL_GRADIENT_ACCUMULATION_STEPS", 0) or 0)
-            steps = steps or gradient_accumulation_steps
+        if gradient_accumulation_plugin is None:
             gradient_accumulation_plugin = GradientAccumulationPlugin(num_steps=steps)
         self.gradient_state = GradientState(
             gradient_accumulation_plugin=gradient_accumulation_plugin
@@ -336,15 +340,62 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         return f"Accelerator(\n{self.state!r})"
 
 
-def _refuse_unsupported_engines(**plugins: Any) -> None:
-    given = {name: value for name, value in plugins.items() if value is not None}
-    if given:
-        names = ", ".join(sorted(given))
-        raise NotImplementedError(
-            f"{names}: this engine is not supported yet by this version of accel; got "
-            f"{names} set. Leave it unset to train with DDP (several processes) or plainly "
-            "(one process); the README's support table lists what each version supports."
+def _resolve_log_with(log_with: Any, logging_dir: str | None) -> Any:
+    """``log_with`` resolved by accel-trackers (unknown or uninstalled trackers raise)."""
+    if log_with is None:
+        return None
+    from accel_trackers import filter_trackers
+
+    return filter_trackers(log_with, logging_dir)
+
+
+_STEPS_VARIABLE = "ACCEL_GRADIENT_ACCUMULATION_STEPS"
+
+
+def _accumulation_steps(steps: Any, plugin: GradientAccumulationPlugin | None) -> int:
+    """The number of accumulation steps, checked as the user wrote it.
+
+    Raises:
+        ValueError: When ``gradient_accumulation_steps`` is not an integer >= 1, is given
+            together with a plugin, or the environment variable holds no integer.
+    """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(
+            f"gradient_accumulation_steps must be an integer >= 1; got {steps!r} "
+            f"({type(steps).__name__}). Pass e.g. gradient_accumulation_steps=4, or 1 to "
+            "step the optimizer on every batch."
         )
+    if plugin is not None:
+        if steps != 1:
+            raise ValueError(
+                "pass gradient_accumulation_steps or gradient_accumulation_plugin, not both; "
+                f"got gradient_accumulation_steps={steps} and {plugin}. Set num_steps in the "
+                "plugin."
+            )
+        return int(plugin.num_steps or 1)
+    raw = os.environ.get(_STEPS_VARIABLE, "").strip()
+    if not raw:
+        return steps
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(
+            f"The environment variable {_STEPS_VARIABLE} must be an integer >= 1; got {raw!r}. "
+            f"Unset it, or set it to the number of batches per optimizer step."
+        )
+    return int(raw)
+
+
+def _refuse_unsupported_engines(megatron_lm_plugin: Any) -> None:
+    """Refuse an engine this version cannot run, with the launcher's own words."""
+    if megatron_lm_plugin is not None:
+        asked = ("MEGATRON_LM", "megatron_lm_plugin set")
+    elif parse_flag_from_env("ACCEL_USE_MEGATRON_LM"):
+        asked = ("MEGATRON_LM", "ACCEL_USE_MEGATRON_LM=1 in the environment")
+    else:
+        kind = os.environ.get("ACCEL_DISTRIBUTED_TYPE", "")
+        asked = (kind, f"ACCEL_DISTRIBUTED_TYPE={kind} in the environment")
+    message = unsupported_distributed_type(*asked)
+    if message is not None:
+        raise NotImplementedError(message)
 
 
 def _dataloader_config(config: Any, split_batches: Any) -> Any:

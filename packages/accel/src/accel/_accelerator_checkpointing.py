@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Union
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from ._checkpoint_load import load_checkpoint
 from ._checkpoint_sync import Rendezvous
-from ._checkpointing import load_checkpoint, resolve_input_dir, resolve_output_dir, save_checkpoint
+from ._checkpointing import resolve_input_dir, resolve_output_dir, save_checkpoint
 from ._save_model import save, save_model_files
 
 if TYPE_CHECKING:
@@ -102,11 +103,15 @@ class CheckpointingMixin:
         call on some processes only fails after ``ACCEL_CHECKPOINT_TIMEOUT`` seconds (600)
         with an error instead of hanging. With ``automatic_checkpoint_naming`` the folder is
         ``<project_dir>/checkpoints/checkpoint_<iteration>`` and ``total_limit`` deletes the
-        oldest complete checkpoints once the new one is complete.
+        oldest complete checkpoints once the new one is complete. The manifest records
+        each file's size and CRC-32 checksum, which :meth:`load_state` verifies.
 
         Args:
             output_dir: The folder (ignored with automatic checkpoint naming). It must be new,
-                empty, or an earlier checkpoint, which is replaced.
+                empty, or an earlier checkpoint: the files accel wrote there are replaced and
+                any other file or folder in it (e.g. ``eval_results.json``) is kept. A regular
+                file, a symlink or a folder of other files is refused before anything is
+                written.
             safe_serialization: Write weights as safetensors (else ``torch.save``).
             **save_model_func_kwargs: Not used by this engine; rejected when given.
 
@@ -129,6 +134,9 @@ class CheckpointingMixin:
         self: Accelerator,
         input_dir: str | os.PathLike[str] | None = None,
         load_kwargs: dict[str, Any] | None = None,
+        *,
+        trust_pickles: bool = False,
+        verify_checksums: bool = True,
         **load_model_func_kwargs: Any,
     ) -> None:
         """Restore everything :meth:`save_state` saved, so training continues exactly.
@@ -138,6 +146,12 @@ class CheckpointingMixin:
         on every process, after ``prepare`` and ``register_for_checkpointing``, with the same
         objects in the same order as the saving run.
 
+        The load is all or nothing: every file is read and checked first (manifest, sizes,
+        checksums, pickles read with ``weights_only=True``, weights' keys and shapes, the
+        engine's own files), on every process, before any object changes; if one check fails
+        on any process, every process raises and the run is left exactly as it was. Files of
+        the folder that ``save_state`` did not write are ignored.
+
         A checkpoint saved by a different number of processes loads models, optimizers,
         schedulers, scaler and registered objects in full; processes whose index is in the
         checkpoint restore their random states and the others keep theirs; dataloaders resume
@@ -146,9 +160,21 @@ class CheckpointingMixin:
         Args:
             input_dir: The folder; None loads the latest complete
                 ``checkpoints/checkpoint_<i>`` of the project (automatic naming).
-            load_kwargs: Extra ``torch.load`` arguments for non-weight files (they are always
-                read with ``weights_only=True``).
+            load_kwargs: Extra ``torch.load`` arguments for non-weight files (they are read
+                with ``weights_only=True`` unless ``trust_pickles``).
+            trust_pickles: Unpickle the checkpoint's files with no restriction. Without it no
+                file runs code while it loads: torch pickles are read with
+                ``torch.load(weights_only=True)``, DeepSpeed's files are checked that way before
+                DeepSpeed reads them, and ``torch.distributed.checkpoint`` metadata goes through
+                a reader that builds only its own classes; anything else is refused with an
+                error naming the file. Pass True only for a checkpoint you trust.
+            verify_checksums: Check each file against the CRC-32 checksum recorded when it was
+                saved (reads every file once more, at about 2 GB/s). False checks sizes only.
             **load_model_func_kwargs: Passed to the model loader, e.g. ``strict=False``.
+
+        Raises:
+            accel_bigmodel.UntrustedPickleError: a file names a global outside the allow-list
+                (refused without running it).
         """
         rendezvous = Rendezvous("load_state")
         try:
@@ -160,7 +186,16 @@ class CheckpointingMixin:
         if input_dir is None:
             path = chosen[0]  # every process loads the checkpoint the main process found
         hooks = list(self._load_model_state_pre_hook.values())
-        load_checkpoint(self, path, hooks, load_kwargs, load_model_func_kwargs)
+        load_checkpoint(
+            self,
+            path,
+            hooks,
+            load_kwargs,
+            load_model_func_kwargs,
+            rendezvous,
+            verify_checksums,
+            trust_pickles=trust_pickles,
+        )
 
     # ----------------------------------------------------------------- model weights
     def get_state_dict(self: Accelerator, model: torch.nn.Module, unwrap: bool = True) -> dict:

@@ -1,11 +1,17 @@
-"""Checkpoint folders: staging, manifest, atomic commit, discovery and rotation.
+"""Checkpoint folders: staging, atomic commit, kept user files, discovery and rotation.
 
-A checkpoint is written into a hidden sibling folder ``.<name>.partial`` and renamed to
-``<name>`` only once every process has written its files and the manifest
-(``accel_checkpoint.json``: format version, world size, step, file sizes) is on disk. A run
-killed while saving leaves the ``.partial`` folder, which is ignored by loading and removed by the
-next save; the previous checkpoint stays whole. Only folders holding a manifest count as
-checkpoints.
+A checkpoint is written into a hidden sibling folder ``.<name>.partial`` (marked as accel's by
+a ``.accel_staging`` file) and renamed to ``<name>`` only once every process has written its
+files and the manifest (``accel_checkpoint.json``, see ``_checkpoint_manifest``) is on disk. A
+run killed while saving leaves the ``.partial`` folder, which loading ignores and the next save
+of the same folder removes; the previous checkpoint stays whole. Only folders holding a manifest
+count as checkpoints.
+
+Saving over an existing checkpoint replaces the files accel wrote (those its manifest lists)
+and keeps every other file or folder a user put there (``eval_results.json``, notes): they are
+moved into the new checkpoint. accel never deletes what it did not write: a path that is a
+regular file, a symlink, a non-checkpoint folder with files, or a staging folder accel did not
+make is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -15,43 +21,18 @@ import os
 import re
 import shutil
 import warnings
-from dataclasses import dataclass, field
-from typing import Any
 
 from ._checkpoint_io import fsync_dir, fsync_file
+from ._checkpoint_manifest import (
+    MANIFEST_NAME,
+    CheckpointIntegrityError,
+    Manifest,
+    file_checksum,
+    read_manifest,
+)
 
-MANIFEST_NAME = "accel_checkpoint.json"
-FORMAT_VERSION = 1
+STAGING_MARKER = ".accel_staging"
 _CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
-
-
-@dataclass
-class Manifest:
-    """What a complete checkpoint holds."""
-
-    format_version: int
-    """Version of the layout; a reader refuses versions newer than its own."""
-    world_size: int
-    """Number of processes of the saving run (one random-state file each)."""
-    step: int
-    """``Accelerator.step`` of the saving run."""
-    files: dict[str, int] = field(default_factory=dict)
-    """Relative path -> size in bytes, for every file of the checkpoint."""
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Counts of saved objects (models, optimizers ...) and the serialization used."""
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "format_version": self.format_version,
-                "world_size": self.world_size,
-                "step": self.step,
-                "files": self.files,
-                **self.extra,
-            },
-            indent=1,
-            sort_keys=True,
-        )
 
 
 def staging_dir(output_dir: str) -> str:
@@ -70,136 +51,217 @@ def is_complete(path: str) -> bool:
     return os.path.isfile(os.path.join(path, MANIFEST_NAME))
 
 
-def check_target(output_dir: str) -> None:
-    """Refuse to replace a non-empty folder that is not a checkpoint.
+def _is_own_staging(path: str) -> bool:
+    """Whether ``path`` is a staging folder made by accel (marker, or manifest once committed)."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    return os.path.isfile(os.path.join(path, STAGING_MARKER)) or is_complete(path)
 
-    Saving replaces the whole folder, so pointing it at a folder of other files would delete
-    them.
+
+# --------------------------------------------------------------------------- before saving
+def check_target(output_dir: str) -> None:
+    """Refuse, before anything is written, a target whose replacement would lose data.
+
+    Raises:
+        NotADirectoryError: ``output_dir`` is a regular file (or another non-folder).
+        FileExistsError: it is a symlink, a non-empty folder that is not a checkpoint, or a
+            hidden ``.partial`` / ``.replaced`` sibling accel did not make is in the way.
+        CheckpointIntegrityError: it is a checkpoint whose manifest cannot be read (its user
+            files could not be told from accel's).
     """
+    if os.path.islink(output_dir):
+        raise FileExistsError(
+            f"save_state writes a folder in place and never replaces a symlink; {output_dir!r} "
+            f"is a symlink to {os.readlink(output_dir)!r}. Pass the real folder "
+            "(os.path.realpath) or another output_dir."
+        )
+    if os.path.lexists(output_dir) and not os.path.isdir(output_dir):
+        raise NotADirectoryError(
+            f"save_state writes a checkpoint folder and never replaces a file; {output_dir!r} "
+            "is a file. Move or delete that file, or choose another output_dir."
+        )
     if os.path.isdir(output_dir) and os.listdir(output_dir) and not is_complete(output_dir):
         raise FileExistsError(
-            f"save_state replaces its output folder as a whole, so it must be new, empty or a "
+            f"save_state replaces only a folder it wrote, so output_dir must be new, empty or a "
             f"checkpoint written by save_state; {output_dir!r} holds other files "
             f"({sorted(os.listdir(output_dir))[:5]}). Choose another output_dir."
         )
+    if is_complete(output_dir):
+        try:
+            read_manifest(output_dir)
+        except CheckpointIntegrityError as exc:
+            raise CheckpointIntegrityError(
+                f"save_state keeps the files of an existing checkpoint that accel did not write, "
+                f"which it tells apart by the manifest; the manifest of {output_dir!r} cannot "
+                f"be read ({exc}). Move that folder away or choose another output_dir."
+            ) from None
+    for hidden in (staging_dir(output_dir), _replaced_dir(output_dir)):
+        if os.path.lexists(hidden) and not _is_own_staging(hidden):
+            raise FileExistsError(
+                f"save_state stages a checkpoint in the hidden sibling {hidden!r} and removes "
+                "only such folders that it made itself; this one was not made by accel. Move "
+                "or delete it, or choose another output_dir."
+            )
 
 
 def prepare_staging(output_dir: str) -> str:
-    """Create an empty staging folder for ``output_dir`` (dropping one left by a crash)."""
+    """Create an empty, marked staging folder for ``output_dir``.
+
+    A staging folder left by an interrupted save of the same folder (recognised by its marker)
+    is removed first; call :func:`check_target` before, which refuses anyone else's.
+    """
     recover_replaced(output_dir)
     stage = staging_dir(output_dir)
-    if os.path.exists(stage):
+    if _is_own_staging(stage):
         shutil.rmtree(stage)
     os.makedirs(stage)
+    with open(os.path.join(stage, STAGING_MARKER), "w", encoding="utf-8") as handle:
+        json.dump({"target": os.path.basename(os.path.abspath(output_dir))}, handle)
     return stage
 
 
-def list_files(folder: str) -> dict[str, int]:
-    """Relative path -> size of every file under ``folder``, each flushed to storage."""
-    files: dict[str, int] = {}
+# --------------------------------------------------------------------------- commit
+def list_files(folder: str, checksums: bool = True) -> tuple[dict[str, int], dict[str, str]]:
+    """Sizes and checksums of every checkpoint file under ``folder``, each flushed to storage.
+
+    The manifest and the staging marker are not listed. The files were written moments ago,
+    so computing the checksums reads them from the page cache, not from the disk.
+    """
+    sizes: dict[str, int] = {}
+    sums: dict[str, str] = {}
     for root, _, names in os.walk(folder):
         for name in names:
             path = os.path.join(root, name)
+            rel = os.path.relpath(path, folder).replace(os.sep, "/")
+            if rel in (MANIFEST_NAME, STAGING_MARKER):
+                continue
             fsync_file(path)
-            files[os.path.relpath(path, folder).replace(os.sep, "/")] = os.path.getsize(path)
-    return files
+            sizes[rel] = os.path.getsize(path)
+            if checksums:
+                sums[rel] = file_checksum(path)
+    return sizes, sums
 
 
 def commit(stage: str, output_dir: str, manifest: Manifest) -> None:
-    """Write the manifest into ``stage`` and move it to ``output_dir`` atomically."""
-    manifest.files = {k: v for k, v in list_files(stage).items() if k != MANIFEST_NAME}
+    """Write the manifest into ``stage`` and move it to ``output_dir`` atomically.
+
+    When ``output_dir`` is an earlier checkpoint, the files its manifest does not list (the
+    user's) are moved into the new one.
+
+    Raises:
+        FileExistsError: a user file of the earlier checkpoint has the name of a file of the
+            new one (nothing is replaced; the earlier checkpoint stays as it was).
+    """
+    output_dir = os.path.abspath(output_dir)
+    manifest.files, manifest.checksums = list_files(stage)
+    kept = foreign_entries(output_dir) if is_complete(output_dir) else []
+    clashes = [rel for rel in kept if _clashes(stage, rel)]
+    if clashes:
+        raise FileExistsError(
+            f"save_state keeps the files of {output_dir!r} that it did not write, and the new "
+            f"checkpoint writes files of the same names: {clashes[:5]}. Rename or move those "
+            "files, or save to another output_dir; nothing was replaced."
+        )
     path = os.path.join(stage, MANIFEST_NAME)
     with open(path + ".tmp", "w", encoding="utf-8") as handle:
         handle.write(manifest.to_json())
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(path + ".tmp", path)
+    os.remove(os.path.join(stage, STAGING_MARKER))  # the manifest marks the folder from now
     fsync_dir(stage)
-    output_dir = os.path.abspath(output_dir)
     parent = os.path.dirname(output_dir)
     if os.path.exists(output_dir):
         # Keep the old checkpoint under a hidden name until the new one is in place.
         old = _replaced_dir(output_dir)
-        if os.path.exists(old):
-            shutil.rmtree(old)
+        if os.path.lexists(old):
+            raise FileExistsError(
+                f"save_state moves the earlier checkpoint aside while it replaces it, and "
+                f"{old!r} is still there holding files that could not be moved back into "
+                f"{output_dir!r}. Move your files out of it and delete it, then save again."
+            )
         os.replace(output_dir, old)
         os.replace(stage, output_dir)
         fsync_dir(parent)
-        shutil.rmtree(old, ignore_errors=True)
+        _drop_replaced(old, output_dir)
     else:
         os.replace(stage, output_dir)
     fsync_dir(parent)
 
 
-def recover_replaced(output_dir: str) -> None:
-    """Put back a checkpoint a crash left under its hidden name between the two renames."""
-    old = _replaced_dir(output_dir)
-    if os.path.isdir(old):
-        if not os.path.exists(output_dir) and is_complete(old):
-            os.replace(old, output_dir)
-        else:
-            shutil.rmtree(old, ignore_errors=True)
+def _clashes(stage: str, rel: str) -> bool:
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        ancestor = os.path.join(stage, *parts[:i])
+        if os.path.lexists(ancestor) and not os.path.isdir(ancestor):
+            return True
+    return os.path.lexists(os.path.join(stage, *parts))
 
 
-def read_manifest(input_dir: str) -> Manifest:
-    """Read and check the manifest of ``input_dir``.
+def foreign_entries(folder: str) -> list[str]:
+    """Files and folders of checkpoint ``folder`` that its manifest does not list (the user's).
 
-    Raises:
-        FileNotFoundError: when the folder is missing or incomplete.
-        ValueError: when it was written by a newer format.
+    A folder that holds no listed file is one entry; folders holding listed files are searched.
     """
-    if not os.path.isdir(input_dir):
-        raise FileNotFoundError(
-            f"load_state needs an existing checkpoint folder; {input_dir!r} does not exist. "
-            "Pass the folder save_state wrote (or no argument with automatic_checkpoint_naming)."
-        )
-    path = os.path.join(input_dir, MANIFEST_NAME)
-    if not os.path.isfile(path):
-        partial = os.path.isdir(staging_dir(input_dir))
-        hint = " (a save into it was interrupted)" if partial else ""
-        raise FileNotFoundError(
-            f"a checkpoint is complete only once save_state has written its {MANIFEST_NAME}; "
-            f"{input_dir!r} has none{hint}, so it is incomplete or was not written by "
-            "save_state. Load an earlier checkpoint."
-        )
-    with open(path, encoding="utf-8") as handle:
-        data = json.load(handle)
-    version = int(data.get("format_version", 0))
-    if version > FORMAT_VERSION:
-        raise ValueError(
-            f"this version of accel reads checkpoint format {FORMAT_VERSION} and older; "
-            f"{input_dir!r} has format {version}. Upgrade accel to load it."
-        )
-    known = {"format_version", "world_size", "step", "files"}
-    return Manifest(
-        format_version=version,
-        world_size=int(data["world_size"]),
-        step=int(data.get("step", 0)),
-        files={str(k): int(v) for k, v in data.get("files", {}).items()},
-        extra={k: v for k, v in data.items() if k not in known},
-    )
+    listed = set(read_manifest(folder).files) | {MANIFEST_NAME}
+    holders = {
+        "/".join(name.split("/")[:i]) for name in listed for i in range(1, name.count("/") + 1)
+    }
+    found: list[str] = []
+
+    def walk(rel: str) -> None:
+        for entry in sorted(os.listdir(os.path.join(folder, rel))):
+            child = f"{rel}/{entry}" if rel else entry
+            full = os.path.join(folder, child)
+            if child in listed:
+                continue
+            if child in holders and os.path.isdir(full) and not os.path.islink(full):
+                walk(child)
+            else:
+                found.append(child)
+
+    walk("")
+    return found
 
 
-def verify_file(input_dir: str, manifest: Manifest, name: str) -> str:
-    """Path of ``name`` in the checkpoint after checking it against the manifest."""
-    path = os.path.join(input_dir, name)
-    expected = manifest.files.get(name)
-    if expected is None:
-        raise FileNotFoundError(
-            f"every file load_state reads must be listed in the checkpoint manifest; {name!r} "
-            f"is not listed in {input_dir!r}. The checkpoint was saved with fewer objects than "
-            "this run prepared: prepare the same objects as the saving run."
+def _drop_replaced(old: str, output_dir: str) -> None:
+    """Move the user's files of the replaced checkpoint ``old`` into ``output_dir``, then
+    delete ``old``; if a file cannot move, keep ``old`` and say so (never a silent delete)."""
+    left = []
+    for rel in foreign_entries(old):
+        target = os.path.join(output_dir, *rel.split("/"))
+        if _clashes(output_dir, rel):
+            left.append(rel)
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.replace(os.path.join(old, *rel.split("/")), target)
+    if left:
+        warnings.warn(
+            f"save_state keeps files it did not write; {left[:5]} of the replaced checkpoint "
+            f"clash with files of the new one in {output_dir!r}, so they stay in {old!r}. Move "
+            "them by hand.",
+            stacklevel=3,
         )
-    actual = os.path.getsize(path) if os.path.isfile(path) else None
-    if actual != expected:
-        raise ValueError(
-            f"a checkpoint file must have the size recorded in its manifest; {name!r} in "
-            f"{input_dir!r} has {actual} bytes, the manifest says {expected}. The checkpoint "
-            "was damaged after it was written: load an earlier one."
-        )
-    return path
+        return
+    shutil.rmtree(old, ignore_errors=True)
 
 
+def recover_replaced(output_dir: str) -> None:
+    """Finish a replacement a crash interrupted between the renames of :func:`commit`.
+
+    Only a hidden ``.replaced`` folder holding a manifest (accel's) is touched: put back when
+    the new checkpoint never arrived, else its user files are moved over and it is removed.
+    """
+    old = _replaced_dir(output_dir)
+    if os.path.islink(old) or not is_complete(old):
+        return
+    if not os.path.lexists(output_dir):
+        os.replace(old, output_dir)
+    elif is_complete(output_dir):
+        _drop_replaced(old, output_dir)
+
+
+# --------------------------------------------------------------------------- discovery
 def checkpoints_in(folder: str) -> list[tuple[int, str]]:
     """Complete ``checkpoint_<i>`` folders in ``folder``, oldest first."""
     if not os.path.isdir(folder):
@@ -222,7 +284,7 @@ def checkpoint_index(path: str) -> int | None:
 def rotate(folder: str, total_limit: int, keep: str) -> list[str]:
     """Delete the oldest complete checkpoints beyond ``total_limit``; never ``keep``.
 
-    Stale staging folders of interrupted saves are removed too.
+    Stale staging folders of interrupted saves (made by accel) are removed too.
     """
     removed = []
     complete = checkpoints_in(folder)
@@ -237,8 +299,10 @@ def rotate(folder: str, total_limit: int, keep: str) -> list[str]:
         removed.append(path)
         excess -= 1
     for name in os.listdir(folder):
+        stale = os.path.join(folder, name)
         if name.startswith(".checkpoint_") and name.endswith(".partial"):
-            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+            if _is_own_staging(stale):
+                shutil.rmtree(stale, ignore_errors=True)
     fsync_dir(folder)
     return removed
 
@@ -251,5 +315,5 @@ def warn_world_size(manifest: Manifest, world_size: int, input_dir: str) -> None
         "objects load in full; processes with an index present in the checkpoint restore their "
         "random states, the others keep their current ones; dataloaders resume mid-epoch only "
         "when their total batch size is unchanged.",
-        stacklevel=3,
+        stacklevel=5,
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import random
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +22,8 @@ from accel_bigmodel import (
     SAFE_WEIGHTS_NAME,
     WEIGHTS_INDEX_NAME,
     WEIGHTS_NAME,
+    UntrustedPickleError,
+    safe_torch_load,
 )
 from accel_bigmodel._safetensors_io import SafetensorsFile, write_safetensors
 
@@ -49,8 +50,11 @@ __all__ = [
 ]
 
 
-class UnsafeCheckpointError(pickle.UnpicklingError):
-    """A checkpoint file holds objects that ``torch.load(weights_only=True)`` refuses."""
+UnsafeCheckpointError = UntrustedPickleError
+"""A checkpoint file holds objects outside the allow-list (refused without running them)."""
+
+LOAD_STATE_OPT_IN = "load_state(..., trust_pickles=True)"
+"""How a user of ``load_state`` opts in to unpickling a checkpoint they trust."""
 
 
 def indexed_name(stem: str, ext: str, index: int) -> str:
@@ -122,39 +126,20 @@ def _global_name(obj: Any) -> str:
     return f"{obj.__module__}.{obj.__qualname__}"
 
 
-def load_object(path: str, **load_kwargs: Any) -> Any:
+def load_object(path: str, trust_pickles: bool = False, **load_kwargs: Any) -> Any:
     """``torch.load(path, weights_only=True)`` with a clear error for refused content.
 
     Args:
         path: The file.
+        trust_pickles: Unpickle with no restriction (the user opted in by name).
         **load_kwargs: More ``torch.load`` arguments (``map_location`` defaults to the CPU);
-            ``weights_only`` cannot be turned off.
+            ``weights_only`` cannot be given (``trust_pickles`` decides it).
 
     Raises:
         UnsafeCheckpointError: when the file holds objects outside the allow-list.
     """
-    if load_kwargs.get("weights_only", True) is not True:
-        raise ValueError(
-            "checkpoint files are always read with weights_only=True, so that a tampered file "
-            f"cannot run code; got load_kwargs weights_only={load_kwargs['weights_only']!r}. "
-            "Drop weights_only from load_kwargs."
-        )
-    kwargs = {"map_location": "cpu", **load_kwargs, "weights_only": True}
-    try:
-        return torch.load(path, **kwargs)
-    except pickle.UnpicklingError as exc:
-        raise UnsafeCheckpointError(
-            f"checkpoint files are read with torch.load(weights_only=True), which accepts only "
-            f"tensors, numbers, strings, containers and registered types; {path} holds "
-            f"something else and was refused without running it ({_first_line(exc)}). If you "
-            f"wrote this file yourself with custom types, register them with "
-            f"torch.serialization.add_safe_globals([...]); otherwise do not trust this checkpoint."
-        ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    kwargs = {"mmap": False, **load_kwargs}
+    return safe_torch_load(path, trust_pickles=trust_pickles, opt_in=LOAD_STATE_OPT_IN, **kwargs)
 
 
 # --------------------------------------------------------------------------- weights
@@ -197,28 +182,37 @@ def save_weights(state_dict: Mapping[str, Any], path: str, safe_serialization: b
     fsync_file(path)
 
 
-def read_weights(path: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """Read a file written by :func:`save_weights`: ``(state_dict, aliases)``."""
+def read_weights(path: str, trust_pickles: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
+    """Read a file written by :func:`save_weights`: ``(state_dict, aliases)``; a torch pickle
+    runs no code unless ``trust_pickles``."""
     if path.endswith(".safetensors"):
         handle = SafetensorsFile(path)
         state = {name: handle.load(name) for name in handle.keys()}
-        aliases = json.loads(handle.metadata.get(_TIED_KEY, "{}"))
-        return state, aliases
-    payload = load_object(path)
+        return state, _stored_aliases(handle.metadata.get(_TIED_KEY, "{}"), path)
+    return _unpack(load_object(path, trust_pickles=trust_pickles))
+
+
+def _unpack(payload: Any) -> tuple[dict[str, Any], dict[str, str]]:
     if isinstance(payload, dict) and "state_dict" in payload and _TIED_KEY in payload:
         return dict(payload["state_dict"]), dict(payload[_TIED_KEY])
     return dict(payload), {}
 
 
 def load_weights(
-    module: torch.nn.Module, path: str, strict: bool = True, **load_kwargs: Any
+    module: torch.nn.Module,
+    path: str,
+    strict: bool = True,
+    trust_pickles: bool = False,
+    **load_kwargs: Any,
 ) -> tuple[list[str], list[str]]:
     """Load a file written by :func:`save_weights` into ``module``.
 
     A plain module (no custom ``_load_from_state_dict`` nor load hooks) whose tensors are
     contiguous CPU tensors of the stored dtype is filled in place from the file, one tensor at a
     time, so no second copy of the weights is ever held; other modules go through
-    ``module.load_state_dict``.
+    ``module.load_state_dict``. Keys and shapes are checked before any tensor is written.
+
+    A torch pickle (``.bin``) runs no code unless ``trust_pickles``.
 
     Returns:
         ``(missing_keys, unexpected_keys)``.
@@ -229,20 +223,97 @@ def load_weights(
     if path.endswith(".safetensors") and _plain(module) and not load_kwargs:
         missing, unexpected = _stream_safetensors(module, path, strict)
     else:
-        state, aliases = read_weights(path)
+        state, aliases = read_weights(path, trust_pickles=trust_pickles)
         for alias, source in aliases.items():
             if source in state:
                 state[alias] = state[source]
         result = module.load_state_dict(state, strict=False, **load_kwargs)
         missing, unexpected = list(result.missing_keys), list(result.unexpected_keys)
     if strict and (missing or unexpected):
-        raise KeyError(
-            f"a model must have exactly the keys of its checkpoint to load with strict=True; "
-            f"{os.path.basename(path)} lacks {_short(missing)} and has extra {_short(unexpected)}. "
-            "Prepare the same model architecture as the saving run, or pass strict=False to "
-            "load_state to load the matching keys only."
-        )
+        raise _key_error(path, missing, unexpected)
     return missing, unexpected
+
+
+def check_weights(
+    targets: Mapping[str, Any], path: str, strict: bool = True, *, trust_pickles: bool = False
+) -> None:
+    """Check, without loading a tensor, that a weights file fits a model's state dict.
+
+    Reads the header of a safetensors file, or the pickle of a ``.bin`` file memory-mapped
+    (``weights_only=True``), so no second copy of the weights is held.
+
+    Raises:
+        KeyError: with ``strict``, when the keys differ.
+        ValueError: when a tensor's shape differs, or the file is not a valid weights file.
+        UnsafeCheckpointError: when a ``.bin`` file holds objects outside the allow-list (and
+            ``trust_pickles`` is False).
+    """
+    if path.endswith(".safetensors"):
+        handle = SafetensorsFile(path)
+        aliases = _stored_aliases(handle.metadata.get(_TIED_KEY, "{}"), path)
+        shapes = {name: tuple(handle.shape(name)) for name in handle.keys()}
+    else:
+        try:
+            payload = load_object(path, trust_pickles=trust_pickles, mmap=True)
+        except RuntimeError:
+            payload = load_object(
+                path, trust_pickles=trust_pickles
+            )  # a legacy (non-zip) file cannot be memory-mapped
+        state, aliases = _unpack(payload)
+        shapes = {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+        shapes.update({k: () for k, v in state.items() if not isinstance(v, torch.Tensor)})
+    missing, unexpected = _match_keys(targets, set(shapes), aliases)
+    if strict and (missing or unexpected):
+        raise _key_error(path, missing, unexpected)
+    for name, target in targets.items():
+        source = name if name in shapes else aliases.get(name)
+        if source in shapes and isinstance(target, torch.Tensor):
+            _check_shape(path, source, shapes[source], name, tuple(target.shape))
+
+
+def _stored_aliases(raw: str, path: str) -> dict[str, str]:
+    try:
+        aliases = json.loads(raw)
+    except ValueError:
+        aliases = None
+    if not isinstance(aliases, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()
+    ):
+        raise ValueError(
+            f"the {_TIED_KEY!r} metadata of a weights file maps names to names; "
+            f"{os.path.basename(path)} holds {raw[:80]!r}. The file was damaged or not written "
+            "by save_state: load an earlier checkpoint."
+        )
+    return aliases
+
+
+def _match_keys(
+    targets: Mapping[str, Any], stored: set[str], aliases: Mapping[str, str]
+) -> tuple[list[str], list[str]]:
+    available = stored | {a for a, s in aliases.items() if s in stored}
+    missing = [k for k in targets if k not in available]
+    unexpected = sorted(available - set(targets))
+    return missing, unexpected
+
+
+def _key_error(path: str, missing: list[str], unexpected: list[str]) -> KeyError:
+    return KeyError(
+        f"a model must have exactly the keys of its checkpoint to load with strict=True; "
+        f"{os.path.basename(path)} lacks {_short(missing)} and has extra {_short(unexpected)}. "
+        "Prepare the same model architecture as the saving run, or pass strict=False to "
+        "load_state to load the matching keys only."
+    )
+
+
+def _check_shape(
+    path: str, source: str, shape: tuple[int, ...], name: str, target: tuple[int, ...]
+) -> None:
+    if shape != target:
+        raise ValueError(
+            f"a checkpoint tensor must have the shape of the model tensor it fills; "
+            f"{source!r} in {os.path.basename(path)} is {list(shape)}, the model's "
+            f"{name!r} is {list(target)}. Prepare the model of the saving run."
+        )
 
 
 def _short(names: list[str], limit: int = 8) -> str:
@@ -269,27 +340,22 @@ def _stream_safetensors(
     module: torch.nn.Module, path: str, strict: bool
 ) -> tuple[list[str], list[str]]:
     handle = SafetensorsFile(path)
-    aliases: dict[str, str] = json.loads(handle.metadata.get(_TIED_KEY, "{}"))
+    aliases = _stored_aliases(handle.metadata.get(_TIED_KEY, "{}"), path)
     targets = module.state_dict(keep_vars=True)
     stored = set(handle.keys())
-    available = stored | {a for a, s in aliases.items() if s in stored}
-    missing = [k for k in targets if k not in available]
-    unexpected = sorted(available - set(targets))
+    missing, unexpected = _match_keys(targets, stored, aliases)
     if strict and (missing or unexpected):
         return missing, unexpected
+    pairs = []
+    for name, target in targets.items():
+        source = name if name in stored else aliases.get(name)
+        if source is None or source not in stored:
+            continue
+        _check_shape(path, source, tuple(handle.shape(source)), name, tuple(target.shape))
+        pairs.append((source, target))
     written: set[tuple[int, int]] = set()
     with torch.no_grad():
-        for name, target in targets.items():
-            source = name if name in stored else aliases.get(name)
-            if source is None or source not in stored:
-                continue
-            shape = tuple(handle.shape(source))
-            if shape != tuple(target.shape):
-                raise ValueError(
-                    f"a checkpoint tensor must have the shape of the model tensor it fills; "
-                    f"{source!r} in {os.path.basename(path)} is {list(shape)}, the model's "
-                    f"{name!r} is {list(target.shape)}. Prepare the model of the saving run."
-                )
+        for source, target in pairs:
             key = (target.data_ptr(), target.numel())
             if key in written:
                 continue  # a tied tensor already filled through another name

@@ -19,6 +19,15 @@ TIMEOUT_ENV = "ACCEL_CHECKPOINT_TIMEOUT"
 DEFAULT_ARRIVAL_TIMEOUT = 600.0
 _OK = "ok:"
 _ERROR = "error:"
+_COMMITTED = "Nothing was committed"
+_OUTCOME = {
+    ("load_state", "enter"): "Nothing was loaded",
+    ("load_state", "validated"): "Nothing was loaded (every file is checked before any change)",
+    ("load_state", "applied"): (
+        "The optimizers, schedulers, grad scaler and registered objects were put back; model "
+        "weights already streamed in were not"
+    ),
+}
 
 
 class CheckpointSyncError(RuntimeError):
@@ -125,7 +134,8 @@ class Rendezvous:
             detail = "; ".join(f"process {r}: {msg}" for r, msg in failures)
             raise CheckpointSyncError(
                 f"{self.operation} needs every process to succeed; it failed on {detail}. "
-                "Nothing was committed: fix that error and try again."
+                f"{_OUTCOME.get((self.operation, phase), _COMMITTED)}: fix that error and try "
+                "again."
             )
         return [v[len(_OK) :] for v in values]
 

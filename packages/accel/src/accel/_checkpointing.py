@@ -9,7 +9,7 @@ Layout of a checkpoint folder (``i`` > 0 for the second and later object of a ki
     scaler.pt                                       fp16 grad scaler (when there is one)
     custom_checkpoint_<i>.pkl                       objects of register_for_checkpointing
     random_states_<rank>.pkl                        generator states, one file per process
-    accel_checkpoint.json                           manifest, written last
+    accel_checkpoint.json                           manifest (sizes, checksums), written last
 
 The engine decides how states are gathered; with replicated states (one process, DDP) the
 main process writes everything but the random states (the local main of each machine with
@@ -19,25 +19,18 @@ main process writes everything but the random states (the local main of each mac
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._checkpoint_dirs import (
-    FORMAT_VERSION,
-    Manifest,
     check_target,
-    checkpoint_index,
     checkpoints_in,
     commit,
     is_complete,
     prepare_staging,
-    read_manifest,
     recover_replaced,
     rotate,
     staging_dir,
-    verify_file,
-    warn_world_size,
 )
 from ._checkpoint_io import (
     CUSTOM_NAME,
@@ -49,12 +42,12 @@ from ._checkpoint_io import (
     capture_rng_state,
     check_loadable,
     indexed_name,
-    load_object,
-    restore_rng_state,
     save_object,
     save_weights,
     weights_file_name,
 )
+from ._checkpoint_load import stateful
+from ._checkpoint_manifest import FORMAT_VERSION, Manifest
 from ._checkpoint_sync import Rendezvous
 
 if TYPE_CHECKING:
@@ -66,10 +59,6 @@ def is_writer(accelerator: Accelerator) -> bool:
     if accelerator.project_configuration.save_on_each_node:
         return accelerator.is_local_main_process
     return accelerator.is_main_process
-
-
-def _stateful(objects: list[Any]) -> list[Any]:
-    return [obj for obj in objects if callable(getattr(obj, "state_dict", None))]
 
 
 # --------------------------------------------------------------------------- paths
@@ -151,8 +140,8 @@ def write_files(
         weights = []
     for hook in hooks:
         hook(models, weights, stage)
-    schedulers = _stateful(accelerator._schedulers)
-    loaders = _stateful(accelerator._dataloaders)
+    schedulers = stateful(accelerator._schedulers)
+    loaders = stateful(accelerator._dataloaders)
     customs = list(accelerator._custom_objects)
     if is_writer(accelerator):
         for i, state in enumerate(weights):
@@ -244,103 +233,3 @@ def save_checkpoint(
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
-
-
-# --------------------------------------------------------------------------- load
-def load_checkpoint(
-    accelerator: Accelerator,
-    input_dir: str,
-    hooks: list[Callable[..., None]],
-    load_kwargs: dict[str, Any] | None,
-    model_kwargs: dict[str, Any],
-) -> Manifest:
-    """Restore every prepared and registered object from ``input_dir`` on this process."""
-    manifest = read_manifest(input_dir)
-    world = accelerator.num_processes
-    if manifest.world_size != world:
-        warn_world_size(manifest, world, input_dir)
-    load_kwargs = dict(load_kwargs or {})
-    engine = accelerator.engine
-    models = list(accelerator._models)
-    for hook in hooks:
-        hook(models, input_dir)
-    optimizers = list(accelerator._optimizers)
-    schedulers = _stateful(accelerator._schedulers)
-    loaders = _stateful(accelerator._dataloaders)
-    customs = list(accelerator._custom_objects)
-    counts = {
-        "optimizers": optimizers,
-        "schedulers": schedulers,
-        "dataloaders": loaders,
-        "custom_objects": customs,
-    }
-    if not hooks:
-        counts["models"] = models
-    for kind, objects in counts.items():
-        saved = manifest.extra.get(kind)
-        if saved is not None and int(saved) != len(objects):
-            raise ValueError(
-                f"load_state restores every object of the saving run into the same slots; "
-                f"{input_dir!r} holds {saved} {kind}, this run has {len(objects)}. Prepare (or "
-                "register) the same objects, in the same order, as the run that saved it."
-            )
-    read = lambda name: load_object(verify_file(input_dir, manifest, name), **load_kwargs)  # noqa: E731
-    # Dataloaders first: they refuse an incompatible batch size before anything else changes.
-    for i, loader in enumerate(loaders):
-        loader.load_state_dict(read(indexed_name(SAMPLER_NAME, "bin", i)))
-    for i, model in enumerate(models):
-        if not engine.replicated_states:
-            _load_own_layout(engine.load_model_state(model, input_dir, i), "model", i, input_dir)
-            continue
-        name = weights_file_name(i, True)
-        if name not in manifest.files:
-            name = weights_file_name(i, False)
-        engine.load_model_state_dict(model, verify_file(input_dir, manifest, name), **model_kwargs)
-    for i, opt in enumerate(optimizers):
-        if not engine.replicated_states:
-            loaded = engine.load_optimizer_state(opt, input_dir, i)
-            _load_own_layout(loaded, "optimizer", i, input_dir)
-            continue
-        engine.load_optimizer_state_dict(opt, read(indexed_name(OPTIMIZER_NAME, "bin", i)))
-    for i, scheduler in enumerate(schedulers):
-        scheduler.load_state_dict(read(indexed_name(SCHEDULER_NAME, "bin", i)))
-    _load_scaler(accelerator, input_dir, manifest, read)
-    for i, obj in enumerate(customs):
-        obj.load_state_dict(read(f"{CUSTOM_NAME}_{i}.pkl"))
-    rank = accelerator.process_index
-    rng_name = f"{RNG_STATE_NAME}_{rank}.pkl"
-    if rank < manifest.world_size and os.path.isfile(os.path.join(input_dir, rng_name)):
-        restore_rng_state(read(rng_name))
-    elif rank < manifest.world_size:
-        verify_file(input_dir, manifest, rng_name)
-    accelerator.step = manifest.step
-    index = checkpoint_index(input_dir)
-    config = accelerator.project_configuration
-    if config.automatic_checkpoint_naming and index is not None:
-        config.iteration = index + 1
-    return manifest
-
-
-def _load_own_layout(loaded: bool, what: str, index: int, input_dir: str) -> None:
-    if not loaded:
-        raise FileNotFoundError(
-            f"a sharded run loads each {what} from the layout its engine saved; {input_dir!r} "
-            f"holds none for {what} {index}. Load a checkpoint saved by a run with the same "
-            "engine (FSDP or DeepSpeed), or prepare the same objects as the saving run."
-        )
-
-
-def _load_scaler(
-    accelerator: Accelerator, input_dir: str, manifest: Manifest, read: Callable[[str], Any]
-) -> None:
-    saved = SCALER_NAME in manifest.files
-    if accelerator.scaler is not None and saved:
-        accelerator.scaler.load_state_dict(read(SCALER_NAME))
-    elif accelerator.scaler is not None or saved:
-        have = "has" if accelerator.scaler is not None else "has no"
-        warnings.warn(
-            f"checkpoint {input_dir!r} {'holds' if saved else 'holds no'} grad scaler state and "
-            f"this run {have} grad scaler (mixed_precision={accelerator.mixed_precision!r}); "
-            "the scaler was left as it is.",
-            stacklevel=3,
-        )

@@ -56,6 +56,7 @@ FACADE = _names("accel._accelerator", "Accelerator")
 FACADE.update(_names("accel._optim", "AcceleratedOptimizer AcceleratedScheduler"))
 FACADE.update(_names("accel._accelerator_prepare", "compile_regions"))
 
+
 DATA = _names(
     "accel_data",
     "DataLoaderConfiguration prepare_data_loader skip_first_batches",
@@ -108,8 +109,42 @@ CHECKPOINT = _names(
     """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_NAME
     SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME SAFE_WEIGHTS_INDEX_NAME""",
 )
+CHECKPOINT.update(_names("accel._checkpoint_io", "UnsafeCheckpointError"))
+CHECKPOINT.update(_names("accel._checkpoint_manifest", "CheckpointIntegrityError"))
+CHECKPOINT.update(_names("accel._checkpoint_sync", "CheckpointSyncError"))
 CHECKPOINT.update(_names("accel._save_model", "save"))
 CHECKPOINT.update(_names("accel_bigmodel", "shard_checkpoint"))
+
+UNWRAP = _names("accel._unwrap", "extract_model_from_parallel is_compiled_module")
+
+# More names the reference exposes at ``accelerate.utils``.
+STATE.update(
+    _names(
+        "accel_state",
+        """check_cuda_fp8_capability check_os_kernel convert_dict_to_env_variables
+        get_int_from_env is_4bit_bnb_available is_8bit_bnb_available is_amdsmi_available
+        is_bitsandbytes_multi_backend_available is_boto3_available is_habana_gaudi1
+        is_hpu_available is_import_timer_available is_lomo_available is_matplotlib_available
+        is_mlu_available is_musa_available is_neuron_available is_pandas_available
+        is_peft_available is_pynvml_available is_pytest_available is_rocm_available
+        is_sagemaker_available is_schedulefree_available is_sdaa_available is_swanlab_available
+        is_timm_available is_torchdata_available is_torchdata_stateful_dataloader_available
+        is_torchvision_available is_trackio_available is_transformer_engine_mxfp8_available
+        is_triton_available is_weights_only_available is_xccl_available parse_choice_from_env
+        purge_accel_environment purge_accelerate_environment wait_for_everyone
+        deepspeed_required torchao_required get_free_port get_pretty_name is_port_in_use
+        merge_dicts recursive_getattr CUDA_DISTRIBUTED_TYPES TORCH_DISTRIBUTED_OPERATION_TYPES
+        STR_OPERATION_TO_FUNC TORCH_DYNAMO_MODES do_nothing is_initialized""",
+    )
+)
+COLLECTIVES.update(_names("accel_collectives", "CannotPadNestedTensorWarning pad_input_tensors"))
+BIGMODEL.update(
+    _names(
+        "accel_bigmodel",
+        """align_module_device has_offloaded_params check_device_same convert_bytes
+        id_tensor_storage""",
+    )
+)
 
 # Names at ``accel.*`` (seeds 002 and 004).
 TOP_LEVEL: dict[str, str] = {
@@ -120,8 +155,16 @@ TOP_LEVEL: dict[str, str] = {
         cpu_offload_with_hook disk_offload""".split()
     },
     **FACADE,
+    # What a failed save_state / load_state raises, for callers that catch it.
+    "CheckpointIntegrityError": "accel._checkpoint_manifest",
+    "CheckpointSyncError": "accel._checkpoint_sync",
+    "UnsafeCheckpointError": "accel._checkpoint_io",
     "DataLoaderConfiguration": "accel_data",
     "skip_first_batches": "accel_data",
+    "prepare_pippy": "accel_pipeline",
+    "is_rich_available": "accel_state",
+    "synchronize_rng_states": "accel_state",
+    "debug_launcher": "accel_state",
     "find_executable_batch_size": "accel_state",
     "DeepSpeedPlugin": "accel_state",
     **{
@@ -143,16 +186,6 @@ UTILS: dict[str, str] = {
     **PRECISION,
     **TRACKERS,
     **CHECKPOINT,
+    **UNWRAP,
+    "compile_regions": FACADE["compile_regions"],
 }
-
-# Names at ``accel.hooks.*`` (the hooks of accel-bigmodel, as the reference lays them out).
-HOOKS: dict[str, str] = {
-    name: "accel_bigmodel"
-    for name in """ModelHook SequentialHook AlignDevicesHook CpuOffload UserCpuOffloadHook
-    add_hook_to_module remove_hook_from_module remove_hook_from_submodules
-    attach_align_device_hook attach_align_device_hook_on_blocks
-    attach_execution_device_hook""".split()
-}
-
-# Names at ``accel.inference.*`` (seed 000).
-INFERENCE: dict[str, str] = {"prepare_pippy": "accel_pipeline"}

@@ -13,7 +13,7 @@ import torch.distributed as dist
 sys.path.insert(0, os.path.dirname(__file__))
 import ckpt_common as common
 
-from accel._checkpoint_sync import CheckpointSyncError
+from accel import CheckpointSyncError
 
 MODE, OUT = sys.argv[1], sys.argv[2]
 SAVE_AT = 7  # 5 steps per epoch on each process: step 7 is in the middle of the second epoch

@@ -90,16 +90,25 @@ class Engine:
         return _inner(self, model).state_dict()
 
     def load_model_state_dict(
-        self, model: torch.nn.Module, path: str, strict: bool = True, **kwargs: Any
+        self,
+        model: torch.nn.Module,
+        path: str,
+        strict: bool = True,
+        *,
+        trust_pickles: bool = False,
+        **kwargs: Any,
     ) -> tuple[list[str], list[str]]:
         """Load a weights file written by ``save_state`` into a prepared model.
+
+        A torch pickle runs no code unless ``trust_pickles`` (the user opted in by name).
 
         Returns:
             ``(missing_keys, unexpected_keys)``.
         """
         from .._checkpoint_io import load_weights
 
-        return load_weights(_inner(self, model), path, strict=strict, **kwargs)
+        model = _inner(self, model)
+        return load_weights(model, path, strict=strict, trust_pickles=trust_pickles, **kwargs)
 
     def optimizer_state_dict(self, optimizer: Any) -> dict[str, Any]:
         """The full state dict of a prepared optimizer."""
@@ -120,9 +129,26 @@ class Engine:
         """
         return False
 
-    def load_model_state(self, model: torch.nn.Module, input_dir: str, index: int) -> bool:
+    def validate_model_state(
+        self, input_dir: str, index: int, *, trust_pickles: bool = False
+    ) -> None:
+        """Check, before anything is loaded, that the files of model ``index`` (and of its
+        optimizer) in the engine's own layout run no code when read.
+
+        The plain layout has no files of its own (``save_state`` reads its files through the
+        restricted reader), so there is nothing to check here; sharding engines override it.
+
+        Raises:
+            accel_bigmodel.UntrustedPickleError: naming the refused file, unless
+                ``trust_pickles``.
+        """
+
+    def load_model_state(
+        self, model: torch.nn.Module, input_dir: str, index: int, *, trust_pickles: bool = False
+    ) -> bool:
         """Load a model written by :meth:`save_model_state`; False when the engine has no
-        layout of its own or ``input_dir`` holds none."""
+        layout of its own or ``input_dir`` holds none. Its files run no code unless
+        ``trust_pickles``."""
         return False
 
     def save_optimizer_state(
@@ -133,10 +159,16 @@ class Engine:
         return False
 
     def load_optimizer_state(
-        self, optimizer: torch.optim.Optimizer, input_dir: str, index: int
+        self,
+        optimizer: torch.optim.Optimizer,
+        input_dir: str,
+        index: int,
+        *,
+        trust_pickles: bool = False,
     ) -> bool:
         """Load an optimizer written by :meth:`save_optimizer_state`; False when the engine
-        has no layout of its own or ``input_dir`` holds none."""
+        has no layout of its own or ``input_dir`` holds none. Its files run no code unless
+        ``trust_pickles``."""
         return False
 
 

@@ -19,6 +19,7 @@ import torch
 from accel_state import DeepSpeedPlugin, parse_flag_from_env
 
 from ._base import Engine
+from ._deepspeed_files import validate_folder
 from ._deepspeed_objects import (
     DeepSpeedEngineWrapper,
     DeepSpeedOptimizerWrapper,
@@ -320,13 +321,27 @@ class DeepSpeedEngine(Engine):
             engine.save_checkpoint(output_dir, tag=tag, save_latest=False)
         return True
 
-    def load_model_state(self, model: torch.nn.Module, input_dir: str, index: int) -> bool:
+    def validate_model_state(
+        self, input_dir: str, index: int, *, trust_pickles: bool = False
+    ) -> None:
+        """Read every ``.pt`` file of ``{input_dir}/deepspeed_model_{index}`` with
+        ``torch.load(weights_only=True)`` (DeepSpeed itself unpickles them without restriction).
+
+        Raises:
+            accel_bigmodel.UntrustedPickleError: naming the refused file and how to opt in.
+        """
+        validate_folder(os.path.join(input_dir, f"{CHECKPOINT_TAG}_{index}"), trust_pickles)
+
+    def load_model_state(
+        self, model: torch.nn.Module, input_dir: str, index: int, *, trust_pickles: bool = False
+    ) -> bool:
         engine: Any = model
         if not isinstance(engine, _engine_class()) or engine.optimizer is None:
             return True
         tag = f"{CHECKPOINT_TAG}_{index}"
         if not os.path.isdir(os.path.join(input_dir, tag)):
             return False
+        self.validate_model_state(input_dir, index, trust_pickles=trust_pickles)
         path, _ = engine.load_checkpoint(input_dir, tag=tag)
         if path is None:
             raise RuntimeError(
@@ -342,9 +357,14 @@ class DeepSpeedEngine(Engine):
         return True  # written with its engine by save_model_state
 
     def load_optimizer_state(
-        self, optimizer: torch.optim.Optimizer, input_dir: str, index: int
+        self,
+        optimizer: torch.optim.Optimizer,
+        input_dir: str,
+        index: int,
+        *,
+        trust_pickles: bool = False,
     ) -> bool:
-        return True  # restored with its engine by load_model_state
+        return True  # restored (and its files checked) with its engine by load_model_state
 
 
 def resolve_deepspeed_plugins(plugin: Any, plugins: Any) -> dict[str, Any] | None:

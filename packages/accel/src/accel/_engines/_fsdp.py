@@ -364,8 +364,16 @@ class FSDPEngine(Engine):
         io.save_model(model, output_dir, index, sharded=self._sharded())
         return True
 
-    def load_model_state(self, model: torch.nn.Module, input_dir: str, index: int) -> bool:
-        return io.load_model(model, input_dir, index)
+    def validate_model_state(
+        self, input_dir: str, index: int, *, trust_pickles: bool = False
+    ) -> None:
+        io.validate(input_dir, index, trust_pickles=trust_pickles)
+
+    def load_model_state(
+        self, model: torch.nn.Module, input_dir: str, index: int, *, trust_pickles: bool = False
+    ) -> bool:
+        io.validate(input_dir, index, trust_pickles=trust_pickles)
+        return io.load_model(model, input_dir, index, trust_pickles=trust_pickles)
 
     def save_optimizer_state(
         self, optimizer: torch.optim.Optimizer, output_dir: str, index: int
@@ -375,10 +383,16 @@ class FSDPEngine(Engine):
         return True
 
     def load_optimizer_state(
-        self, optimizer: torch.optim.Optimizer, input_dir: str, index: int
+        self,
+        optimizer: torch.optim.Optimizer,
+        input_dir: str,
+        index: int,
+        *,
+        trust_pickles: bool = False,
     ) -> bool:
         inner = getattr(optimizer, "optimizer", optimizer)
-        return io.load_optimizer(self._model_of(inner), inner, input_dir, index)
+        model = self._model_of(inner)
+        return io.load_optimizer(model, inner, input_dir, index, trust_pickles=trust_pickles)
 
     def _model_of(self, optimizer: torch.optim.Optimizer) -> torch.nn.Module:
         ids = {id(p) for group in optimizer.param_groups for p in group["params"]}

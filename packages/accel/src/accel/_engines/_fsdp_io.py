@@ -18,6 +18,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from accel_bigmodel import read_dcp_metadata_safely, safe_dcp_load, safe_torch_load
+
+from .._checkpoint_io import LOAD_STATE_OPT_IN, load_object
 
 MODEL_DIR = "pytorch_model_fsdp_{}"
 MODEL_FILE = "pytorch_model_fsdp_{}.safetensors"
@@ -78,16 +81,45 @@ def save_model(model: torch.nn.Module, output_dir: str, index: int, sharded: boo
     return path
 
 
-def load_model(model: torch.nn.Module, input_dir: str, index: int) -> bool:
-    """Load ``model`` from whichever layout ``input_dir`` holds; False when it holds neither."""
-    import torch.distributed.checkpoint as dcp
+def validate(input_dir: str, index: int, trust_pickles: bool = False) -> None:
+    """Read the ``.metadata`` of the model and optimizer folders of entry ``index`` through the
+    restricted reader, and the full optimizer file with ``weights_only=True`` (memory-mapped),
+    so that a tampered file is refused on every process before anything is loaded (the full
+    file is otherwise read by process 0 only, and a refusal there would leave the others
+    waiting for its broadcast).
+
+    Raises:
+        accel_bigmodel.UntrustedPickleError: naming the file, unless ``trust_pickles``.
+    """
+    if trust_pickles:
+        return
+    for name in (MODEL_DIR, OPTIM_DIR):
+        folder = os.path.join(input_dir, name.format(index))
+        if os.path.isdir(folder):
+            read_dcp_metadata_safely(folder, opt_in=LOAD_STATE_OPT_IN)
+    file = os.path.join(input_dir, OPTIM_FILE.format(index))
+    if os.path.isfile(file):
+        safe_torch_load(file, opt_in=LOAD_STATE_OPT_IN)
+
+
+def _dcp_load(state: dict[str, Any], folder: str, trust_pickles: bool) -> None:
+    safe_dcp_load(state, folder, trust_pickles=trust_pickles, opt_in=LOAD_STATE_OPT_IN)
+
+
+def load_model(
+    model: torch.nn.Module, input_dir: str, index: int, trust_pickles: bool = False
+) -> bool:
+    """Load ``model`` from whichever layout ``input_dir`` holds; False when it holds neither.
+
+    Nothing read runs code unless ``trust_pickles``.
+    """
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
 
     folder = os.path.join(input_dir, MODEL_DIR.format(index))
     file = os.path.join(input_dir, MODEL_FILE.format(index))
     if os.path.isdir(folder):
         state = {"model": get_model_state_dict(model)}
-        dcp.load(state, checkpoint_id=folder)
+        _dcp_load(state, folder, trust_pickles)
         set_model_state_dict(model, state["model"])
         return True
     if os.path.isfile(file):
@@ -131,10 +163,16 @@ def save_optimizer(
 
 
 def load_optimizer(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, input_dir: str, index: int
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    input_dir: str,
+    index: int,
+    trust_pickles: bool = False,
 ) -> bool:
-    """Load ``optimizer`` from whichever layout ``input_dir`` holds; False when neither."""
-    import torch.distributed.checkpoint as dcp
+    """Load ``optimizer`` from whichever layout ``input_dir`` holds; False when neither.
+
+    Nothing read runs code unless ``trust_pickles``.
+    """
     from torch.distributed.checkpoint.state_dict import (
         get_optimizer_state_dict,
         set_optimizer_state_dict,
@@ -144,11 +182,11 @@ def load_optimizer(
     file = os.path.join(input_dir, OPTIM_FILE.format(index))
     if os.path.isdir(folder):
         state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
-        dcp.load(state, checkpoint_id=folder)
+        _dcp_load(state, folder, trust_pickles)
         set_optimizer_state_dict(model, optimizer, state["optimizer"])
         return True
     if os.path.isfile(file):
-        full = torch.load(file, weights_only=True) if dist.get_rank() == 0 else {}
+        full = load_object(file, trust_pickles=trust_pickles) if dist.get_rank() == 0 else {}
         set_optimizer_state_dict(
             model,
             optimizer,

@@ -1,0 +1,128 @@
+"""Cost of the per-file CRC-32 checksums of save_state / load_state on a ~1 GB model.
+
+Model: 16 fp32 Linear(4096, 4096) layers (1.07 GB), SGD, 1 process on CPU. Each operation runs
+in a fresh subprocess (``OMP_NUM_THREADS=1``), modes alternating, ``BENCH_REPEATS`` times
+(default 3); medians are reported. Modes:
+
+- ``save``: ``save_state`` as shipped (checksums computed at commit, from the page cache);
+- ``save_no_checksum``: the same with the checksum function replaced by a constant (what the
+  save would cost without checksums);
+- ``load``: ``load_state()`` (checksums verified in phase 1, then the weights loaded);
+- ``load_no_verify``: ``load_state(verify_checksums=False)``;
+- ``cat``: ``cat`` of every checkpoint file to /dev/null (the cost of reading the bytes once).
+
+All reads are from a warm page cache (the machine is shared: caches are not dropped).
+Prints a Markdown table and one JSON object.
+
+Run: uv run --no-sync python benchmarks/checkpoint_integrity/bench_checksum.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+LAYERS = 16
+WIDTH = 4096
+REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
+MODES = ("save", "save_no_checksum", "load", "load_no_verify", "cat")
+
+
+def _build(seed: int):
+    import torch
+    from accel import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        model = torch.nn.Sequential(
+            *[torch.nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(LAYERS)]
+        )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return accelerator, accelerator.prepare(model, optimizer)[0]
+
+
+def worker(mode: str, folder: str) -> dict[str, float]:
+    if mode == "save_no_checksum":
+        import accel._checkpoint_dirs as dirs
+
+        dirs.file_checksum = lambda path: "crc32:00000000"  # type: ignore[assignment]
+    accelerator, model = _build(seed=0 if mode.startswith("save") else 1)
+    start = time.perf_counter()
+    if mode.startswith("save"):
+        accelerator.save_state(folder)
+    else:
+        accelerator.load_state(folder, verify_checksums=mode == "load")
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "probe": float(model[0].weight[0, :8].sum())}
+
+
+def _files(folder: str) -> list[str]:
+    return [os.path.join(folder, f) for f in sorted(os.listdir(folder))]
+
+
+def run(mode: str, folder: str) -> dict[str, float]:
+    if mode == "cat":
+        start = time.perf_counter()
+        with open(os.devnull, "wb") as sink:
+            subprocess.run(["cat", *_files(folder)], stdout=sink, check=True, timeout=900)
+        return {"seconds": time.perf_counter() - start}
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", mode, folder],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        check=False,
+        timeout=900,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{mode} failed:\n{out.stdout}\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    results: dict[str, list[float]] = {mode: [] for mode in MODES}
+    root = tempfile.mkdtemp(prefix="bench_crc_")
+    size = 0
+    try:
+        for _ in range(REPEATS):
+            for save_mode in ("save", "save_no_checksum"):
+                folder = os.path.join(root, save_mode)
+                saved = run(save_mode, folder)
+                results[save_mode].append(saved["seconds"])
+                if save_mode == "save_no_checksum":
+                    shutil.rmtree(folder)
+                    continue
+                for mode in ("load", "load_no_verify", "cat"):
+                    loaded = run(mode, folder)
+                    if "probe" in loaded and loaded["probe"] != saved["probe"]:
+                        raise RuntimeError(f"{mode}: the loaded weights are not the saved ones")
+                    results[mode].append(loaded["seconds"])
+                size = sum(os.path.getsize(p) for p in _files(folder))
+                shutil.rmtree(folder)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    medians = {mode: statistics.median(values) for mode, values in results.items()}
+    print(f"checkpoint: {size / 1e9:.2f} GB, {REPEATS} repeats, medians\n")
+    print("| operation | seconds | GB/s |")
+    print("| --- | --- | --- |")
+    for mode in MODES:
+        print(f"| {mode} | {medians[mode]:.2f} | {size / 1e9 / medians[mode]:.2f} |")
+    print(json.dumps({"size_gb": size / 1e9, "repeats": REPEATS, "runs": results}))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--worker", nargs=2, metavar=("MODE", "FOLDER"))
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(*args.worker)))
+    else:
+        main()

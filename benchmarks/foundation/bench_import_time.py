@@ -1,0 +1,97 @@
+"""Import cost of ``accel`` and ``accel.utils`` measured with ``python -X importtime``.
+
+Each measurement is a fresh interpreter; the script reports the median over several runs of
+the cumulative time Python itself attributes to the named module (so interpreter start-up is
+excluded) and whether torch was imported as a side effect.
+
+Run: ``uv run --no-sync python benchmarks/foundation/bench_import_time.py [--runs 7]``
+
+To compare with another version of the ``accel`` sources under the same machine load, pass
+``--baseline-src DIR`` (a directory holding an ``accel`` package, e.g. extracted with
+``git archive <commit> packages/accel/src``): runs alternate between the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+STATEMENTS = {
+    "import accel": "accel",
+    "import accel.utils": "accel.utils",
+    "import accel.utils.modeling": "accel.utils.modeling",
+    "import accel.state": "accel.state",
+}
+
+
+def cumulative_us(statement: str, module: str, src: str | None = None) -> tuple[int, bool]:
+    """Run ``statement`` in a fresh interpreter; return (cumulative us of ``module``, torch?).
+
+    ``src``, when given, is put first on ``PYTHONPATH`` so that its ``accel`` is imported.
+    """
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-c",
+            f"{statement}; import sys; print('torch' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    cumulative = None
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:"):
+            continue
+        fields = [part.strip() for part in line[len("import time:") :].split("|")]
+        if fields[2].strip() == module:
+            cumulative = int(fields[1])
+    if cumulative is None:
+        raise RuntimeError(f"{module!r} is not in the importtime output of {statement!r}")
+    return cumulative, proc.stdout.strip() == "True"
+
+
+def _median_ms(samples: list[tuple[int, bool]]) -> str:
+    return f"{statistics.median(us for us, _ in samples) / 1000:.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--baseline-src", default=None)
+    args = parser.parse_args()
+    baseline = args.baseline_src
+    header = "| statement | median cumulative (ms) | torch imported |"
+    if baseline:
+        header = "| statement | baseline (ms) | this tree (ms) | torch imported |"
+    print(header)
+    print("| --- | ---: |" + (" ---: |" if baseline else "") + " --- |")
+    for statement, module in STATEMENTS.items():
+        ours: list[tuple[int, bool]] = []
+        base: list[tuple[int, bool]] = []
+        for _ in range(args.runs):
+            if baseline:
+                try:
+                    base.append(cumulative_us(statement, module, baseline))
+                except (subprocess.CalledProcessError, RuntimeError):
+                    pass
+            ours.append(cumulative_us(statement, module))
+        torch_loaded = "yes" if any(loaded for _, loaded in ours) else "no"
+        cells = [f"`{statement}`"]
+        if baseline:
+            cells.append(_median_ms(base) if base else "module missing")
+        cells += [_median_ms(ours), torch_loaded]
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

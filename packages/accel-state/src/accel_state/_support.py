@@ -1,0 +1,50 @@
+"""Distributed types this version cannot run, and the one message that refuses each of them.
+
+The launcher (before starting any process) and the ``Accelerator`` (in a process started some
+other way) refuse with the same words, so a user meets one rule and one fix wherever it fails.
+"""
+
+from __future__ import annotations
+
+_CPU_OR_CUDA = "Run on CPU or CUDA (distributed_type MULTI_CPU or MULTI_GPU)"
+
+UNSUPPORTED_DISTRIBUTED_TYPES: dict[str, tuple[str, str]] = {
+    "MEGATRON_LM": (
+        "Megatron-LM is not supported by this version of accel",
+        "Train with FSDP (--use_fsdp, or FullyShardedDataParallelPlugin), DeepSpeed "
+        "(--use_deepspeed, or DeepSpeedPlugin) or DDP (no engine flag, no plugin) instead",
+    ),
+    "TPU": ("TPU / XLA is not supported by this version of accel", _CPU_OR_CUDA),
+    "XLA": ("TPU / XLA is not supported by this version of accel", _CPU_OR_CUDA),
+    "MULTI_NPU": ("Ascend NPUs are not supported by this version of accel", _CPU_OR_CUDA),
+    "MULTI_MLU": ("Cambricon MLUs are not supported by this version of accel", _CPU_OR_CUDA),
+    "MULTI_HPU": ("Intel Gaudi HPUs are not supported by this version of accel", _CPU_OR_CUDA),
+    "MULTI_MUSA": (
+        "Moore Threads MUSA GPUs are not supported by this version of accel",
+        _CPU_OR_CUDA,
+    ),
+    "MULTI_SDAA": ("SDAA devices are not supported by this version of accel", _CPU_OR_CUDA),
+    "MULTI_NEURON": ("AWS Neuron devices are not supported by this version of accel", _CPU_OR_CUDA),
+}
+"""``DistributedType`` value -> (what is not supported, what to use instead)."""
+
+
+def unsupported_distributed_type(value: str, got: str) -> str | None:
+    """The message refusing distributed type ``value``, or None when this version runs it.
+
+    Args:
+        value: A ``DistributedType`` value (``"MEGATRON_LM"`` ...).
+        got: How the user asked for it (``"--use_megatron_lm"``, ``"megatron_lm_plugin set"``).
+
+    Returns:
+        ``"<what> is not supported ...; got <got>. <fix>; the README's support table lists what
+        each version supports."``, or None.
+    """
+    reason = UNSUPPORTED_DISTRIBUTED_TYPES.get(str(value).upper())
+    if reason is None:
+        return None
+    rule, fix = reason
+    return f"{rule}; got {got}. {fix}; the README's support table lists what each version supports."
+
+
+__all__ = ["UNSUPPORTED_DISTRIBUTED_TYPES", "unsupported_distributed_type"]

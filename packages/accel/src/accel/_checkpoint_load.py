@@ -1,0 +1,329 @@
+"""``load_state`` in two phases, so that a failed load changes nothing.
+
+Phase 1 (:func:`read_checkpoint`) reads and checks every file of the checkpoint without
+touching the run: the manifest, each file's size and checksum, every pickle (read with
+``weights_only=True`` and held: they are small), the weights files' keys and shapes against the
+models (headers only: no second copy of the weights), the optimizers' parameter groups against
+the prepared optimizers, the dataloader positions against the loaders' batch sizes, the random
+states (tried and put back), and the engine's own layout through its
+``validate_model_state`` hook. All processes then agree on the outcome: one process's failure
+fails every process, each with an error naming it.
+
+Phase 2 (:func:`apply_checkpoint`) restores the objects. Schedulers, the grad scaler,
+registered objects and optimizers are snapshotted first and put back if a later step fails
+(an I/O error while the weights stream in, or an object refusing its state), on every process.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._checkpoint_dirs import checkpoint_index, warn_world_size
+from ._checkpoint_io import (
+    CUSTOM_NAME,
+    OPTIMIZER_NAME,
+    RNG_STATE_NAME,
+    SAMPLER_NAME,
+    SCALER_NAME,
+    SCHEDULER_NAME,
+    capture_rng_state,
+    check_weights,
+    indexed_name,
+    load_object,
+    restore_rng_state,
+    weights_file_name,
+)
+from ._checkpoint_manifest import Manifest, read_manifest, saved_count, verify_file
+from ._checkpoint_sync import Rendezvous
+
+if TYPE_CHECKING:
+    from ._accelerator import Accelerator
+
+
+@dataclass
+class LoadPlan:
+    """Everything phase 1 read and checked, ready to apply."""
+
+    input_dir: str
+    manifest: Manifest
+    models: list[Any]
+    weights: list[str] = field(default_factory=list)
+    """Checked weights files, one per model (replicated engines)."""
+    states: list[tuple[str, Any, Any]] = field(default_factory=list)
+    """``(kind, object, state)`` for schedulers, scaler, registered objects and optimizers."""
+    loaders: list[tuple[Any, Any]] = field(default_factory=list)
+    rng: Any = None
+    trust_pickles: bool = False
+    """The user opted in to unrestricted unpickling (``load_state(trust_pickles=True)``)."""
+
+
+def stateful(objects: list[Any]) -> list[Any]:
+    """The objects that have a ``state_dict`` method (the ones a checkpoint holds)."""
+    return [obj for obj in objects if callable(getattr(obj, "state_dict", None))]
+
+
+# --------------------------------------------------------------------------- phase 1
+def read_checkpoint(
+    accelerator: Accelerator,
+    input_dir: str,
+    hooks: list[Callable[..., None]],
+    load_kwargs: dict[str, Any] | None,
+    model_kwargs: dict[str, Any],
+    verify_checksums: bool,
+    trust_pickles: bool = False,
+) -> LoadPlan:
+    """Phase 1: read and check every file this process needs; change nothing.
+
+    No file runs code while it is read unless ``trust_pickles`` (the user opted in by name).
+    Load-state pre-hooks run first (they may take models off the list and load them
+    themselves; what a hook changes is its own).
+    """
+    manifest = read_manifest(input_dir)
+    world = accelerator.num_processes
+    if manifest.world_size != world:
+        warn_world_size(manifest, world, input_dir)
+    engine = accelerator.engine
+    models = list(accelerator._models)
+    for hook in hooks:
+        hook(models, input_dir)
+    optimizers = list(accelerator._optimizers)
+    schedulers = stateful(accelerator._schedulers)
+    loaders = stateful(accelerator._dataloaders)
+    customs = list(accelerator._custom_objects)
+    kinds = {"optimizers": optimizers, "schedulers": schedulers, "dataloaders": loaders}
+    kinds["custom_objects"] = customs
+    if not hooks:
+        kinds["models"] = models
+    for kind, objects in kinds.items():
+        saved = saved_count(manifest, kind, input_dir)
+        if saved is not None and saved != len(objects):
+            raise ValueError(
+                f"load_state restores every object of the saving run into the same slots; "
+                f"{input_dir!r} holds {saved} {kind}, this run has {len(objects)}. Prepare (or "
+                "register) the same objects, in the same order, as the run that saved it."
+            )
+    rank = accelerator.process_index
+    others = {f"{RNG_STATE_NAME}_{r}.pkl" for r in range(manifest.world_size) if r != rank}
+    for name in sorted(set(manifest.files) - others):
+        verify_file(input_dir, manifest, name, checksum=verify_checksums)
+    kwargs = dict(load_kwargs or {})
+
+    def read(name: str) -> Any:
+        path = verify_file(input_dir, manifest, name, checksum=False)
+        return load_object(path, trust_pickles=trust_pickles, **kwargs)
+
+    plan = LoadPlan(input_dir, manifest, models, trust_pickles=trust_pickles)
+    for i, loader in enumerate(loaders):
+        state = read(indexed_name(SAMPLER_NAME, "bin", i))
+        _check_loader_state(loader, state, i, input_dir)
+        plan.loaders.append((loader, state))
+    if engine.replicated_states:
+        strict = bool(model_kwargs.get("strict", True))
+        for i, model in enumerate(models):
+            name = weights_file_name(i, True)
+            if name not in manifest.files:
+                name = weights_file_name(i, False)
+            path = verify_file(input_dir, manifest, name, checksum=False)
+            check_weights(
+                engine.model_state_dict(model), path, strict=strict, trust_pickles=trust_pickles
+            )
+            plan.weights.append(path)
+        for i, opt in enumerate(optimizers):
+            state = read(indexed_name(OPTIMIZER_NAME, "bin", i))
+            _check_optimizer_state(opt, state, i, input_dir)
+            plan.states.append(("optimizer", opt, state))
+    else:
+        for i in range(len(models)):
+            engine.validate_model_state(input_dir, i, trust_pickles=trust_pickles)
+    for i, scheduler in enumerate(schedulers):
+        state = read(indexed_name(SCHEDULER_NAME, "bin", i))
+        plan.states.append(("scheduler", scheduler, _mapping(state, f"scheduler {i}")))
+    _plan_scaler(accelerator, plan, read)
+    for i, obj in enumerate(customs):
+        state = read(f"{CUSTOM_NAME}_{i}.pkl")
+        plan.states.append(("registered object", obj, state))
+    rng_name = f"{RNG_STATE_NAME}_{rank}.pkl"
+    if rank < manifest.world_size:
+        plan.rng = read(rng_name)
+        _try_rng_state(plan.rng, rng_name)
+    return plan
+
+
+def _mapping(state: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(state, Mapping):
+        raise TypeError(
+            f"the saved state of {what} must be a dict, as state_dict() returns; the checkpoint "
+            f"holds a {type(state).__name__}. The file was replaced: load an earlier checkpoint."
+        )
+    return state
+
+
+def _check_loader_state(loader: Any, state: Any, index: int, input_dir: str) -> None:
+    state = _mapping(state, f"dataloader {index}")
+    if not {"epoch", "batches_yielded"} <= set(state):
+        raise KeyError(
+            f"a dataloader position holds 'epoch' and 'batches_yielded'; dataloader {index} in "
+            f"{input_dir!r} holds {sorted(state)}. The file was replaced: load an earlier one."
+        )
+    saved, total = state.get("total_batch_size"), getattr(loader, "total_batch_size", None)
+    if saved is not None and total is not None and saved != total:
+        raise ValueError(
+            "a loader can resume mid-epoch only with the same total batch size; saved "
+            f"{saved}, this loader has {total}. Resume with the same number of processes and "
+            "batch size, or start the epoch again."
+        )
+
+
+def _check_optimizer_state(opt: Any, state: Any, index: int, input_dir: str) -> None:
+    state = _mapping(state, f"optimizer {index}")
+    groups = state.get("param_groups")
+    mine = opt.state_dict()["param_groups"]
+    ok = isinstance(groups, list) and isinstance(state.get("state"), Mapping)
+    ok = ok and len(groups) == len(mine)
+    ok = ok and all(
+        isinstance(g, Mapping) and len(g.get("params", ())) == len(m["params"])
+        for g, m in zip(groups, mine)
+    )
+    if not ok:
+        saved = [len(g.get("params", ())) for g in groups] if isinstance(groups, list) else groups
+        raise ValueError(
+            f"an optimizer state loads into an optimizer with the same parameter groups; "
+            f"optimizer {index} in {input_dir!r} has groups of sizes {saved!r}, this run's has "
+            f"{[len(m['params']) for m in mine]}. Prepare the optimizer of the saving run."
+        )
+
+
+def _plan_scaler(accelerator: Accelerator, plan: LoadPlan, read: Callable[[str], Any]) -> None:
+    saved = SCALER_NAME in plan.manifest.files
+    if accelerator.scaler is not None and saved:
+        state = _mapping(read(SCALER_NAME), "the grad scaler")
+        plan.states.append(("grad scaler", accelerator.scaler, state))
+    elif accelerator.scaler is not None or saved:
+        have = "has" if accelerator.scaler is not None else "has no"
+        warnings.warn(
+            f"checkpoint {plan.input_dir!r} {'holds' if saved else 'holds no'} grad scaler state "
+            f"and this run {have} grad scaler (mixed_precision={accelerator.mixed_precision!r}); "
+            "the scaler was left as it is.",
+            stacklevel=5,
+        )
+
+
+def _try_rng_state(state: Any, name: str) -> None:
+    """Restore ``state`` once and put the current states back: a state that the generators
+    refuse fails here, in phase 1."""
+    current = capture_rng_state()
+    try:
+        restore_rng_state(_mapping(state, name))
+    except Exception as exc:
+        raise ValueError(
+            f"random states must be the ones save_state captured; {name} holds states the "
+            f"generators refuse ({type(exc).__name__}: {exc}). The file was replaced: load an "
+            "earlier checkpoint."
+        ) from None
+    finally:
+        restore_rng_state(current)
+
+
+# --------------------------------------------------------------------------- phase 2
+def apply_checkpoint(
+    accelerator: Accelerator,
+    plan: LoadPlan,
+    model_kwargs: dict[str, Any],
+    rendezvous: Rendezvous,
+) -> None:
+    """Phase 2: restore every object from ``plan``; on a failure put back what can be."""
+    engine = accelerator.engine
+    trust = {"trust_pickles": plan.trust_pickles}
+    undo: list[tuple[Any, Any]] = []
+    try:
+        for _, obj, state in plan.states:
+            undo.append((obj, obj.state_dict()))
+            obj.load_state_dict(state)
+        for i, model in enumerate(plan.models):
+            if engine.replicated_states:
+                engine.load_model_state_dict(model, plan.weights[i], **trust, **model_kwargs)
+            elif not engine.load_model_state(model, plan.input_dir, i, **trust):
+                raise _no_layout("model", i, plan.input_dir)
+        if not engine.replicated_states:
+            for i, opt in enumerate(accelerator._optimizers):
+                if not engine.load_optimizer_state(opt, plan.input_dir, i, **trust):
+                    raise _no_layout("optimizer", i, plan.input_dir)
+        for loader, state in plan.loaders:
+            loader.load_state_dict(state)
+        if plan.rng is not None:
+            restore_rng_state(plan.rng)
+    except BaseException as exc:
+        _undo(undo, exc)
+        rendezvous.meet("applied", error=f"{type(exc).__name__}: {exc}")
+        raise
+    try:
+        rendezvous.meet("applied")
+    except BaseException as exc:
+        _undo(undo, exc)
+        raise
+    accelerator.step = plan.manifest.step
+    index = checkpoint_index(plan.input_dir)
+    config = accelerator.project_configuration
+    if config.automatic_checkpoint_naming and index is not None:
+        config.iteration = index + 1
+
+
+def _undo(undo: list[tuple[Any, Any]], error: BaseException) -> None:
+    """Put back the snapshots; warn naming any object that refuses its own snapshot."""
+    stuck = []
+    for obj, state in reversed(undo):
+        try:
+            obj.load_state_dict(state)
+        except Exception as exc:
+            stuck.append(f"{type(obj).__name__} ({type(exc).__name__}: {exc})")
+    if stuck:
+        warnings.warn(
+            f"load_state failed ({type(error).__name__}: {error}) and put back the objects it "
+            f"had restored, except {', '.join(stuck)}, which refused their own previous state.",
+            stacklevel=5,
+        )
+
+
+def _no_layout(what: str, index: int, input_dir: str) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"a sharded run loads each {what} from the layout its engine saved; {input_dir!r} "
+        f"holds none for {what} {index}. Load a checkpoint saved by a run with the same "
+        "engine (FSDP or DeepSpeed), or prepare the same objects as the saving run."
+    )
+
+
+def load_checkpoint(
+    accelerator: Accelerator,
+    input_dir: str,
+    hooks: list[Callable[..., None]],
+    load_kwargs: dict[str, Any] | None,
+    model_kwargs: dict[str, Any],
+    rendezvous: Rendezvous,
+    verify_checksums: bool = True,
+    *,
+    trust_pickles: bool = False,
+) -> Manifest:
+    """Restore every prepared and registered object from ``input_dir``, all or nothing.
+
+    Raises:
+        CheckpointSyncError: on the processes whose own phase succeeded, when another failed.
+    """
+    try:
+        plan = read_checkpoint(
+            accelerator,
+            input_dir,
+            hooks,
+            load_kwargs,
+            model_kwargs,
+            verify_checksums,
+            trust_pickles,
+        )
+    except BaseException as exc:
+        rendezvous.meet("validated", error=f"{type(exc).__name__}: {exc}")
+        raise
+    rendezvous.meet("validated")
+    apply_checkpoint(accelerator, plan, model_kwargs, rendezvous)
+    return plan.manifest

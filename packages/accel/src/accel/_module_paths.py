@@ -1,0 +1,448 @@
+"""Which module provides each name of the reference library's module paths under accel.
+
+One map per module path (``accel.state``, ``accel.utils.modeling`` ...), each name pointing
+at the accel package that owns it. The modules at those paths are thin lazy re-exports of
+these maps; ``tests/test_module_paths.py`` keeps them honest against the reference.
+"""
+
+from __future__ import annotations
+
+from ._exports import _names
+
+PATHS: dict[str, dict[str, str]] = {
+    "accel.big_modeling": {
+        **_names(
+            "accel_bigmodel",
+            """AlignDevicesHook CpuOffload OffloadedWeightsLoader UserCpuOffloadHook
+                add_hook_to_module attach_align_device_hook
+                attach_align_device_hook_on_blocks check_device_map cpu_offload
+                cpu_offload_with_hook disk_offload dispatch_model
+                extract_submodules_state_dict find_tied_parameters get_balanced_memory
+                infer_auto_device_map init_empty_weights init_on_device
+                load_checkpoint_and_dispatch load_checkpoint_in_model offload_state_dict
+                retie_parameters""",
+        ),
+        **_names(
+            "accel_state",
+            """is_bnb_available is_mlu_available is_musa_available is_neuron_available
+                is_npu_available is_sdaa_available is_xpu_available parse_flag_from_env
+                recursive_getattr""",
+        ),
+    },
+    "accel.checkpointing": {
+        **_names(
+            "accel._checkpoint_io",
+            """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SAFE_WEIGHTS_NAME SCALER_NAME
+                SCHEDULER_NAME WEIGHTS_NAME""",
+        ),
+        **_names(
+            "accel._save_model",
+            """save""",
+        ),
+        **_names(
+            "accel_state",
+            """PartialState get_logger get_pretty_name is_cuda_available
+                is_hpu_available is_mlu_available is_musa_available is_neuron_available
+                is_sdaa_available is_torch_version is_torch_xla_available
+                is_xpu_available""",
+        ),
+    },
+    "accel.data_loader": {
+        **_names(
+            "accel_collectives",
+            """broadcast broadcast_object_list concatenate find_batch_size
+                get_data_structure initialize_tensors send_to_device slice_tensors""",
+        ),
+        **_names(
+            "accel_data",
+            """BatchSamplerShard DataLoaderDispatcher DataLoaderShard
+                IterableDatasetShard SeedableRandomSampler SkipBatchSampler
+                SkipDataLoader prepare_data_loader skip_first_batches""",
+        ),
+        **_names(
+            "accel_state",
+            """DistributedType GradientState PartialState RNGType compare_versions
+                get_logger is_datasets_available is_torch_version is_torch_xla_available
+                is_torchdata_stateful_dataloader_available synchronize_rng_states""",
+        ),
+    },
+    "accel.hooks": {
+        **_names(
+            "accel_bigmodel",
+            """AlignDevicesHook CpuOffload ModelHook PrefixedDataset SequentialHook
+                UserCpuOffloadHook add_hook_to_module attach_align_device_hook
+                attach_align_device_hook_on_blocks attach_execution_device_hook
+                get_non_persistent_buffers named_module_tensors remove_hook_from_module
+                remove_hook_from_submodules set_module_tensor_to_device""",
+        ),
+        **_names(
+            "accel_collectives",
+            """find_device send_to_device""",
+        ),
+        **_names(
+            "accel_state",
+            """PartialState clear_device_cache is_mlu_available is_musa_available
+                is_npu_available recursive_getattr""",
+        ),
+    },
+    "accel.inference": {
+        **_names(
+            "accel_bigmodel",
+            """calculate_maximum_sizes convert_bytes infer_auto_device_map""",
+        ),
+        **_names(
+            "accel_collectives",
+            """copy_tensor_to_devices ignorant_find_batch_size pad_input_tensors
+                send_to_device""",
+        ),
+        **_names(
+            "accel_pipeline",
+            """prepare_pippy""",
+        ),
+        **_names(
+            "accel_state",
+            """PartialState is_pippy_available""",
+        ),
+    },
+    "accel.launchers": {
+        **_names(
+            "accel_state",
+            """AcceleratorState PartialState PrecisionType debug_launcher
+                is_mps_available is_rocm_available is_torch_version patch_environment""",
+        ),
+    },
+    "accel.logging": {
+        **_names(
+            "accel_state",
+            """MultiProcessAdapter PartialState get_logger""",
+        ),
+    },
+    "accel.optimizer": {
+        **_names(
+            "accel._optim",
+            """AcceleratedOptimizer""",
+        ),
+        **_names(
+            "accel_collectives",
+            """honor_type""",
+        ),
+        **_names(
+            "accel_state",
+            """AcceleratorState DistributedType GradientState is_lomo_available
+                is_torch_xla_available""",
+        ),
+    },
+    "accel.scheduler": {
+        **_names(
+            "accel._optim",
+            """AcceleratedScheduler""",
+        ),
+        **_names(
+            "accel_state",
+            """AcceleratorState GradientState""",
+        ),
+    },
+    "accel.state": {
+        **_names(
+            "accel_state",
+            """AcceleratorState DistributedType DynamoBackend
+                GradientAccumulationPlugin GradientState PartialState
+                SageMakerDistributedType check_cuda_fp8_capability deepspeed_required
+                do_nothing get_int_from_env is_datasets_available is_deepspeed_available
+                is_fp8_available is_habana_gaudi1 is_hpu_available is_initialized
+                is_mlu_available is_mps_available is_musa_available is_neuron_available
+                is_npu_available is_sdaa_available is_torch_xla_available
+                is_xccl_available is_xpu_available parse_choice_from_env
+                parse_flag_from_env""",
+        ),
+    },
+    "accel.tracking": {
+        **_names(
+            "accel_collectives",
+            """listify""",
+        ),
+        **_names(
+            "accel_state",
+            """PartialState compare_versions get_logger is_aim_available
+                is_clearml_available is_comet_ml_available is_dvclive_available
+                is_mlflow_available is_swanlab_available is_tensorboard_available
+                is_trackio_available is_wandb_available str_to_bool""",
+        ),
+        **_names(
+            "accel_trackers",
+            """AimTracker ClearMLTracker CometMLTracker DVCLiveTracker GeneralTracker
+                LOGGER_TYPE_TO_CLASS LoggerType MLflowTracker TensorBoardTracker
+                WandBTracker filter_trackers get_available_trackers""",
+        ),
+    },
+    "accel.utils.ao": {
+        **_names(
+            "accel_precision",
+            """convert_model_to_fp8_ao filter_first_and_last_linear_layers
+                filter_linear_layers find_first_last_linear_layers has_ao_layers""",
+        ),
+        **_names(
+            "accel_state",
+            """is_torchao_available torchao_required""",
+        ),
+    },
+    "accel.utils.bnb": {
+        **_names(
+            "accel_bigmodel",
+            """dispatch_model find_tied_parameters get_balanced_memory
+                infer_auto_device_map init_empty_weights load_checkpoint_in_model
+                offload_weight set_module_tensor_to_device""",
+        ),
+        **_names(
+            "accel_precision",
+            """BnbQuantizationConfig get_keys_to_not_convert
+                get_quantized_model_device_map has_4bit_bnb_layers
+                load_and_quantize_model replace_with_bnb_layers""",
+        ),
+        **_names(
+            "accel_state",
+            """is_4bit_bnb_available is_8bit_bnb_available""",
+        ),
+    },
+    "accel.utils.constants": {
+        **_names(
+            "accel._checkpoint_io",
+            """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SAFE_WEIGHTS_INDEX_NAME
+                SAFE_WEIGHTS_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_INDEX_NAME
+                WEIGHTS_NAME""",
+        ),
+        **_names(
+            "accel_state",
+            """CUDA_DISTRIBUTED_TYPES STR_OPERATION_TO_FUNC
+                TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES""",
+        ),
+    },
+    "accel.utils.dataclasses": {
+        **_names(
+            "accel_collectives",
+            """TensorInformation""",
+        ),
+        **_names(
+            "accel_data",
+            """DataLoaderConfiguration""",
+        ),
+        **_names(
+            "accel_precision",
+            """AORecipeKwargs BnbQuantizationConfig FP8BackendType FP8RecipeKwargs
+                MSAMPRecipeKwargs TERecipeKwargs""",
+        ),
+        **_names(
+            "accel_state",
+            """AutocastKwargs ComputeEnvironment DeepSpeedPlugin
+                DistributedDataParallelKwargs DistributedType DynamoBackend
+                FullyShardedDataParallelPlugin GradScalerKwargs
+                GradientAccumulationPlugin InitProcessGroupKwargs KwargsHandler
+                PrecisionType ProfileKwargs ProjectConfiguration RNGType
+                SageMakerDistributedType TorchDynamoPlugin TorchTensorParallelPlugin
+                compare_versions get_module_class_from_name is_cuda_available
+                is_hpu_available is_mlu_available is_msamp_available is_musa_available
+                is_neuron_available is_npu_available is_rocm_available is_torch_version
+                is_torchao_available is_transformer_engine_available is_xpu_available
+                parse_flag_from_env str_to_bool""",
+        ),
+        **_names(
+            "accel_trackers",
+            """LoggerType""",
+        ),
+    },
+    "accel.utils.deepspeed": {
+        **_names(
+            "accel._engines._deepspeed_objects",
+            """DeepSpeedEngineWrapper DeepSpeedOptimizerWrapper
+                DeepSpeedSchedulerWrapper DummyOptim DummyScheduler""",
+        ),
+        **_names(
+            "accel._optim",
+            """AcceleratedOptimizer AcceleratedScheduler""",
+        ),
+        **_names(
+            "accel_state",
+            """DistributedType HfDeepSpeedConfig compare_versions is_bnb_available""",
+        ),
+    },
+    "accel.utils.environment": {
+        **_names(
+            "accel_state",
+            """check_cuda_fp8_capability clear_environment
+                convert_dict_to_env_variables get_int_from_env parse_choice_from_env
+                parse_flag_from_env patch_environment purge_accelerate_environment
+                str_to_bool""",
+        ),
+    },
+    "accel.utils.fsdp_utils": {
+        **_names(
+            "accel._checkpoint_io",
+            """OPTIMIZER_NAME SAFE_WEIGHTS_NAME WEIGHTS_NAME""",
+        ),
+        **_names(
+            "accel._save_model",
+            """save""",
+        ),
+        **_names(
+            "accel._unwrap",
+            """is_compiled_module""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """get_non_persistent_buffers""",
+        ),
+        **_names(
+            "accel_state",
+            """get_logger get_module_class_from_name is_torch_version""",
+        ),
+    },
+    "accel.utils.imports": {
+        **_names(
+            "accel_state",
+            """compare_versions deepspeed_required is_4bit_bnb_available
+                is_8bit_bnb_available is_aim_available is_amdsmi_available
+                is_bf16_available is_bitsandbytes_multi_backend_available
+                is_bnb_available is_boto3_available is_clearml_available
+                is_comet_ml_available is_cuda_available is_datasets_available
+                is_deepspeed_available is_dvclive_available is_fp16_available
+                is_fp8_available is_habana_gaudi1 is_hpu_available
+                is_import_timer_available is_lomo_available is_matplotlib_available
+                is_megatron_lm_available is_mlflow_available is_mlu_available
+                is_mps_available is_msamp_available is_musa_available
+                is_neuron_available is_npu_available is_numpy_available
+                is_pandas_available is_peft_available is_pippy_available
+                is_pynvml_available is_pytest_available is_rich_available
+                is_rocm_available is_sagemaker_available is_schedulefree_available
+                is_sdaa_available is_swanlab_available is_tensorboard_available
+                is_timm_available is_torch_distributed_available is_torch_version
+                is_torch_xla_available is_torchao_available is_torchdata_available
+                is_torchdata_stateful_dataloader_available is_torchvision_available
+                is_tqdm_available is_trackio_available is_transformer_engine_available
+                is_transformer_engine_mxfp8_available is_transformers_available
+                is_triton_available is_wandb_available is_weights_only_available
+                is_xccl_available is_xpu_available parse_flag_from_env patch_environment
+                str_to_bool torchao_required""",
+        ),
+    },
+    "accel.utils.launch": {
+        **_names(
+            "accel_state",
+            """DistributedType DynamoBackend PrecisionType SageMakerDistributedType
+                compare_versions get_free_port is_fp8_available is_hpu_available
+                is_mlu_available is_musa_available is_neuron_available is_npu_available
+                is_port_in_use is_sdaa_available is_torch_xla_available is_xpu_available
+                merge_dicts str_to_bool""",
+        ),
+    },
+    "accel.utils.memory": {
+        **_names(
+            "accel_state",
+            """clear_device_cache find_executable_batch_size is_cuda_available
+                is_hpu_available is_mlu_available is_mps_available is_musa_available
+                is_neuron_available is_npu_available is_sdaa_available is_xpu_available
+                release_memory should_reduce_batch_size""",
+        ),
+    },
+    "accel.utils.modeling": {
+        **_names(
+            "accel._checkpoint_io",
+            """SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME WEIGHTS_NAME""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """align_module_device calculate_maximum_sizes check_device_map
+                check_device_same clean_device_map compute_module_sizes
+                compute_module_total_buffer_size convert_file_size_to_int
+                dtype_byte_size find_tied_parameters get_balanced_memory
+                get_max_layer_size get_max_memory get_module_size_with_ties
+                get_non_persistent_buffers get_state_dict_from_offload
+                get_state_dict_offloaded_model has_offloaded_params id_tensor_storage
+                infer_auto_device_map load_checkpoint_in_model load_offloaded_weight
+                load_offloaded_weights load_state_dict named_module_tensors
+                offload_weight retie_parameters save_offload_index
+                set_module_tensor_to_device""",
+        ),
+        **_names(
+            "accel_state",
+            """AcceleratorState AutocastKwargs DistributedType clear_device_cache
+                is_hpu_available is_mlu_available is_mps_available is_musa_available
+                is_npu_available is_peft_available is_sdaa_available is_torch_version
+                is_torch_xla_available is_tqdm_available is_xpu_available""",
+        ),
+    },
+    "accel.utils.offload": {
+        **_names(
+            "accel_bigmodel",
+            """OffloadedWeightsLoader PrefixedDataset extract_submodules_state_dict
+                load_offloaded_weight offload_state_dict offload_weight
+                save_offload_index""",
+        ),
+    },
+    "accel.utils.operations": {
+        **_names(
+            "accel_collectives",
+            """CannotPadNestedTensorWarning DistributedOperationException
+                TensorInformation broadcast broadcast_object_list concatenate
+                convert_to_fp32 copy_tensor_to_devices find_batch_size find_device
+                gather gather_object get_data_structure get_shape honor_type
+                ignorant_find_batch_size initialize_tensors is_namedtuple
+                is_tensor_information is_torch_tensor listify pad_across_processes
+                pad_input_tensors recursively_apply reduce send_to_device slice_tensors""",
+        ),
+        **_names(
+            "accel_precision",
+            """convert_outputs_to_fp32""",
+        ),
+        **_names(
+            "accel_state",
+            """AcceleratorState DistributedType PartialState
+                TORCH_DISTRIBUTED_OPERATION_TYPES is_npu_available
+                is_torch_distributed_available is_torch_version is_torch_xla_available""",
+        ),
+    },
+    "accel.utils.other": {
+        **_names(
+            "accel._accelerator_prepare",
+            """compile_regions""",
+        ),
+        **_names(
+            "accel._save_model",
+            """save""",
+        ),
+        **_names(
+            "accel._unwrap",
+            """extract_model_from_parallel is_compiled_module""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """convert_bytes id_tensor_storage""",
+        ),
+        **_names(
+            "accel_launch",
+            """write_basic_config""",
+        ),
+        **_names(
+            "accel_state",
+            """DistributedType PartialState check_os_kernel get_free_port get_logger
+                get_pretty_name is_deepspeed_available is_numpy_available is_port_in_use
+                is_torch_distributed_available is_torch_version is_torch_xla_available
+                is_weights_only_available merge_dicts recursive_getattr
+                wait_for_everyone""",
+        ),
+    },
+    "accel.utils.random": {
+        **_names(
+            "accel_state",
+            """AcceleratorState CUDA_DISTRIBUTED_TYPES DistributedType RNGType
+                is_hpu_available is_mlu_available is_musa_available is_neuron_available
+                is_npu_available is_sdaa_available is_torch_xla_available
+                is_xpu_available set_seed synchronize_rng_state synchronize_rng_states""",
+        ),
+    },
+    "accel.utils.versions": {
+        **_names(
+            "accel_state",
+            """STR_OPERATION_TO_FUNC compare_versions is_torch_version""",
+        ),
+    },
+}

@@ -1,0 +1,79 @@
+"""Getting the user's model back out of the wrappers that ``prepare`` and ``torch.compile`` add."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+# The attribute the facade stores the model's own forward under when it adds autocast.
+ORIGINAL_FORWARD = "_accel_original_forward"
+
+
+def is_compiled_module(module: Any) -> bool:
+    """Whether ``module`` is the wrapper ``torch.compile(module)`` returns."""
+    compiled = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    optimized = getattr(compiled, "OptimizedModule", None)
+    return optimized is not None and isinstance(module, optimized)
+
+
+def _parallel_wrappers() -> tuple[type, ...]:
+    """The wrapper classes that hold the model as ``.module``; only already-imported engines."""
+    wrappers: list[type] = [torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel]
+    deepspeed = sys.modules.get("deepspeed")
+    if deepspeed is not None and hasattr(deepspeed, "DeepSpeedEngine"):
+        wrappers.append(deepspeed.DeepSpeedEngine)
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    if fsdp is not None and hasattr(fsdp, "FullyShardedDataParallel"):
+        wrappers.append(fsdp.FullyShardedDataParallel)
+    return tuple(wrappers)
+
+
+def _unwrap_tree(module: torch.nn.Module, wrappers: tuple[type, ...]) -> torch.nn.Module:
+    while isinstance(module, wrappers):
+        module = module.module  # type: ignore[assignment]
+    for name, child in list(module.named_children()):
+        setattr(module, name, _unwrap_tree(child, wrappers))
+    return module
+
+
+def extract_model_from_parallel(
+    model: torch.nn.Module,
+    keep_fp32_wrapper: bool = True,
+    keep_torch_compile: bool = True,
+    recursive: bool = False,
+) -> torch.nn.Module:
+    """Return the user's model from inside DDP, DataParallel, DeepSpeed, FSDP and compile
+    wrappers.
+
+    Args:
+        model: A model, possibly wrapped by ``prepare`` and/or ``torch.compile``.
+        keep_fp32_wrapper: Keep the mixed-precision wrapper ``prepare`` put on ``forward``;
+            False restores the model's own ``forward``.
+        keep_torch_compile: Return the compiled wrapper (around the unwrapped model) when
+            ``model`` was compiled; False returns the model under it.
+        recursive: Also replace wrapped submodules (``layer = Wrapper(layer)``) by the module
+            they wrap, in place, at any depth.
+
+    Returns:
+        The unwrapped model (the same object the user passed to ``prepare``).
+
+    Example:
+        >>> ddp = torch.nn.parallel.DistributedDataParallel(model)
+        >>> extract_model_from_parallel(ddp) is model
+        True
+    """
+    compiled = model if is_compiled_module(model) else None
+    inner: Any = model._orig_mod if compiled is not None else model
+    wrappers = _parallel_wrappers()
+    while isinstance(inner, wrappers):
+        inner = inner.module  # type: ignore[attr-defined]
+    if recursive:
+        inner = _unwrap_tree(inner, wrappers)
+    if not keep_fp32_wrapper and ORIGINAL_FORWARD in inner.__dict__:
+        inner.forward = inner.__dict__.pop(ORIGINAL_FORWARD)
+    if compiled is not None and keep_torch_compile:
+        compiled._orig_mod = inner
+        return compiled
+    return inner

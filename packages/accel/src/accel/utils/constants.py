@@ -1,0 +1,37 @@
+"""``accel.utils.constants``: the names of the reference's ``accelerate.utils.constants``, from the accel packages
+that own them."""
+
+# ruff: noqa: F401 - the typing block re-exports names for type checkers
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+from .._module_paths import PATHS
+
+_EXPORTS = PATHS["accel.utils.constants"]
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
+
+if TYPE_CHECKING:
+    from accel_state import (
+        CUDA_DISTRIBUTED_TYPES,
+        STR_OPERATION_TO_FUNC,
+        TORCH_DISTRIBUTED_OPERATION_TYPES,
+        TORCH_DYNAMO_MODES,
+    )
+
+    from accel._checkpoint_io import (
+        MODEL_NAME,
+        OPTIMIZER_NAME,
+        RNG_STATE_NAME,
+        SAFE_WEIGHTS_INDEX_NAME,
+        SAFE_WEIGHTS_NAME,
+        SCALER_NAME,
+        SCHEDULER_NAME,
+        WEIGHTS_INDEX_NAME,
+        WEIGHTS_NAME,
+    )

@@ -1,0 +1,72 @@
+"""``accel.utils.dataclasses``: the names of the reference's ``accelerate.utils.dataclasses``, from the accel packages
+that own them."""
+
+# ruff: noqa: F401 - the typing block re-exports names for type checkers
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+from .._module_paths import PATHS
+
+_EXPORTS = PATHS["accel.utils.dataclasses"]
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
+
+if TYPE_CHECKING:
+    from accel_collectives import (
+        TensorInformation,
+    )
+    from accel_data import (
+        DataLoaderConfiguration,
+    )
+    from accel_precision import (
+        AORecipeKwargs,
+        BnbQuantizationConfig,
+        FP8BackendType,
+        FP8RecipeKwargs,
+        MSAMPRecipeKwargs,
+        TERecipeKwargs,
+    )
+    from accel_state import (
+        AutocastKwargs,
+        ComputeEnvironment,
+        DeepSpeedPlugin,
+        DistributedDataParallelKwargs,
+        DistributedType,
+        DynamoBackend,
+        FullyShardedDataParallelPlugin,
+        GradientAccumulationPlugin,
+        GradScalerKwargs,
+        InitProcessGroupKwargs,
+        KwargsHandler,
+        PrecisionType,
+        ProfileKwargs,
+        ProjectConfiguration,
+        RNGType,
+        SageMakerDistributedType,
+        TorchDynamoPlugin,
+        TorchTensorParallelPlugin,
+        compare_versions,
+        get_module_class_from_name,
+        is_cuda_available,
+        is_hpu_available,
+        is_mlu_available,
+        is_msamp_available,
+        is_musa_available,
+        is_neuron_available,
+        is_npu_available,
+        is_rocm_available,
+        is_torch_version,
+        is_torchao_available,
+        is_transformer_engine_available,
+        is_xpu_available,
+        parse_flag_from_env,
+        str_to_bool,
+    )
+    from accel_trackers import (
+        LoggerType,
+    )

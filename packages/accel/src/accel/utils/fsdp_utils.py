@@ -1,0 +1,39 @@
+"""``accel.utils.fsdp_utils``: the names of the reference's ``accelerate.utils.fsdp_utils``, from the accel packages
+that own them."""
+
+# ruff: noqa: F401 - the typing block re-exports names for type checkers
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+from .._module_paths import PATHS
+
+_EXPORTS = PATHS["accel.utils.fsdp_utils"]
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
+
+if TYPE_CHECKING:
+    from accel_bigmodel import (
+        get_non_persistent_buffers,
+    )
+    from accel_state import (
+        get_logger,
+        get_module_class_from_name,
+        is_torch_version,
+    )
+
+    from accel._checkpoint_io import (
+        OPTIMIZER_NAME,
+        SAFE_WEIGHTS_NAME,
+        WEIGHTS_NAME,
+    )
+    from accel._save_model import (
+        save,
+    )
+    from accel._unwrap import (
+        is_compiled_module,
+    )

@@ -1,0 +1,55 @@
+"""``accel.utils.other``: the names of the reference's ``accelerate.utils.other``, from the accel packages
+that own them."""
+
+# ruff: noqa: F401 - the typing block re-exports names for type checkers
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+from .._module_paths import PATHS
+
+_EXPORTS = PATHS["accel.utils.other"]
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
+
+if TYPE_CHECKING:
+    from accel_bigmodel import (
+        convert_bytes,
+        id_tensor_storage,
+    )
+    from accel_launch import (
+        write_basic_config,
+    )
+    from accel_state import (
+        DistributedType,
+        PartialState,
+        check_os_kernel,
+        get_free_port,
+        get_logger,
+        get_pretty_name,
+        is_deepspeed_available,
+        is_numpy_available,
+        is_port_in_use,
+        is_torch_distributed_available,
+        is_torch_version,
+        is_torch_xla_available,
+        is_weights_only_available,
+        merge_dicts,
+        recursive_getattr,
+        wait_for_everyone,
+    )
+
+    from accel._accelerator_prepare import (
+        compile_regions,
+    )
+    from accel._save_model import (
+        save,
+    )
+    from accel._unwrap import (
+        extract_model_from_parallel,
+        is_compiled_module,
+    )

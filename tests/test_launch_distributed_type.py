@@ -1,0 +1,137 @@
+"""What ``accel launch`` says it runs is what the processes run: each engine or distributed-type
+flag on 2 real processes, the launcher's own line against ``AcceleratorState().distributed_type``
+in every child; what no process of this version runs is refused before any starts, in the same
+words as the Accelerator's."""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from accel_state import unsupported_distributed_type
+from accel_state.testing import free_port, run_command
+
+SCRIPT = Path(__file__).parent / "scripts" / "report_distributed_type.py"
+EXTENSIONS = os.environ.get(
+    "TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/accel/torch_extensions")
+)
+LAUNCH_LINE = re.compile(r"accel launch: (\d+) processes on \d+ machine\(s\) via (\S+), (\w+),")
+CHILD_LINE = re.compile(r"CHILD rank=(\d) of=(\d) type=(\w+)")
+NEEDS_DEEPSPEED = pytest.mark.skipif(
+    importlib.util.find_spec("deepspeed") is None,
+    reason="needs deepspeed: pip install 'accel[deepspeed]'",
+)
+
+
+def _launcher() -> str:
+    return shutil.which("accel-launch") or str(Path(sys.executable).parent / "accel-launch")
+
+
+def _launch(*flags: str, check: bool = True) -> subprocess.CompletedProcess:
+    processes = [] if "--num_processes" in flags else ["--num_processes", "2"]
+    command = [_launcher(), *processes, "--main_process_port", str(free_port())]
+    return run_command(
+        [*command, *flags, str(SCRIPT)],
+        timeout=600,
+        check=check,
+        env={**os.environ, "TORCH_EXTENSIONS_DIR": EXTENSIONS},
+    )
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(700)
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        pytest.param([], "MULTI_CPU", id="plain"),
+        pytest.param(["--cpu"], "MULTI_CPU", id="cpu"),
+        pytest.param(["--use_fsdp", "--fsdp_version", "1"], "FSDP", id="fsdp1"),
+        pytest.param(["--use_fsdp", "--fsdp_version", "2"], "FSDP", id="fsdp2"),
+        pytest.param(["--use_deepspeed"], "DEEPSPEED", id="deepspeed", marks=NEEDS_DEEPSPEED),
+    ],
+)
+def test_launcher_reports_the_type_every_process_uses(flags, expected):
+    if not flags and _has_cuda():
+        expected = "MULTI_GPU"
+    result = _launch(*flags)
+    said = LAUNCH_LINE.search(result.stderr)
+    assert said is not None, result.stderr
+    assert said.group(1) == "2" and said.group(3) == expected, said.group(0)
+    children = sorted(CHILD_LINE.findall(result.stdout))
+    assert [rank for rank, _, _ in children] == ["0", "1"], result.stdout
+    assert {(of, kind) for _, of, kind in children} == {("2", said.group(3))}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(400)
+def test_fsdp_on_one_process_is_reported_as_what_runs():
+    explain = _launch("--use_fsdp", "--num_processes", "1", "--explain").stdout
+    assert "derived (FSDP on one process trains plainly)" in explain
+    result = _launch("--use_fsdp", "--num_processes", "1")
+    assert CHILD_LINE.findall(result.stdout) == [("0", "1", "NO")], result.stdout
+
+
+@pytest.mark.timeout(300)
+def test_megatron_lm_is_refused_by_the_launcher_and_the_accelerator_alike():
+    result = _launch("--use_megatron_lm", check=False)
+    assert result.returncode == 2 and "CHILD" not in result.stdout
+    assert "accel launch: 2 processes" not in result.stderr  # nothing was started
+    launcher = result.stderr.strip().splitlines()
+    assert len(launcher) == 1
+    assert launcher[0] == "accel launch: error: " + str(
+        unsupported_distributed_type("MEGATRON_LM", "--use_megatron_lm")
+    )
+    # A process started some other way with the launcher's variables: the Accelerator says it.
+    env = {**os.environ, "ACCEL_USE_MEGATRON_LM": "1", "ACCEL_DISTRIBUTED_TYPE": "MEGATRON_LM"}
+    child = run_command([sys.executable, str(SCRIPT)], timeout=200, check=False, env=env)
+    assert child.returncode != 0
+    expected = unsupported_distributed_type(
+        "MEGATRON_LM", "ACCEL_USE_MEGATRON_LM=1 in the environment"
+    )
+    assert f"NotImplementedError: {expected}" in child.stderr
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "TPU",
+        "XLA",
+        "MULTI_NPU",
+        "MULTI_MLU",
+        "MULTI_HPU",
+        "MULTI_MUSA",
+        "MULTI_SDAA",
+        "MULTI_NEURON",
+    ],
+)
+def test_types_no_process_runs_are_refused_from_a_config_file(tmp_path, kind):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"distributed_type: {kind}\nnum_processes: 2\n")
+    result = run_command(
+        [_launcher(), "--config_file", str(config), str(SCRIPT)], timeout=200, check=False
+    )
+    assert result.returncode == 2 and "CHILD" not in result.stdout
+    assert f"got distributed_type '{kind}' from the config file {config}" in result.stderr
+    assert "not supported by this version of accel" in result.stderr
+
+
+@pytest.mark.timeout(300)
+def test_multi_gpu_without_gpus_is_refused():
+    if _has_cuda():
+        pytest.skip("this machine has CUDA devices: --multi_gpu is valid here")
+    result = _launch("--multi_gpu", check=False)
+    assert result.returncode == 2 and "CHILD" not in result.stdout
+    assert "--multi_gpu runs one process per GPU, but this machine has no CUDA device" in (
+        result.stderr
+    )
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
