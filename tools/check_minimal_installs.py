@@ -56,6 +56,9 @@ PACKAGES = ROOT / "packages"
 SMOKE = ROOT / "tools" / "smoke"
 # A smoke script or an example that runs longer than this fails the job.
 SCRIPT_TIMEOUT = 900
+# uv reads pyproject.toml of the folder it runs in: the workspace's [tool.uv] constraints
+# (torch==2.13.0) would silently apply to every install, the lowest job included.
+NO_CONFIG = ["--quiet", "--no-config"]
 TESTS_TIMEOUT = 3600
 
 
@@ -218,7 +221,7 @@ def check(
     resolution = ["--resolution", "lowest-direct"] if job.lowest else ["--constraint", str(base)]
     requirements = runtime_requirements(package, job, wheels_by_name)
     install = _run(
-        [uv, "pip", "install", "--quiet", "--python", str(python), *resolution, *requirements]
+        [uv, "pip", "install", *NO_CONFIG, "--python", str(python), *resolution, *requirements]
     )
     if install.returncode != 0:
         return False, f"install failed:\n{install.stderr[-4000:]}"
@@ -245,7 +248,7 @@ def check(
     if not any(tests.glob("test_*.py")):
         return True, f"{versions}; {len(_scripts(package))} scripts ran; no tests yet"
     frozen = _freeze(uv, python, workdir / "frozen.txt", [] if job.lowest else constraints)
-    pinned = [uv, "pip", "install", "--quiet", "--python", str(python), "--constraint", str(frozen)]
+    pinned = [uv, "pip", "install", *NO_CONFIG, "--python", str(python), "-c", str(frozen)]
     note = ""
     install = _run([*pinned, *test_requirements(package, wheels_by_name)])
     if install.returncode != 0 and job.lowest:
