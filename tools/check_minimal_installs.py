@@ -1,11 +1,36 @@
-"""Install each package alone in a fresh virtual environment and run its own tests there.
+"""Install each package alone in a fresh virtual environment, run it, then run its own tests there.
 
-A uv workspace cannot stop a member from importing a sibling it does not declare: this check
-can. For each package: build every wheel once, create an empty venv, install only that package
-(its declared dependencies come from the built wheels or PyPI), pytest and pytest-timeout, then
-run the package's tests from a folder outside the source tree.
+A uv workspace cannot stop a member from importing a sibling it does not declare, and a test
+dependency can hide a runtime dependency the package forgot to declare: this check catches both.
+For each package and each job:
 
-Usage: python tools/check_minimal_installs.py [package ...]
+1. create an empty venv and install only the package (built wheels of it and of the workspace
+   packages it declares; the rest from the package index);
+2. with nothing else installed, import it, run its smoke script ``tools/smoke/<package>.py`` and
+   every script in ``packages/<package>/examples/``;
+3. install pytest, pytest-timeout and the package's ``test`` dependency group, constrained to the
+   versions already installed (a test dependency may add packages, never change one), and run
+   the package's tests from a folder outside the source tree. In the lowest job only, a test
+   group that needs newer releases than the lowest ones is left out (the summary says so) and
+   the tests run with pytest alone.
+
+Jobs:
+
+- regular (default): the newest versions the declared ranges allow, with the workspace's
+  constraints (``torch==2.13.0``), on each Python of ``--pythons`` (default: this one);
+- ``--lowest``: every direct dependency of the package, of the workspace packages it pulls in
+  and of each of its extras at the lowest version its declared range allows
+  (``uv pip install --resolution lowest-direct``), extras installed, on this Python. Indirect
+  dependencies resolve to their newest versions, as ``pip install`` would give a user who pins
+  only our lower bounds. Every extra is installed in this job because their ranges are
+  declared too.
+
+Usage:
+    python tools/check_minimal_installs.py [package ...]
+    python tools/check_minimal_installs.py --pythons 3.10,3.12 --lowest accel-bigmodel accel-trackers
+
+``--pythons`` lists the Pythons of the regular job (found on PATH as ``pythonX.Y`` or under
+``~/.pyenv/versions``); with ``--lowest`` and no ``--pythons`` only the lowest job runs.
 """
 
 from __future__ import annotations
@@ -18,10 +43,36 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    sys.exit("check_minimal_installs: run it with Python >= 3.11 (it reads pyproject.toml).")
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ROOT / "packages"
+SMOKE = ROOT / "tools" / "smoke"
+# A smoke script or an example that runs longer than this fails the job.
+SCRIPT_TIMEOUT = 900
+# uv reads pyproject.toml of the folder it runs in: the workspace's [tool.uv] constraints
+# (torch==2.13.0) would silently apply to every install, the lowest job included.
+NO_CONFIG = ["--quiet", "--no-config"]
+TESTS_TIMEOUT = 3600
+
+
+@dataclass(frozen=True)
+class Job:
+    """One environment to build: a Python and a resolution strategy."""
+
+    python: str
+    lowest: bool = False
+
+    @property
+    def label(self) -> str:
+        version = _python_version(self.python)
+        return f"lowest py{version}" if self.lowest else f"py{version}"
 
 
 def _uv() -> str:
@@ -31,17 +82,49 @@ def _uv() -> str:
     return found
 
 
-def _constraints(workdir: Path) -> Path:
-    text = (ROOT / "pyproject.toml").read_text()
-    match = re.search(r"^constraint-dependencies = \[(.*?)\]", text, re.M | re.S)
-    pins = re.findall(r'"([^"]+)"', match.group(1)) if match else []
-    path = workdir / "constraints.txt"
-    path.write_text("\n".join(pins) + "\n")
-    return path
+def _run(
+    command: list[str], timeout: float | None = None, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(  # type: ignore[call-overload,no-any-return]
+            command, text=True, capture_output=True, timeout=timeout, **kwargs
+        )
+    except subprocess.TimeoutExpired as err:
+        out = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
+        return subprocess.CompletedProcess(command, 124, out, f"timed out after {timeout}s")
 
 
-def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, text=True, capture_output=True, **kwargs)  # type: ignore[call-overload]
+def _python_version(python: str) -> str:
+    out = _run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+    return out.stdout.strip() or "?"
+
+
+def find_python(version: str) -> str:
+    """The interpreter for ``version`` ("3.12"): ``python3.12`` on PATH, else pyenv's."""
+    if not re.fullmatch(r"3\.\d+", version):
+        sys.exit(
+            f"check_minimal_installs: --pythons takes versions like 3.10,3.12; got {version!r}. "
+            "Pass major.minor numbers separated by commas."
+        )
+    found = shutil.which(f"python{version}")
+    if found and _python_version(found) == version:
+        return found
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = sorted(pyenv.glob(f"{version}.*/bin/python{version}"), reverse=True)
+    if candidates:
+        return str(candidates[0])
+    sys.exit(
+        f"check_minimal_installs: no Python {version} found (looked for python{version} on PATH "
+        f"and in {pyenv}). Install it (e.g. `pyenv install {version}`) or drop it from --pythons."
+    )
+
+
+def _pyproject(package: str) -> dict:
+    return tomllib.loads((PACKAGES / package / "pyproject.toml").read_text())
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; @]", requirement.strip(), maxsplit=1)[0].lower()
 
 
 def _local_closure(package: str, wheels_by_name: dict[str, Path]) -> list[str]:
@@ -53,50 +136,135 @@ def _local_closure(package: str, wheels_by_name: dict[str, Path]) -> list[str]:
         if name in seen:
             continue
         seen.append(name)
-        text = (PACKAGES / name / "pyproject.toml").read_text()
-        deps = re.search(r"^dependencies = \[(.*?)\]", text, re.M | re.S)
-        for req in re.findall(r'"([^"]+)"', deps.group(1) if deps else ""):
-            dep = re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0]
-            if dep in wheels_by_name:
-                todo.append(dep)
+        for req in _pyproject(name)["project"].get("dependencies", []):
+            if _name(req) in wheels_by_name:
+                todo.append(_name(req))
     return seen
 
 
-def check(
-    package: str, wheels_by_name: dict[str, Path], constraints: Path, workdir: Path
-) -> tuple[bool, str]:
-    """Return (ok, summary) for one package."""
-    uv = _uv()
-    venv = workdir / f"venv-{package}"
-    python = venv / "bin" / "python"
-    _run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
-    # Local wheels are passed by path: a name alone could resolve to an unrelated project of
-    # the same name on the package index.
-    local = [str(wheels_by_name[name]) for name in _local_closure(package, wheels_by_name)]
-    install = _run(
-        [
-            uv,
-            "pip",
-            "install",
-            "--quiet",
-            "--python",
-            str(python),
-            "--constraint",
-            str(constraints),
-            *local,
-            "pytest>=8",
-            "pytest-timeout>=2.3",
-        ]
-    )
-    if install.returncode != 0:
-        return False, f"install failed:\n{install.stderr}"
-    tests = PACKAGES / package / "tests"
-    if not any(tests.glob("test_*.py")):
-        return True, "installed; no tests yet"
-    run_dir = workdir / f"run-{package}"
-    run_dir.mkdir()
+def _as_wheel(requirement: str, wheels_by_name: dict[str, Path]) -> str:
+    """A requirement on a workspace package points at its built wheel (keeping its extras):
+    a name alone could resolve to an unrelated project of the same name on the index."""
+    name = _name(requirement)
+    if name not in wheels_by_name:
+        return requirement
+    extras = re.search(r"\[[^\]]*\]", requirement)
+    return f"{name}{extras.group(0) if extras else ''} @ {wheels_by_name[name].as_uri()}"
+
+
+def runtime_requirements(package: str, job: Job, wheels_by_name: dict[str, Path]) -> list[str]:
+    """What ``pip install <package>`` asks for in this job."""
+    local = _local_closure(package, wheels_by_name)
+    if not job.lowest:
+        return [str(wheels_by_name[name]) for name in local]
+    project = _pyproject(package)["project"]
+    extras = sorted(project.get("optional-dependencies", {}))
+    own = f"{package}[{','.join(extras)}]" if extras else package
+    requirements = [_as_wheel(own, wheels_by_name)]
+    requirements += [str(wheels_by_name[name]) for name in local if name != package]
+    # Direct requirements are what lowest-direct lowers: list each declared range explicitly.
+    for name in local:
+        meta = _pyproject(name)["project"]
+        declared = list(meta.get("dependencies", []))
+        if name == package:
+            declared += [r for reqs in meta.get("optional-dependencies", {}).values() for r in reqs]
+        requirements += [r for r in declared if _name(r) not in wheels_by_name]
+    return requirements
+
+
+def test_requirements(package: str, wheels_by_name: dict[str, Path]) -> list[str]:
+    """pytest, pytest-timeout and the package's ``test`` dependency group."""
+    group = _pyproject(package).get("dependency-groups", {}).get("test", [])
+    for entry in group:
+        if not isinstance(entry, str):
+            sys.exit(
+                f"check_minimal_installs: the test group of {package} holds {entry!r}; this "
+                "check reads plain requirement strings only. Inline the included group."
+            )
+    return ["pytest>=8", "pytest-timeout>=2.3", *(_as_wheel(r, wheels_by_name) for r in group)]
+
+
+def _env(package: str, workdir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["ACCEL_MINIMAL_INSTALL"] = package
+    env["ACCEL_CONFIG_HOME"] = str(workdir / "config")  # never read the user's config file
+    return env
+
+
+def _scripts(package: str) -> list[Path]:
+    smoke = SMOKE / f"{package}.py"
+    examples = sorted((PACKAGES / package / "examples").glob("*.py"))
+    return ([smoke] if smoke.is_file() else []) + examples
+
+
+def _freeze(uv: str, python: Path, path: Path, extra: list[str]) -> Path:
+    """Constraints that keep every installed package (but our own wheels) at its version."""
+    frozen = _run([uv, "pip", "freeze", "--python", str(python)], check=True).stdout
+    pins = [line for line in frozen.splitlines() if " @ " not in line and "==" in line]
+    path.write_text("\n".join([*extra, *pins]) + "\n")
+    return path
+
+
+def check(
+    package: str, job: Job, wheels_by_name: dict[str, Path], constraints: list[str], root: Path
+) -> tuple[bool, str]:
+    """Return (ok, summary) for one package in one job."""
+    uv = _uv()
+    slug = f"{package}-{job.label.replace(' ', '-')}"
+    workdir = root / slug
+    workdir.mkdir()
+    venv = workdir / "venv"
+    python = venv / "bin" / "python"
+    _run([uv, "venv", "--quiet", "--python", job.python, str(venv)], check=True)
+    base = workdir / "constraints.txt"
+    base.write_text("\n".join(constraints) + "\n")
+    resolution = ["--resolution", "lowest-direct"] if job.lowest else ["--constraint", str(base)]
+    requirements = runtime_requirements(package, job, wheels_by_name)
+    install = _run(
+        [uv, "pip", "install", *NO_CONFIG, "--python", str(python), *resolution, *requirements]
+    )
+    if install.returncode != 0:
+        return False, f"install failed:\n{install.stderr[-4000:]}"
+    env = _env(package, workdir)
+    run_dir = workdir / "run"
+    run_dir.mkdir()
+    module = package.replace("-", "_")
+    # -I keeps the script's own folder off sys.path (tools/smoke/accel.py would hide `accel`).
+    for script in [None, *_scripts(package)]:
+        command = [
+            str(python),
+            "-I",
+            *(["-c", f"import {module}"] if script is None else [str(script)]),
+        ]
+        result = _run(command, timeout=SCRIPT_TIMEOUT, cwd=run_dir, env=env)
+        if result.returncode != 0:
+            what = f"import {module}" if script is None else script.relative_to(ROOT)
+            return False, (
+                f"{what} failed with only the package installed (a runtime dependency it does "
+                f"not declare?):\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+            )
+    versions = _versions(uv, python, package, wheels_by_name)
+    tests = PACKAGES / package / "tests"
+    if not any(tests.glob("test_*.py")):
+        return True, f"{versions}; {len(_scripts(package))} scripts ran; no tests yet"
+    frozen = _freeze(uv, python, workdir / "frozen.txt", [] if job.lowest else constraints)
+    pinned = [uv, "pip", "install", *NO_CONFIG, "--python", str(python), "-c", str(frozen)]
+    note = ""
+    install = _run([*pinned, *test_requirements(package, wheels_by_name)])
+    if install.returncode != 0 and job.lowest:
+        # A test dependency may need a newer release than our lowest bound (transformers needs
+        # safetensors > 0.4.0): the runtime versions stay, the tests run without that group and
+        # the summary says so (tests that need it skip with their reason).
+        reason = next((ln.strip() for ln in install.stderr.splitlines() if "depend" in ln), "")
+        note = (
+            f"; test group not installable on the lowest versions ({reason}), tests ran without it"
+        )
+        install = _run([*pinned, *test_requirements(package, wheels_by_name)[:2]])
+    if install.returncode != 0:
+        return False, (
+            "the test group cannot be installed without changing a runtime version:\n"
+            f"{install.stderr[-4000:]}"
+        )
     result = _run(
         [
             str(python),
@@ -115,21 +283,53 @@ def check(
             "-c",
             os.devnull,
         ],
+        timeout=TESTS_TIMEOUT,
         cwd=run_dir,
         env=env,
     )
     last = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
     if result.returncode not in (0, 5):
         return False, f"tests failed: {last}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
-    return True, last
+    return True, f"{versions}; {len(_scripts(package))} scripts ran; {last}{note}"
+
+
+def _versions(uv: str, python: Path, package: str, wheels_by_name: dict[str, Path]) -> str:
+    """The installed versions of the third-party packages the job's packages declare."""
+    wanted = set()
+    for name in _local_closure(package, wheels_by_name):
+        meta = _pyproject(name)["project"]
+        declared = [*meta.get("dependencies", [])]
+        declared += [r for reqs in meta.get("optional-dependencies", {}).values() for r in reqs]
+        wanted |= {_name(r) for r in declared if _name(r) not in wheels_by_name}
+    frozen = _run([uv, "pip", "freeze", "--python", str(python)]).stdout.splitlines()
+    pins = [line for line in frozen if line.split("==")[0].lower() in wanted]
+    return ", ".join(pins) if pins else "no third-party dependency"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("packages", nargs="*", help="Packages to check (default: all).")
+    parser.add_argument(
+        "--pythons",
+        help="Comma-separated Python versions of the regular job (default: this Python).",
+    )
+    parser.add_argument(
+        "--lowest",
+        action="store_true",
+        help="Run the lowest-direct job (on this Python) for each package.",
+    )
     args = parser.parse_args()
-    names = args.packages or sorted(p.name for p in PACKAGES.iterdir() if p.is_dir())
-    failures = 0
+    every = sorted(p.name for p in PACKAGES.iterdir() if p.is_dir())
+    names = args.packages or every
+    unknown = sorted(set(names) - set(every))
+    if unknown:
+        parser.error(f"unknown packages {unknown}; the packages are {every}")
+    if args.pythons:
+        pythons = [find_python(v.strip()) for v in args.pythons.split(",") if v.strip()]
+    else:
+        pythons = [] if args.lowest else [sys.executable]
+    jobs = [Job(p) for p in pythons] + ([Job(sys.executable, lowest=True)] if args.lowest else [])
+    failures = runs = 0
     with tempfile.TemporaryDirectory(prefix="accel-minimal-") as tmp:
         workdir = Path(tmp)
         wheels = workdir / "wheels"
@@ -139,17 +339,22 @@ def main() -> int:
         if build.returncode != 0:
             print(build.stderr)
             return 1
-        constraints = _constraints(workdir)
+        constraints = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"].get(
+            "constraint-dependencies", []
+        )
         wheels_by_name = {
             path.name.split("-")[0].replace("_", "-"): path for path in wheels.glob("*.whl")
         }
-        for name in names:
-            start = time.perf_counter()
-            ok, summary = check(name, wheels_by_name, constraints, workdir)
-            failures += not ok
-            status = "ok  " if ok else "FAIL"
-            print(f"{status} {name:<18} {time.perf_counter() - start:5.1f}s  {summary}", flush=True)
-    print(f"minimal installs: {len(names) - failures} passed, {failures} failed")
+        for job in jobs:
+            for name in names:
+                start = time.perf_counter()
+                ok, summary = check(name, job, wheels_by_name, constraints, workdir)
+                runs += 1
+                failures += not ok
+                status = "ok  " if ok else "FAIL"
+                elapsed = time.perf_counter() - start
+                print(f"{status} {name:<18} {job.label:<14} {elapsed:6.1f}s  {summary}", flush=True)
+    print(f"minimal installs: {runs - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The project's whole check: lint, import layers, types, every test, minimal installs.
+# The project's whole check: lint, import layers, types, every test, minimal installs (each
+# package alone, on each declared Python, on its lowest declared versions).
 # Usage: bash tools/test.sh            (installs uv with pip when it is missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,12 @@ uv run --no-sync mypy packages/*/src --no-error-summary
 
 step "minimal installs"
 uv run --no-sync python tools/check_minimal_installs.py
+
+# The two packages meant for reuse, on the other Pythons they declare and on the lowest versions
+# of their declared ranges (lowest-direct). The Pythons must be installed (pyenv or PATH).
+step "minimal installs: other Pythons and lowest versions (accel-bigmodel, accel-trackers)"
+uv run --no-sync python tools/check_minimal_installs.py --pythons 3.10,3.12,3.13 --lowest \
+    accel-bigmodel accel-trackers
 
 step "tests"
 uv run --no-sync pytest packages tests -q -p no:cacheprovider

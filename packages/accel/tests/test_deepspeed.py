@@ -1,6 +1,7 @@
-"""DeepSpeed: the plugin and its config checks (one process), and training on 2 processes."""
+"""DeepSpeed in the Accelerator: its checks of the plugin against the Accelerator's settings (one
+process), and training on 2 processes (the plugin alone is tested in accel-state:
+test_deepspeed_plugin.py)."""
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -10,7 +11,6 @@ from accel_state import (
     AcceleratorState,
     DeepSpeedPlugin,
     GradientState,
-    HfDeepSpeedConfig,
     patch_environment,
 )
 from accel_state.testing import run_distributed
@@ -21,61 +21,6 @@ SCRIPTS = Path(__file__).parent / "scripts"
 EXTENSIONS = os.environ.get(
     "TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/accel/torch_extensions")
 )
-
-
-def test_plugin_builds_a_config_from_its_fields():
-    plugin = DeepSpeedPlugin(zero_stage=3, gradient_clipping=1.0, offload_optimizer_device="cpu")
-    config = plugin.deepspeed_config
-    assert config["zero_optimization"]["stage"] == 3
-    assert config["zero_optimization"]["offload_optimizer"] == {"device": "cpu"}
-    assert config["gradient_clipping"] == 1.0
-    assert config["train_micro_batch_size_per_gpu"] == "auto"
-    assert plugin.is_zero3 and not plugin.zero3_init_flag
-    assert DeepSpeedPlugin().zero_stage == 2  # the default without a config
-
-
-def test_plugin_reads_the_launcher_environment(tmp_path):
-    env = {
-        "ACCEL_DEEPSPEED_ZERO_STAGE": "3",
-        "ACCEL_GRADIENT_ACCUMULATION_STEPS": "4",
-        "ACCEL_GRADIENT_CLIPPING": "0.5",
-        "ACCEL_DEEPSPEED_OFFLOAD_PARAM_DEVICE": "cpu",
-        "ACCEL_DEEPSPEED_ZERO3_INIT_FLAG": "1",
-        "ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL": "1",
-    }
-    with patch_environment(**env):
-        plugin = DeepSpeedPlugin()
-    assert plugin.zero_stage == 3 and plugin.gradient_accumulation_steps == 4
-    assert plugin.gradient_clipping == 0.5 and plugin.zero3_init_flag
-    zero = plugin.deepspeed_config["zero_optimization"]
-    assert zero["offload_param"]["device"] == "cpu"
-    assert zero["stage3_gather_16bit_weights_on_model_save"] is True
-    # An explicit argument wins over the environment.
-    with patch_environment(**env):
-        assert DeepSpeedPlugin(zero_stage=3, gradient_clipping=2.0).gradient_clipping == 2.0
-
-
-def test_config_file_fills_auto_and_lists_every_mismatch(tmp_path):
-    path = tmp_path / "ds.json"
-    path.write_text(
-        json.dumps(
-            {
-                "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "auto"}},
-                "gradient_clipping": 1.0,
-                "gradient_accumulation_steps": "auto",
-            }
-        )
-    )
-    plugin = DeepSpeedPlugin(hf_ds_config=str(path), offload_optimizer_device="cpu")
-    assert plugin.deepspeed_config["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
-    assert plugin.gradient_clipping == 1.0
-    with patch_environment(ACCEL_DEEPSPEED_ZERO_STAGE="3", ACCEL_DEEPSPEED_CONFIG_FILE=str(path)):
-        with pytest.raises(ValueError) as info:
-            DeepSpeedPlugin(gradient_clipping=0.5)
-    message = str(info.value)
-    assert "zero_optimization.stage=2 vs accel 3" in message
-    assert "gradient_clipping=1.0 vs accel 0.5" in message
-    assert '"auto"' in message  # says how to fix it
 
 
 def test_config_never_switches_precision_silently():
@@ -133,15 +78,6 @@ def test_several_plugins_select_by_name():
         acc.state.select_deepspeed_plugin("c")
     with pytest.raises(ValueError, match="select_deepspeed_plugin"):
         plugins["a"].select()
-
-
-def test_hf_config_view():
-    view = HfDeepSpeedConfig(
-        {"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}}
-    )
-    assert view.is_zero3() and view.is_offload() and view.get_value("a.b", 7) == 7
-    view.del_config_sub_tree("zero_optimization.offload_param")
-    assert not view.is_offload()
 
 
 def test_missing_deepspeed_names_the_install_command(monkeypatch):

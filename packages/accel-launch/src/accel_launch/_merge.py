@@ -125,8 +125,8 @@ def merge_weights(
         SAFE_WEIGHTS_NAME,
         read_dcp_metadata_safely,
         safe_dcp_load,
+        write_safetensors,
     )
-    from safetensors.torch import save_file
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     limit = shard_size_bytes(max_shard_size)
@@ -173,8 +173,10 @@ def merge_weights(
             stem, suffix = SAFE_WEIGHTS_NAME.rsplit(".", 1)
             name = f"{stem}-{index:05d}-of-{len(shards):05d}.{suffix}"
         tensors = {rename[k]: v.contiguous() for k, v in state.items()}
-        save_file(tensors, str(target / name), metadata={"format": "pt"})
-        os.chmod(target / name, _user_mode())  # safetensors creates files 0600
+        # accel-bigmodel's writer streams tensor by tensor and needs no numpy (safetensors'
+        # save_file converts every tensor through numpy, which this package does not declare).
+        write_safetensors(target / name, tensors, metadata={"format": "pt"})
+        os.chmod(target / name, _user_mode())  # the usual mode of a new file, whatever the writer
         weight_map.update(dict.fromkeys(tensors, name))
         written.append(target / name)
         del state, tensors
