@@ -51,10 +51,12 @@ _DCP_METADATA_CLASSES = frozenset(
         ("torch", "Size"),
         ("torch.serialization", "_get_layout"),
         ("collections", "OrderedDict"),
-        ("pathlib", "PosixPath"),
-        ("pathlib", "PurePosixPath"),
-        ("pathlib", "WindowsPath"),
-        ("pathlib", "PureWindowsPath"),
+    }
+    # Paths, pickled from ``pathlib`` (Python < 3.13) or ``pathlib._local`` (3.13 and later).
+    | {
+        (module, name)
+        for module in ("pathlib", "pathlib._local")
+        for name in ("PosixPath", "PurePosixPath", "WindowsPath", "PureWindowsPath")
     }
 )
 """The globals a DCP ``.metadata`` pickle of FSDP 1 and 2 sharded saves names (found by
