@@ -62,7 +62,13 @@ def _remote_code_model(model: str, trust: bool) -> Any:
             f"{sorted(data['auto_map'])}); running that code needs consent. Pass "
             "--trust_remote_code, only for a folder you trust."
         )
-    import transformers
+    try:
+        import transformers
+    except ImportError:
+        raise ConfigError(
+            f"{config_path} names model code shipped in its folder, which transformers builds; "
+            'transformers is not installed. Install it: pip install "transformers>=4.45".'
+        ) from None
     from accel_bigmodel import init_empty_weights
 
     folder = str(config_path.parent)
