@@ -146,3 +146,17 @@ def test_a_crash_between_the_renames_keeps_user_files(tmp_path):
     acc.save_state(out)  # the next save finishes the interrupted replacement first
     assert (out / "notes.txt").read_text() == "mine"
     assert not replaced.exists()
+
+
+def test_an_existing_empty_folder_takes_the_checkpoint(tmp_path):
+    acc, counter = _accelerator(tmp_path)
+    target = tmp_path / "made_by_the_user"
+    target.mkdir()
+    for value in (2, 3):  # the first save fills the empty folder, the second replaces it
+        counter.value = value
+        acc.save_state(str(target))
+        assert json.loads((target / "accel_checkpoint.json").read_text())["files"]
+    counter.value = 0
+    acc.load_state(str(target))
+    assert counter.value == 3
+    assert not any(p.name.startswith(".made_by_the_user") for p in tmp_path.iterdir())

@@ -202,8 +202,10 @@ def foreign_entries(folder: str) -> list[str]:
     """Files and folders of checkpoint ``folder`` that its manifest does not list (the user's).
 
     A folder that holds no listed file is one entry; folders holding listed files are searched.
+    A folder without a manifest (an empty folder the user made for the checkpoint) lists
+    nothing, so every entry in it is the user's.
     """
-    listed = set(read_manifest(folder).files) | {MANIFEST_NAME}
+    listed = set(read_manifest(folder).files) | {MANIFEST_NAME} if is_complete(folder) else set()
     holders = {
         "/".join(name.split("/")[:i]) for name in listed for i in range(1, name.count("/") + 1)
     }
