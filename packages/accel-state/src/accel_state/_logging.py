@@ -47,16 +47,16 @@ class MultiProcessAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
         kwargs.setdefault("stacklevel", 2)
         if not self.isEnabledFor(level):
             return
-        if self._should_log(main_process_only):
-            msg, kwargs = self.process(msg, kwargs)
-            self.logger.log(level, msg, *args, **kwargs)
-        elif in_order:
+        if in_order and not main_process_only:
             state = PartialState()
             for rank in range(state.num_processes):
                 if rank == state.process_index:
                     msg, kwargs = self.process(msg, kwargs)
                     self.logger.log(level, msg, *args, **kwargs)
                 state.wait_for_everyone()
+        elif self._should_log(main_process_only):
+            msg, kwargs = self.process(msg, kwargs)
+            self.logger.log(level, msg, *args, **kwargs)
 
     @functools.lru_cache(None)  # noqa: B019 - one warning per distinct message, as intended
     def warning_once(self, *args: Any, **kwargs: Any) -> None:

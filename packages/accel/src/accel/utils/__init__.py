@@ -274,6 +274,13 @@ if TYPE_CHECKING:
         SCHEDULER_NAME,
         WEIGHTS_INDEX_NAME,
         WEIGHTS_NAME,
+        UnsafeCheckpointError,
+    )
+    from accel._checkpoint_manifest import (
+        CheckpointIntegrityError,
+    )
+    from accel._checkpoint_sync import (
+        CheckpointSyncError,
     )
     from accel._engines._deepspeed_objects import (
         DeepSpeedEngineWrapper,
