@@ -90,6 +90,7 @@ def test_uninstalled_tracker_fails_at_construction_with_install_command(
 
 
 def test_directory_tracker_without_project_dir_fails_at_construction():
+    pytest.importorskip("tensorboard", reason="needs TensorBoard (accel-trackers[tensorboard])")
     with pytest.raises(
         ValueError, match=r"'tensorboard' tracker writes to a directory.*project_dir"
     ):
