@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from ._engines import DynamoConfig
 from ._prompts import Prompter, whole
 from ._questionnaire import PRECISIONS, _existing_file, _positive
 from ._sagemaker import SAGEMAKER_PARALLEL_EC2_INSTANCES, SageMakerConfig
@@ -10,12 +13,12 @@ SAGEMAKER_MODES = ("No distributed training", "Data parallelism")
 CREDENTIALS = ("An AWS profile", "Key id and secret given to `accel launch` (--aws_* flags)")
 
 
-def ask_sagemaker(ask: Prompter, dynamo: object) -> SageMakerConfig:
+def ask_sagemaker(ask: Prompter, dynamo: Callable[[Prompter], DynamoConfig]) -> SageMakerConfig:
     """Ask what a SageMaker launch needs and return the checked config.
 
     Args:
         ask: Where questions go and answers come from.
-        dynamo: A callable asking the ``torch.compile`` questions, returning a ``DynamoConfig``.
+        dynamo: Asks the ``torch.compile`` questions.
     """
     config = SageMakerConfig()
     if ask.choose("How does accel launch authenticate with AWS?", CREDENTIALS) == 0:
@@ -30,7 +33,7 @@ def ask_sagemaker(ask: Prompter, dynamo: object) -> SageMakerConfig:
         config.sagemaker_metrics_file = ask.ask("Path of that file?", None, check=_existing_file)
     parallel = ask.choose("Which distributed mode?", SAGEMAKER_MODES) == 1
     config.distributed_type = "DATA_PARALLEL" if parallel else "NO"
-    compile_options = dynamo(ask).to_dict()  # type: ignore[operator]
+    compile_options = dynamo(ask).to_dict()
     config.dynamo_config = compile_options or None
     if parallel:
         index = ask.choose("Which EC2 instance type?", SAGEMAKER_PARALLEL_EC2_INSTANCES)
