@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from accel_state.testing import run_command
 
-from .conftest import EXAMPLES
-
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "slurm"
 TRAIN = str(EXAMPLES / "train.py")
 
 
