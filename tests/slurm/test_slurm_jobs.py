@@ -1,17 +1,63 @@
-"""Real SLURM jobs on the one-node test cluster: srun in both shapes, sbatch with the topology
-read from the job, and the multi-machine template of examples/slurm run as one machine."""
+"""Real SLURM jobs on a one-node cluster (slurmctld + slurmd + munge, started once per session
+from tools/slurm_cluster.py and stopped at the end, also when a test fails): srun in both
+shapes, sbatch with the topology read from the job, the multi-machine template of
+examples/slurm run as one machine, and the mpirun example."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from accel_state.testing import run_command
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "slurm"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "slurm"
+
+
+def _cluster_module():
+    spec = importlib.util.spec_from_file_location("slurm_cluster", ROOT / "tools/slurm_cluster.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """A started cluster; its ``env`` points SLURM's commands at it."""
+    tool = _cluster_module()
+    missing = tool.missing_commands()
+    if missing:
+        pytest.skip(f"SLURM is not installed (missing {', '.join(missing)}). {tool.INSTALL_HINT}")
+    if os.geteuid() != 0:
+        pytest.skip("the test cluster runs its daemons as root; these tests run as another user")
+    cluster = tool.SlurmCluster(tmp_path_factory.mktemp("slurm-cluster"), cpus=2)
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture
+def local_env(tmp_path):
+    """This interpreter's ``accel`` first on PATH, and no default config file."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ACCEL_CONFIG_HOME": str(tmp_path / "config-home"),
+    }
+
+
+@pytest.fixture
+def job_env(slurm_cluster, local_env):
+    """Environment of a submitted job: :func:`local_env` pointed at the test cluster."""
+    return {**local_env, **slurm_cluster.env}
+
+
 TRAIN = str(EXAMPLES / "train.py")
 
 
@@ -95,10 +141,10 @@ def test_sbatch_multinode_template_on_one_machine(job_env, tmp_path):
     check_two_ranks(results(text), "torchrun", text)
 
 
-def test_sbatch_script_of_several_machines_refuses_a_launch_outside_srun(job_env):
+def test_sbatch_script_of_several_machines_refuses_a_launch_outside_srun(local_env):
     """What a batch script of a 2-machine job sees: one launcher there would leave the second
     machine idle, so it stops with the fix."""
-    env = {**job_env, "SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2"}
+    env = {**local_env, "SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2"}
     env["SLURM_JOB_NODELIST"] = "cn[1-2]"
     out = run_command(["accel", "launch", TRAIN], env=env, timeout=120, check=False)
     assert out.returncode != 0
@@ -108,12 +154,12 @@ def test_sbatch_script_of_several_machines_refuses_a_launch_outside_srun(job_env
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
 @pytest.mark.parametrize("way", ["direct", "hostfile"])
-def test_mpirun_example(way, job_env, tmp_path):
+def test_mpirun_example(way, local_env, tmp_path):
     """examples/slurm/mpirun.sh: `mpirun -np 2 python train.py`, and accel launch with a
     hostfile; the ranks come from Open MPI's variables."""
     from accel_state.testing import free_port
 
-    env = {**job_env, "MASTER_PORT": str(free_port()), "HOSTFILE": str(tmp_path / "hosts")}
+    env = {**local_env, "MASTER_PORT": str(free_port()), "HOSTFILE": str(tmp_path / "hosts")}
     out = run_command(
         ["bash", str(EXAMPLES / "mpirun.sh"), way, "--steps", "20"], env=env, timeout=240
     )
