@@ -44,5 +44,17 @@ step "minimal installs: other Pythons (accel-bigmodel: 3.10, 3.12, 3.13; accel-t
 uv run --no-sync python tools/check_minimal_installs.py --pythons 3.10,3.12,3.13 accel-bigmodel
 uv run --no-sync python tools/check_minimal_installs.py --pythons 3.10,3.13 accel-trackers
 
+step "SLURM, munge and Open MPI for the cluster tests (apt, once)"
+if command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 \
+    && command -v mpirun >/dev/null 2>&1; then
+    echo "already installed"
+elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openmpi-bin >/dev/null
+    echo "installed slurm-wlm, munge, openmpi-bin"
+else
+    echo "skipped: installing needs apt-get as root; tests/slurm skips with the reason"
+fi
+
 step "tests"
 uv run --no-sync pytest packages tests -q -p no:cacheprovider

@@ -313,3 +313,37 @@ def test_child_bootstrap_sets_the_packed_environment(tmp_path):
         check=True,
     ).stdout
     assert out.strip() == "42 ['--a', 'b'] __main__"
+
+
+# What an `sbatch --ntasks=2` script of one machine sees (no step: srun was not called).
+SBATCH_ONE_MACHINE = {
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NUM_NODES": "1",
+    "SLURM_NNODES": "1",
+    "SLURM_NTASKS": "2",
+    "SLURM_PROCID": "0",
+    "SLURM_JOB_NODELIST": "localhost",
+}
+
+
+def test_batch_script_of_one_machine_takes_its_processes_from_the_job():
+    _, plan = plan_for("train.py", environ=SBATCH_ONE_MACHINE)
+    c = plan.config
+    assert (c.num_processes, c.num_machines, c.main_process_port) == (2, 1, 24242)
+    assert plan.sources["num_processes"] == "SLURM (SLURM_NTASKS of the batch job)"
+    assert plan.slurm is None  # not a step: the launcher starts the processes (torchrun)
+    _, flagged = plan_for("--num_processes", "1", "train.py", environ=SBATCH_ONE_MACHINE)
+    assert flagged.config.num_processes == 1  # a flag still wins
+    off = {**SBATCH_ONE_MACHINE, "ACCEL_IGNORE_SLURM": "1"}
+    assert plan_for("train.py", environ=off)[1].config.num_processes == 1
+
+
+def test_batch_script_of_several_machines_is_refused_with_the_srun_command():
+    env = {**SBATCH_ONE_MACHINE, "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2"}
+    with pytest.raises(ConfigError, match="holds 2 machines. Start one launcher per machine"):
+        plan_for("train.py", environ=env)
+    _, plan = plan_for(
+        "--num_machines", "2", "--main_process_ip", "cn1", "--num_processes", "2", "train.py",
+        environ=env,
+    )  # fmt: skip
+    assert plan.config.num_machines == 2  # the user drives the topology by flags

@@ -116,10 +116,10 @@ def test_questionnaire_offers_only_what_runs_and_reasks_bad_answers(tmp_path):
         env={**os.environ, "PATH": "/usr/bin:/bin"},
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    for unsupported in ("SageMaker", "TPU", "Megatron", "compute environment"):
+    for unsupported in ("TPU", "Megatron", "compute environment"):
         assert unsupported not in r.stdout
     assert "invalid literal" not in r.stdout and "Traceback" not in r.stdout + r.stderr
-    assert "'7' is not accepted: answer a number from 1 to 3, or an option's text." in r.stdout
+    assert "'7' is not accepted: answer a number from 1 to 4, or an option's text." in r.stdout
     assert "'two' is not accepted: answer a whole number, e.g. 2." in r.stdout
     assert "'x' is not accepted: answer a whole number, e.g. 2." in r.stdout
     data = yaml.safe_load((tmp_path / "a.yaml").read_text())

@@ -63,6 +63,7 @@ def test_open_mpi_variables(bare_env):
 
 def test_slurm_variables(bare_env):
     with patch_environment(
+        SLURM_STEP_ID=0,
         SLURM_NTASKS=8,
         SLURM_PROCID=5,
         SLURM_LOCALID=1,
@@ -72,6 +73,37 @@ def test_slurm_variables(bare_env):
         w = detect_world()
     assert (w.rank, w.world_size, w.local_rank, w.local_world_size) == (5, 8, 1, 4)
     assert w.master_addr == "gpu07" and w.launcher == "slurm"
+
+
+def test_sbatch_script_is_one_process(bare_env):
+    # What an `sbatch -n 2` script sees (no step yet): it is one process, not rank 0 of 2;
+    # treating it as a rank would wait forever for a rank 1 nobody starts.
+    with patch_environment(
+        SLURM_JOB_ID=2,
+        SLURM_NTASKS=2,
+        SLURM_NPROCS=2,
+        SLURM_PROCID=0,
+        SLURM_LOCALID=0,
+        SLURM_TASKS_PER_NODE=2,
+        SLURM_JOB_NODELIST="localhost",
+    ):
+        w = detect_world()
+    assert (w.rank, w.world_size, w.launcher) == (0, 1, "none")
+
+
+def test_srun_step_inside_a_larger_allocation(bare_env):
+    # `srun -n 2` inside an `sbatch -n 4` job: the step's own task count is the world.
+    with patch_environment(
+        SLURM_STEP_ID=1,
+        SLURM_NTASKS=4,
+        SLURM_STEP_NUM_TASKS=2,
+        SLURM_STEP_TASKS_PER_NODE=2,
+        SLURM_PROCID=1,
+        SLURM_LOCALID=1,
+        SLURM_STEP_NODELIST="cn3",
+    ):
+        w = detect_world()
+    assert (w.rank, w.world_size, w.local_world_size, w.master_addr) == (1, 2, 2, "cn3")
 
 
 def test_patch_environment_restores(bare_env):

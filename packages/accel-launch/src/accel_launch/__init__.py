@@ -14,11 +14,27 @@ from ._config import (
 from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
 from ._merge import merge_weights
 from ._resolve import LaunchPlan, child_environment, resolve
+from ._sagemaker import (
+    SAGEMAKER_PARALLEL_EC2_INSTANCES,
+    SAGEMAKER_PYTHON_VERSION,
+    SAGEMAKER_PYTORCH_VERSION,
+    SAGEMAKER_TRANSFORMERS_VERSION,
+    SageMakerConfig,
+    build_estimator,
+    prepare_sagemager_args_inputs,
+)
 from ._to_fsdp2 import convert_to_fsdp2
 
 __version__ = _version("accel-launch")
 
 __all__ = [
+    "SAGEMAKER_PARALLEL_EC2_INSTANCES",
+    "SAGEMAKER_PYTHON_VERSION",
+    "SAGEMAKER_PYTORCH_VERSION",
+    "SAGEMAKER_TRANSFORMERS_VERSION",
+    "SageMakerConfig",
+    "build_estimator",
+    "prepare_sagemager_args_inputs",
     "ConfigError",
     "DeepSpeedConfig",
     "DynamoConfig",

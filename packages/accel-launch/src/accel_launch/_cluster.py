@@ -18,6 +18,12 @@ from accel_state import environment_variables as contract
 from ._errors import ConfigError
 
 
+def job_port(job_id: str) -> int:
+    """``20000 + job id % 10000``: the same on every machine of a job, different for two jobs."""
+    digits = re.sub(r"\D", "", job_id) or "0"
+    return 20000 + int(digits) % 10000
+
+
 @dataclass(frozen=True)
 class SlurmStep:
     """What ``srun`` tells a task about the job step it belongs to."""
@@ -47,8 +53,7 @@ class SlurmStep:
     def port(self) -> int:
         """A rendezvous port derived from the job id, the same on every machine of the job and
         different for two jobs sharing a machine."""
-        digits = re.sub(r"\D", "", self.job_id) or "0"
-        return 20000 + int(digits) % 10000
+        return job_port(self.job_id)
 
 
 def _int(env: Mapping[str, str], *keys: str) -> int | None:
@@ -94,6 +99,42 @@ def detect_slurm(env: Mapping[str, str] | None = None) -> SlurmStep | None:
         num_tasks=_int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS") or 1,
         proc_id=_int(env, "SLURM_PROCID") or 0,
         hosts=hosts,
+        gpus_on_node=_int(env, "SLURM_GPUS_ON_NODE"),
+    )
+
+
+@dataclass(frozen=True)
+class SlurmBatch:
+    """What an ``sbatch`` script (a job with no step yet) knows about its allocation."""
+
+    job_id: str
+    """``SLURM_JOB_ID``."""
+    num_nodes: int
+    """Machines of the job (``SLURM_JOB_NUM_NODES``)."""
+    num_tasks: int | None
+    """Tasks the job asked for (``SLURM_NTASKS``, set by ``--ntasks``/``-n``)."""
+    gpus_on_node: int | None
+    """``SLURM_GPUS_ON_NODE`` when SLURM allocated GPUs."""
+
+    @property
+    def port(self) -> int:
+        """The rendezvous port of the job (see :attr:`SlurmStep.port`)."""
+        return job_port(self.job_id)
+
+
+def detect_slurm_batch(env: Mapping[str, str] | None = None) -> SlurmBatch | None:
+    """Return the allocation when this process is a batch script (``SLURM_JOB_ID`` and no
+    ``SLURM_STEP_ID``); None elsewhere, or when ``ACCEL_IGNORE_SLURM=1``."""
+    env = os.environ if env is None else env
+    if contract.read_env(contract.ACCEL_IGNORE_SLURM, False, env):
+        return None
+    job_id = env.get("SLURM_JOB_ID", env.get("SLURM_JOBID"))
+    if job_id is None or "SLURM_STEP_ID" in env or "SLURM_STEPID" in env:
+        return None
+    return SlurmBatch(
+        job_id=job_id,
+        num_nodes=_int(env, "SLURM_JOB_NUM_NODES", "SLURM_NNODES") or 1,
+        num_tasks=_int(env, "SLURM_NTASKS", "SLURM_NPROCS"),
         gpus_on_node=_int(env, "SLURM_GPUS_ON_NODE"),
     )
 

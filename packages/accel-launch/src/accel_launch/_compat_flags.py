@@ -43,8 +43,9 @@ REFUSED: dict[str, str] = {
     "Keep --mixed_precision fp8, drop the --fp8_* flags, and pass the recipe as a kwargs "
     "handler in the script (e.g. Accelerator(mixed_precision='fp8', "
     "kwargs_handlers=[AORecipeKwargs(...)])).",
-    "aws": "SageMaker launches are not supported by this version. Drop the --aws_* flags and "
-    "launch on the machines themselves.",
+    "aws": "the --aws_* flags submit a SageMaker job, and this launch runs on this machine "
+    "(its config file has no `compute_environment: AMAZON_SAGEMAKER`). Drop them, or write a "
+    "SageMaker config with `accel config` and pass it with --config_file.",
 }
 """Reason and fix for each refused feature, by flag name or family prefix."""
 
@@ -111,8 +112,11 @@ def add_compat_arguments(parser: argparse.ArgumentParser) -> None:
     for prefix, table in (("parallelism_config_", _PARALLELISM), ("fp8_", _FP8)):
         for name, kind in table.items():
             refused.add_argument(f"--{prefix}{name}", default=None, help=hint, **_typed(kind))
-    for name in ("aws_access_key_id", "aws_secret_access_key"):
-        refused.add_argument(f"--{name}", default=None, help=hint)
+    aws = parser.add_argument_group(
+        "Amazon SageMaker (with a config file of compute_environment: AMAZON_SAGEMAKER)"
+    )
+    aws.add_argument("--aws_access_key_id", default=None, help="AWS key id submitting the job.")
+    aws.add_argument("--aws_secret_access_key", default=None, help="Secret of that key id.")
 
 
 def refused_flags() -> list[str]:

@@ -23,6 +23,7 @@ from ._errors import ConfigError
 from ._flags import add_launch_arguments, normalize_argv
 from ._processes import check_target, run_child, run_torchrun
 from ._resolve import LaunchPlan, check_port_free, child_environment, free_port, resolve
+from ._sagemaker import launch_on_sagemaker, sagemaker_config_path
 
 __all__ = ["Command", "add_launch_arguments", "build_command", "launch", "normalize_argv"]
 
@@ -166,6 +167,9 @@ def build_command(
 
 def launch(args: argparse.Namespace) -> int:
     """Run ``accel launch`` with parsed arguments; return the exit code."""
+    sagemaker = sagemaker_config_path(args)
+    if sagemaker is not None:  # the job runs on SageMaker instances, not here
+        return launch_on_sagemaker(sagemaker, args)
     check_refused(args)
     plan = resolve(args)
     if args.explain:

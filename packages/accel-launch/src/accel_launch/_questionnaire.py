@@ -19,9 +19,10 @@ from ._engines import (
     FSDPConfig,
 )
 from ._prompts import Prompter, number, whole
+from ._sagemaker import SageMakerConfig
 
-MACHINE_TYPES = ("No distributed training", "multi-CPU", "multi-GPU")
-"""What the questionnaire offers: what this version runs (no TPU, no Amazon SageMaker yet)."""
+MACHINE_TYPES = ("No distributed training", "multi-CPU", "multi-GPU", "Amazon SageMaker")
+"""What the questionnaire offers: what this version runs (no TPU)."""
 DYNAMO_BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs", "onnxrt", "tvm", "ipex")
 DYNAMO_MODES = ("default", "reduce-overhead", "max-autotune")
 PRECISIONS = ("no", "fp16", "bf16", "fp8")
@@ -55,7 +56,9 @@ def _existing_file(path: str) -> str | None:
     return None if os.path.isfile(path) else f"{path!r} is not an existing file"
 
 
-def run_questionnaire(prompter: Prompter, gpus: int | None = None) -> LaunchConfig:
+def run_questionnaire(
+    prompter: Prompter, gpus: int | None = None
+) -> LaunchConfig | SageMakerConfig:
     """Ask what applies to this machine and return the validated configuration.
 
     Args:
@@ -67,6 +70,10 @@ def run_questionnaire(prompter: Prompter, gpus: int | None = None) -> LaunchConf
     ask = prompter
     config = LaunchConfig()
     kind = MACHINE_TYPES[ask.choose("Which type of machine are you using?", MACHINE_TYPES)]
+    if kind == "Amazon SageMaker":
+        from ._questionnaire_sagemaker import ask_sagemaker
+
+        return ask_sagemaker(ask, _ask_dynamo)
     distributed = kind != "No distributed training"
     config.distributed_type = {
         "No distributed training": "NO",

@@ -17,7 +17,7 @@ from typing import Any
 from accel_state import environment_variables as contract
 from accel_state import unsupported_distributed_type
 
-from ._cluster import SlurmStep, detect_slurm
+from ._cluster import SlurmBatch, SlurmStep, detect_slurm, detect_slurm_batch
 from ._config import LaunchConfig, default_config_file, load_config_file, read_raw
 from ._engines import SECTIONS, section_flags
 from ._errors import ConfigError
@@ -140,6 +140,10 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     slurm = detect_slurm(environ)
     if slurm is not None:
         _apply_slurm(config, sources, slurm, given)
+    else:
+        batch = detect_slurm_batch(environ)
+        if batch is not None:
+            _apply_slurm_batch(config, sources, batch, given)
     _apply_flags(config, sources, given)
     _refuse_unsupported(config, sources)
     config.validate()  # before anything imports torch: bad input fails fast
@@ -211,6 +215,37 @@ def _apply_slurm(
         )
     if config.main_process_port in (None, 0) and "main_process_port" not in given:
         values["main_process_port"] = (slurm.port, "SLURM_JOB_ID (20000 + id % 10000)")
+    for name, (value, origin) in values.items():
+        setattr(config, name, value)
+        sources[name] = f"SLURM ({origin})"
+
+
+def _apply_slurm_batch(
+    config: LaunchConfig, sources: dict[str, str], batch: SlurmBatch, given: dict[str, Any]
+) -> None:
+    """In a batch script, take the processes from the allocation of its one machine.
+
+    A batch script runs on the first machine of the job only, so a job of several machines
+    needs one launcher per machine, started by ``srun``.
+    """
+    if batch.num_nodes > 1:
+        if "num_machines" in given:
+            return  # the user drives the topology by flags
+        raise ConfigError(
+            f"an sbatch script runs on the first machine of its job only; got `accel launch` "
+            f"in the batch script of job {batch.job_id}, which holds {batch.num_nodes} "
+            "machines. Start one launcher per machine: `srun --ntasks-per-node=1 accel launch "
+            "...` (see examples/slurm/submit_multinode.sh), or set ACCEL_IGNORE_SLURM=1 and pass "
+            "the topology flags yourself."
+        )
+    values: dict[str, tuple[Any, str]] = {}
+    if sources["num_processes"] == "default" and "num_processes" not in given:
+        if batch.num_tasks:
+            values["num_processes"] = (batch.num_tasks, "SLURM_NTASKS of the batch job")
+        elif batch.gpus_on_node:
+            values["num_processes"] = (batch.gpus_on_node, "SLURM_GPUS_ON_NODE of the batch job")
+    if config.main_process_port in (None, 0) and "main_process_port" not in given:
+        values["main_process_port"] = (batch.port, "SLURM_JOB_ID (20000 + id % 10000)")
     for name, (value, origin) in values.items():
         setattr(config, name, value)
         sources[name] = f"SLURM ({origin})"

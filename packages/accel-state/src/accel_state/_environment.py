@@ -139,7 +139,8 @@ def detect_world() -> WorldInfo:
     """Detect rank and world size from torchrun, MPI or SLURM environment variables.
 
     torchrun's variables (``RANK``/``WORLD_SIZE``) win; then Open MPI / MPICH / MVAPICH; then
-    SLURM (``srun``). With none of them this is a single process.
+    SLURM, for a task of an ``srun`` step only (an ``sbatch`` script is one process). With none
+    of them this is a single process.
     """
     env = os.environ
     if "RANK" in env and "WORLD_SIZE" in env:
@@ -167,14 +168,18 @@ def detect_world() -> WorldInfo:
             master_port=env.get("MASTER_PORT", "29500"),
             launcher="mpi",
         )
-    slurm_world = get_int_from_env(["SLURM_NTASKS"], 0)
-    if slurm_world > 0 and "SLURM_PROCID" in env:
+    # A batch script (sbatch) also sees SLURM_NTASKS and SLURM_PROCID=0 but is one process, not
+    # a task of an srun step: only a step (SLURM_STEP_ID) makes every task a rank.
+    slurm_world = get_int_from_env(["SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"], 0)
+    in_step = "SLURM_STEP_ID" in env or "SLURM_STEPID" in env
+    if slurm_world > 0 and in_step and "SLURM_PROCID" in env:
         nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or "127.0.0.1"
+        per_node = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_NTASKS_PER_NODE")
         return WorldInfo(
             rank=get_int_from_env(["SLURM_PROCID"], 0),
             world_size=slurm_world,
             local_rank=get_int_from_env(["SLURM_LOCALID"], 0),
-            local_world_size=_leading_int(env.get("SLURM_NTASKS_PER_NODE"), slurm_world),
+            local_world_size=_leading_int(per_node, slurm_world),
             master_addr=env.get("MASTER_ADDR", _first_slurm_host(nodelist)),
             master_port=env.get("MASTER_PORT", "29500"),
             launcher="slurm",

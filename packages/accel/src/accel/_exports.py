@@ -50,7 +50,7 @@ DEEPSPEED.update(
     )
 )
 
-LAUNCH = _names("accel_launch", "write_basic_config")
+LAUNCH = _names("accel_launch", "write_basic_config prepare_sagemager_args_inputs")
 
 FACADE = _names("accel._accelerator", "Accelerator")
 FACADE.update(_names("accel._optim", "AcceleratedOptimizer AcceleratedScheduler"))

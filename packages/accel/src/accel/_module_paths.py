@@ -212,6 +212,11 @@ PATHS: dict[str, dict[str, str]] = {
                 WEIGHTS_NAME""",
         ),
         **_names(
+            "accel_launch",
+            """SAGEMAKER_PARALLEL_EC2_INSTANCES SAGEMAKER_PYTHON_VERSION
+                SAGEMAKER_PYTORCH_VERSION SAGEMAKER_TRANSFORMERS_VERSION""",
+        ),
+        **_names(
             "accel_state",
             """CUDA_DISTRIBUTED_TYPES STR_OPERATION_TO_FUNC
                 TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES""",
@@ -325,6 +330,10 @@ PATHS: dict[str, dict[str, str]] = {
         ),
     },
     "accel.utils.launch": {
+        **_names(
+            "accel_launch",
+            """SageMakerConfig prepare_sagemager_args_inputs""",
+        ),
         **_names(
             "accel_state",
             """DistributedType DynamoBackend PrecisionType SageMakerDistributedType

@@ -108,6 +108,7 @@ if TYPE_CHECKING:
         skip_first_batches,
     )
     from accel_launch import (
+        prepare_sagemager_args_inputs,
         write_basic_config,
     )
     from accel_precision import (

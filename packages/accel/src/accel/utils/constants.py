@@ -17,6 +17,12 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
+    from accel_launch import (
+        SAGEMAKER_PARALLEL_EC2_INSTANCES,
+        SAGEMAKER_PYTHON_VERSION,
+        SAGEMAKER_PYTORCH_VERSION,
+        SAGEMAKER_TRANSFORMERS_VERSION,
+    )
     from accel_state import (
         CUDA_DISTRIBUTED_TYPES,
         STR_OPERATION_TO_FUNC,
