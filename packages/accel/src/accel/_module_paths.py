@@ -171,8 +171,13 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_trackers",
             """AimTracker ClearMLTracker CometMLTracker DVCLiveTracker GeneralTracker
-                LOGGER_TYPE_TO_CLASS LoggerType MLflowTracker TensorBoardTracker
-                WandBTracker filter_trackers get_available_trackers""",
+                LOGGER_TYPE_TO_CLASS LoggerType MLflowTracker SwanLabTracker
+                TensorBoardTracker TrackioTracker WandBTracker filter_trackers
+                get_available_trackers register_tracker_class""",
+        ),
+        **_names(
+            "accel._tracker_decorators",
+            """on_main_process""",
         ),
     },
     "accel.utils.ao": {
