@@ -194,20 +194,21 @@ class BackendTracker(GeneralTracker):
         self._finished = False
         self._warned: set[str] = set()
 
-    def _keep_options(self, kwargs: dict[str, Any]) -> None:
-        """Store the backend's options as `init_kwargs`, taking out a `logging_dir` keyword
-        (adapters with `takes_logging_dir`) as the `logging_dir` attribute."""
+    def _keep_options(self, kwargs: dict[str, Any]) -> str | None:
+        """Store the backend's options as `init_kwargs` and return the `logging_dir` keyword
+        taken out of them (adapters with `takes_logging_dir`), or None."""
         logging_dir = kwargs.pop("logging_dir", None)
-        self.logging_dir = os.fspath(logging_dir) if logging_dir is not None else None
         self.init_kwargs = kwargs
+        return os.fspath(logging_dir) if logging_dir is not None else None
 
     def _options_with_dir(self, key: str) -> dict[str, Any]:
         """A copy of `init_kwargs` where the backend's directory option `key` is the logging
         directory (created), unless the caller gave `key` or there is no logging directory."""
         kwargs = dict(self.init_kwargs)
-        if self.logging_dir is not None and key not in kwargs:
-            os.makedirs(self.logging_dir, exist_ok=True)
-            kwargs[key] = self.logging_dir
+        logging_dir = getattr(self, "logging_dir", None)
+        if logging_dir is not None and key not in kwargs:
+            os.makedirs(logging_dir, exist_ok=True)
+            kwargs[key] = logging_dir
         return kwargs
 
     def _log_all_but_none(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:

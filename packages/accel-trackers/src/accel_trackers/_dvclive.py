@@ -30,7 +30,7 @@ class DVCLiveTracker(BackendTracker):
         super().__init__()
         self.run_name = run_name
         self._live = live
-        self._keep_options(kwargs)
+        self.logging_dir = self._keep_options(kwargs)
 
     def _open(self) -> Any:
         if self._live is not None:

@@ -33,7 +33,7 @@ class SwanLabTracker(BackendTracker):
     def __init__(self, run_name: str, **kwargs: Any) -> None:
         super().__init__()
         self.run_name = run_name
-        self._keep_options(kwargs)
+        self.logging_dir = self._keep_options(kwargs)
 
     def _open(self) -> Any:
         swanlab = self._backend()

@@ -28,7 +28,7 @@ class WandBTracker(BackendTracker):
     def __init__(self, run_name: str, **kwargs: Any) -> None:
         super().__init__()
         self.run_name = run_name
-        self._keep_options(kwargs)
+        self.logging_dir = self._keep_options(kwargs)
 
     def _open(self) -> Any:
         wandb = self._backend()
