@@ -257,6 +257,10 @@ PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.deepspeed": {
         **_names(
+            "accel._deepspeed_helpers",
+            """get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed""",
+        ),
+        **_names(
             "accel._engines._deepspeed_objects",
             """DeepSpeedEngineWrapper DeepSpeedOptimizerWrapper
                 DeepSpeedSchedulerWrapper DummyOptim DummyScheduler""",
@@ -406,6 +410,10 @@ PATHS: dict[str, dict[str, str]] = {
         ),
     },
     "accel.utils.other": {
+        **_names(
+            "accel._deepspeed_helpers",
+            """compile_regions_deepspeed""",
+        ),
         **_names(
             "accel._accelerator_prepare",
             """compile_regions""",
