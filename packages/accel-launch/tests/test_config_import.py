@@ -5,6 +5,7 @@ import signal
 import sys
 import textwrap
 
+import pytest
 import yaml
 
 from .conftest import Terminal, accel
@@ -36,6 +37,13 @@ REFERENCE_FILE = textwrap.dedent(
     use_cpu: true
     """
 )
+
+
+@pytest.fixture(autouse=True)
+def _no_cache_variables(monkeypatch):
+    """These tests choose HF_HOME / XDG_CACHE_HOME themselves (the commands inherit os.environ)."""
+    monkeypatch.delenv("HF_HOME", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
 
 
 def _homes(tmp_path, **extra):
