@@ -71,6 +71,18 @@ def test_adam_and_adamw_become_cpu_adam_and_train_the_same(torch_class, adamw_mo
         torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-5)
 
 
+def test_adagrad_is_mapped_to_cpu_adagrad():
+    # The class choice only: building DeepSpeedCPUAdagrad compiles another C++ op (many
+    # minutes on a loaded machine), and its arithmetic is DeepSpeed's own.
+    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel[deepspeed]'")
+    from deepspeed.ops.adagrad import DeepSpeedCPUAdagrad
+
+    from accel._deepspeed_helpers import _deepspeed_class
+
+    optimizer = torch.optim.Adagrad(torch.nn.Linear(2, 2).parameters(), lr=0.05)
+    assert _deepspeed_class(optimizer) == (DeepSpeedCPUAdagrad, {})
+
+
 def test_optimizers_without_a_deepspeed_counterpart_are_refused():
     model = torch.nn.Linear(2, 2)
     with pytest.raises(ValueError, match=r"got torch\.optim\.sgd\.SGD, which has no DeepSpeed"):
