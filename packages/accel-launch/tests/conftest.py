@@ -14,6 +14,8 @@ def isolated_config_home(tmp_path, monkeypatch):
     """Each test gets its own default-config folder."""
     home = tmp_path / "config-home"
     monkeypatch.setenv("ACCEL_CONFIG_HOME", str(home))
+    # A reference config file on the machine running the tests must not add notices.
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     return home
 
 

@@ -4,13 +4,17 @@ import glob
 import importlib.util
 import json
 import os
+import sqlite3
 import struct
+import subprocess
+import sys
+import textwrap
 import time
 import zipfile
 
 import pytest
 
-from accel_trackers import init_trackers
+from accel_trackers import LoggerType, SwanLabTracker, TrackioTracker, init_trackers
 
 np = pytest.importorskip("numpy")
 
@@ -298,3 +302,121 @@ def test_clearml_offline_session(tmp_path, monkeypatch):
     hparams = task_json["hyperparams"]["hparams"]
     assert hparams["lr"]["value"] == "0.5" and hparams["optimizer/name"]["value"] == "adamw"
     assert task_json["project_name"] == "proj" and task_json["name"] == "t1"
+
+
+SWAN_CONFIG = {"lr": np.float32(0.5), "optimizer": {"name": "adamw"}, "scheduler": None}
+
+
+def test_names_and_signatures_are_the_references():
+    assert LoggerType.SWANLAB == "swanlab" and LoggerType.TRACKIO == "trackio"
+    for cls in (SwanLabTracker, TrackioTracker):
+        tracker = cls("proj", mode="x")
+        assert (tracker.run_name, tracker.init_kwargs) == ("proj", {"mode": "x"})
+        assert tracker.requires_logging_directory is False
+
+
+def _swanlab_records(run_dir):
+    from swanlab.proto.swanlab.record.v1.record_pb2 import Record
+    from swanlab.sdk.internal.core_python.store import DataStoreReader
+
+    reader = DataStoreReader()
+    reader.open(glob.glob(os.path.join(run_dir, "*.swanlab"))[0])
+    records = []
+    for raw in reader:
+        record = Record()
+        record.ParseFromString(raw)
+        records.append(record)
+    reader.close()
+    return records
+
+
+@needs("swanlab")
+def test_swanlab_offline_run_folder(tmp_path, monkeypatch):
+    import yaml
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    trackers = init_trackers(
+        "swanlab",
+        "proj",
+        config=SWAN_CONFIG,
+        init_kwargs={"swanlab": {"mode": "offline"}},
+        logging_dir=tmp_path / "logs",
+    )
+    tracker = trackers.get("swanlab")
+    trackers.log({"loss": np.float64(1.5), "train": {"acc": 0.25}, "skip_me": None}, step=1)
+    trackers.log({"loss": 0.5, "note": "hello"}, step=2)
+    tracker.log_images({"sample": [np.zeros((4, 4, 3), dtype=np.uint8)]}, step=2)
+    trackers.finish()
+    trackers.finish()  # harmless
+
+    (run_dir,) = glob.glob(str(tmp_path / "logs" / "run-*"))
+    config = yaml.safe_load(open(os.path.join(run_dir, "files", "config.yaml")))
+    assert config["lr"]["value"] == 0.5
+    assert config["optimizer"]["value"] == {"name": "adamw"}
+    assert "scheduler" in config  # SwanLab keeps a None value as an empty mapping
+    records = _swanlab_records(run_dir)
+    assert records[0].start.project == "proj"
+    scalars = [
+        (r.scalar.key, r.scalar.step, r.scalar.value.number)
+        for r in records
+        if r.HasField("scalar")
+    ]
+    assert scalars == [("loss", 1, 1.5), ("train/acc", 1, 0.25), ("loss", 2, 0.5)]
+    media = {r.media.key: r.media.step for r in records if r.HasField("media")}
+    assert media == {"note": 2, "sample": 2}
+    assert len(glob.glob(os.path.join(run_dir, "media", "image", "*.png"))) == 1
+    assert records[-1].HasField("finish")
+
+
+_TRACKIO_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np
+    from accel_trackers import init_trackers
+
+    trackers = init_trackers(
+        "trackio",
+        "proj",
+        config={"lr": np.float32(0.5), "optimizer": {"name": "adamw"}},
+        init_kwargs={"trackio": {"name": "first"}},
+    )
+    trackers.log({"loss": np.float64(1.5), "train": {"acc": 0.25}, "skip_me": None}, step=1)
+    trackers.log({"loss": 0.5, "note": "hello"}, step=2)
+    trackers.finish()
+    trackers.finish()
+    """
+)
+
+
+@needs("trackio")
+def test_trackio_local_database(tmp_path):
+    # Trackio reads TRACKIO_DIR when it is imported: the run happens in a child process.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("TRACKIO_", "HF_TOKEN")) and key not in ("RANK", "LOCAL_RANK")
+    }
+    env.update(
+        TRACKIO_DIR=str(tmp_path / "trackio"),
+        HOME=str(tmp_path / "home"),
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_OFFLINE="1",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _TRACKIO_SCRIPT],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Running on" not in done.stdout + done.stderr  # no dashboard server started
+    db = sqlite3.connect(tmp_path / "trackio" / "proj.db")
+    rows = db.execute("select run_name, step, metrics from metrics order by step").fetchall()
+    assert [(name, step, json.loads(m)) for name, step, m in rows] == [
+        ("first", 1, {"loss": 1.5, "train/acc": 0.25}),
+        ("first", 2, {"loss": 0.5, "note": "hello"}),
+    ]
+    (config,) = [json.loads(c) for (c,) in db.execute("select config from configs")]
+    assert config["lr"] == 0.5 and config["optimizer"] == {"name": "adamw"}
+    db.close()

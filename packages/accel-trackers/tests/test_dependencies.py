@@ -45,6 +45,8 @@ def test_each_backend_is_an_extra_and_all_holds_them_all():
         "mlflow": {"mlflow"},
         "aim": {"aim"},
         "clearml": {"clearml"},
+        "swanlab": {"swanlab"},
+        "trackio": {"trackio"},
     }
     for extra, names in expected.items():
         assert _names(extras[extra]) == names, extra

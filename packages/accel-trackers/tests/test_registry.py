@@ -7,7 +7,9 @@ from accel_trackers import (
     LoggerType,
     filter_trackers,
     get_available_trackers,
+    init_trackers,
     register_tracker,
+    register_tracker_class,
 )
 from accel_trackers._base import BackendTracker
 
@@ -22,6 +24,8 @@ def test_logger_type_values():
         "MLFLOW": "mlflow",
         "AIM": "aim",
         "CLEARML": "clearml",
+        "SWANLAB": "swanlab",
+        "TRACKIO": "trackio",
     }
     assert LoggerType("wandb") == "wandb"
 
@@ -99,6 +103,40 @@ def test_register_tracker_rules():
         LOGGER_TYPE_TO_CLASS.pop("recorder")
 
 
+class _DirRecorder(GeneralTracker):
+    name = "dir_recorder"
+    requires_logging_directory = True
+
+    def __init__(self, run_name, logging_dir, **kwargs):
+        super().__init__()
+        self.run_name, self.logging_dir, self.kwargs = run_name, logging_dir, kwargs
+
+
+def test_register_tracker_class_uses_the_class_name_and_builds_it(tmp_path):
+    with pytest.raises(ValueError, match="subclass of GeneralTracker; got <class 'dict'>"):
+        register_tracker_class(dict)  # type: ignore[arg-type]
+
+    class _Nameless(GeneralTracker):
+        pass
+
+    with pytest.raises(ValueError, match=r"_Nameless\.name is ''.*name = 'my_tracker'"):
+        register_tracker_class(_Nameless)
+    register_tracker_class(_DirRecorder)
+    try:
+        with pytest.raises(ValueError, match="'dir_recorder' tracker writes to a directory"):
+            filter_trackers("dir_recorder")
+        trackers = init_trackers(
+            "dir_recorder", "proj", init_kwargs={"dir_recorder": {"tag": 1}}, logging_dir=tmp_path
+        )
+        built = trackers.get("dir_recorder")
+        assert isinstance(built, _DirRecorder)
+        assert (built.run_name, built.logging_dir, built.kwargs) == ("proj", tmp_path, {"tag": 1})
+        with pytest.warns(UserWarning, match="'dir_recorder' is already registered"):
+            register_tracker_class(_DirRecorder)
+    finally:
+        LOGGER_TYPE_TO_CLASS.pop("dir_recorder")
+
+
 def test_instances_pass_through_and_classes_are_refused():
     inst = _Recorder("r")
     assert filter_trackers([inst]) == [inst]
@@ -115,7 +153,16 @@ def test_each_builtin_backend_names_its_own_extra():
     from accel_trackers._registry import _extra_of
 
     assert _extra_of("comet_ml") == "comet"
-    for name in ("tensorboard", "wandb", "dvclive", "mlflow", "aim", "clearml"):
+    for name in (
+        "tensorboard",
+        "wandb",
+        "dvclive",
+        "mlflow",
+        "aim",
+        "clearml",
+        "swanlab",
+        "trackio",
+    ):
         assert _extra_of(name) == name
 
 

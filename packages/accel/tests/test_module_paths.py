@@ -82,6 +82,8 @@ def reference_names(module: types.ModuleType) -> dict[str, Any]:
 def _same(a: Any, b: Any) -> bool:
     if a is b or (type(a) is object and type(b) is object):  # two "not given" sentinels
         return True
+    if isinstance(a, dict) and isinstance(b, dict):  # e.g. name -> class maps
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
     if isinstance(a, enum.Enum) or isinstance(b, enum.Enum):
         return str(getattr(a, "value", a)) == str(getattr(b, "value", b))
     try:

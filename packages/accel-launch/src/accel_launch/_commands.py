@@ -53,6 +53,20 @@ def add_subcommands(sub: Any) -> None:
     u = csub.add_parser("update", help="Rewrite a config file of an older format.")
     u.add_argument("--config_file", default=argparse.SUPPRESS, help="The file to update.")
     u.set_defaults(func=_config_update)
+    i = csub.add_parser(
+        "import",
+        help="Check a config file of the reference library (accelerate) and write it as "
+        "accel's config file.",
+    )
+    i.add_argument(
+        "path",
+        nargs="?",
+        default=None,
+        help="The file to import (default: $HF_HOME/accelerate/default_config.yaml).",
+    )
+    i.add_argument("--config_file", default=argparse.SUPPRESS, help="Where to write.")
+    i.add_argument("--overwrite", action="store_true", help="Replace an existing config file.")
+    i.set_defaults(func=_config_import)
     p.set_defaults(func=_config_questions)
 
     p = sub.add_parser(
@@ -138,13 +152,38 @@ def _shard_size(text: str) -> int:
 def _launch(args: argparse.Namespace) -> int:
     from ._launch import launch
 
+    if not getattr(args, "config_file", None):
+        _print_reference_notice("launch")
     return launch(args)
+
+
+def _print_reference_notice(command: str) -> None:
+    from ._config_import import reference_config_notice
+
+    notice = reference_config_notice(command)
+    if notice:
+        print(notice, file=sys.stderr)
+
+
+def _config_import(args: argparse.Namespace) -> int:
+    from ._config_import import import_config, reference_config_file
+
+    source = args.path or reference_config_file()
+    target, _, changes = import_config(
+        source, getattr(args, "config_file", None), overwrite=args.overwrite
+    )
+    print(f"accel config: imported {source} into {target}")
+    for change in changes:
+        print(f"  - {change}")
+    return 0
 
 
 def _config_questions(args: argparse.Namespace) -> int:
     from ._prompts import Prompter
     from ._questionnaire import run_questionnaire
 
+    if not args.config_file:
+        _print_reference_notice("config")
     target = Path(args.config_file) if args.config_file else default_config_file()
     config = run_questionnaire(Prompter())
     config.save(target)

@@ -1,4 +1,4 @@
-"""Experiment trackers (TensorBoard, W&B, Comet, DVCLive, MLflow, Aim, ClearML) behind one small interface. Depends on no other accel package."""
+"""Experiment trackers (TensorBoard, W&B, Comet, DVCLive, MLflow, Aim, ClearML, SwanLab, Trackio) behind one small interface. Depends on no other accel package."""
 
 from importlib.metadata import version as _version
 
@@ -15,9 +15,12 @@ from ._registry import (
     get_tracker_class,
     is_tracker_available,
     register_tracker,
+    register_tracker_class,
 )
 from ._set import TrackerSet, init_trackers, resolve_main_process
+from ._swanlab import SwanLabTracker
 from ._tensorboard import TensorBoardTracker
+from ._trackio import TrackioTracker
 from ._values import flatten
 from ._wandb import WandBTracker
 
@@ -33,8 +36,10 @@ __all__ = [
     "LoggerType",
     "MLflowTracker",
     "NoOpTracker",
+    "SwanLabTracker",
     "TensorBoardTracker",
     "TrackerSet",
+    "TrackioTracker",
     "WandBTracker",
     "__version__",
     "filter_trackers",

@@ -5,11 +5,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 from enum import Enum
 from types import ModuleType
 from typing import Any
 
-from ._values import warn_once
+from ._values import normalize, warn_once
 
 __all__ = [
     "BackendTracker",
@@ -37,6 +38,8 @@ class LoggerType(str, Enum):
     MLFLOW = "mlflow"
     AIM = "aim"
     CLEARML = "clearml"
+    SWANLAB = "swanlab"
+    TRACKIO = "trackio"
 
     def __str__(self) -> str:
         return self.value
@@ -112,12 +115,15 @@ class GeneralTracker:
     Attributes:
         name: The name used in `log_with` and `get_tracker`.
         requires_logging_directory: Whether the constructor needs a logging directory.
+        takes_logging_dir: Whether the constructor accepts an optional `logging_dir`
+            keyword among its `**kwargs` (`init_trackers` then passes its directory).
         main_process_only: When True (the default) only the main process talks to the
             backend; other processes get a no-op stand-in.
     """
 
     name: str = ""
     requires_logging_directory: bool = False
+    takes_logging_dir: bool = False
     main_process_only: bool = True
 
     def __init__(self, _blank: bool = False) -> None:
@@ -187,6 +193,32 @@ class BackendTracker(GeneralTracker):
         self._started = False
         self._finished = False
         self._warned: set[str] = set()
+
+    def _keep_options(self, kwargs: dict[str, Any]) -> str | None:
+        """Store the backend's options as `init_kwargs` and return the `logging_dir` keyword
+        taken out of them (adapters with `takes_logging_dir`), or None."""
+        logging_dir = kwargs.pop("logging_dir", None)
+        self.init_kwargs = kwargs
+        return os.fspath(logging_dir) if logging_dir is not None else None
+
+    def _options_with_dir(self, key: str) -> dict[str, Any]:
+        """A copy of `init_kwargs` where the backend's directory option `key` is the logging
+        directory (created), unless the caller gave `key` or there is no logging directory."""
+        kwargs = dict(self.init_kwargs)
+        logging_dir = getattr(self, "logging_dir", None)
+        if logging_dir is not None and key not in kwargs:
+            os.makedirs(logging_dir, exist_ok=True)
+            kwargs[key] = logging_dir
+        return kwargs
+
+    def _log_all_but_none(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
+        """`run.log` the flattened values, leaving out None values with one warning per key."""
+        flat = normalize(values)
+        skipped = [key for key, value in flat.items() if value is None]
+        warn_once(self._warned, self.name, skipped, "None is not a value")
+        clean = {key: value for key, value in flat.items() if value is not None}
+        if clean:
+            self._run.log(clean, step=step, **kwargs)
 
     @classmethod
     def is_available(cls) -> bool:

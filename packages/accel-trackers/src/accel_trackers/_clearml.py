@@ -31,8 +31,8 @@ class ClearMLTracker(BackendTracker):
 
     Args:
         run_name: Project and task name.
-        offline: Call `Task.set_offline(offline)` first (None leaves the mode alone).
-        **kwargs: Passed to `Task.init`.
+        **kwargs: Passed to `Task.init`, except `offline`: when given, `Task.set_offline(offline)`
+            is called first (absent or None leaves the mode alone).
     """
 
     name = "clearml"
@@ -40,10 +40,10 @@ class ClearMLTracker(BackendTracker):
     _module = "clearml"
     _extra = "clearml"
 
-    def __init__(self, run_name: str | None = None, offline: bool | None = None, **kwargs: Any):
+    def __init__(self, run_name: str | None = None, **kwargs: Any):
         super().__init__()
         self.run_name = run_name
-        self._offline = offline
+        self._offline: bool | None = kwargs.pop("offline", None)
         self._kwargs = kwargs
         self._owns_task = False
 

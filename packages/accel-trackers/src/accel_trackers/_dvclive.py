@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ._base import BackendTracker
@@ -17,36 +16,27 @@ class DVCLiveTracker(BackendTracker):
     Args:
         run_name: Accepted for a uniform signature; DVCLive names runs itself.
         live: An existing `dvclive.Live` to log into instead of creating one.
-        logging_dir: Output directory (DVCLive's `dir`), unless `dir` is given.
-        **kwargs: Passed to `dvclive.Live`.
+        **kwargs: Passed to `dvclive.Live`. A `logging_dir` keyword is the output
+            directory (DVCLive's `dir`) unless `dir` is given.
     """
 
     name = "dvclive"
     requires_logging_directory = False
+    takes_logging_dir = True
     _module = "dvclive"
     _extra = "dvclive"
 
-    def __init__(
-        self,
-        run_name: str | None = None,
-        live: Any = None,
-        logging_dir: str | os.PathLike[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, run_name: str | None = None, live: Any = None, **kwargs: Any) -> None:
         super().__init__()
         self.run_name = run_name
         self._live = live
-        self.logging_dir = os.fspath(logging_dir) if logging_dir is not None else None
-        self._kwargs = kwargs
+        self.logging_dir = self._keep_options(kwargs)
 
     def _open(self) -> Any:
         if self._live is not None:
             return self._live
         dvclive = self._backend()
-        kwargs = dict(self._kwargs)
-        if self.logging_dir is not None and "dir" not in kwargs:
-            kwargs["dir"] = self.logging_dir
-        return dvclive.Live(**kwargs)
+        return dvclive.Live(**self._options_with_dir("dir"))
 
     @property
     def live(self) -> Any:

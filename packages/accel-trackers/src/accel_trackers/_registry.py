@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable
 from typing import Union
 
@@ -12,7 +13,9 @@ from ._clearml import ClearMLTracker
 from ._comet import CometMLTracker
 from ._dvclive import DVCLiveTracker
 from ._mlflow import MLflowTracker
+from ._swanlab import SwanLabTracker
 from ._tensorboard import TensorBoardTracker
+from ._trackio import TrackioTracker
 from ._wandb import WandBTracker
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "get_tracker_class",
     "is_tracker_available",
     "register_tracker",
+    "register_tracker_class",
 ]
 
 LogWith = Union[str, LoggerType, GeneralTracker]
@@ -35,6 +39,8 @@ LOGGER_TYPE_TO_CLASS: dict[str, type[GeneralTracker]] = {
     "mlflow": MLflowTracker,
     "aim": AimTracker,
     "clearml": ClearMLTracker,
+    "swanlab": SwanLabTracker,
+    "trackio": TrackioTracker,
 }
 _BUILTIN = frozenset(LOGGER_TYPE_TO_CLASS)
 
@@ -71,6 +77,42 @@ def register_tracker(name: str, cls: type[GeneralTracker], *, overwrite: bool = 
             "Pick another name or pass overwrite=True."
         )
     LOGGER_TYPE_TO_CLASS[key] = cls
+
+
+def register_tracker_class(tracker_class: type[GeneralTracker]) -> None:
+    """Make a `GeneralTracker` subclass usable by its `name` in `log_with`.
+
+    The reference library's form of `register_tracker`: the name comes from the class, and
+    registering a name again replaces the earlier class with a warning. Register before
+    creating the Accelerator (or calling `init_trackers`) that uses it.
+
+    Args:
+        tracker_class: A subclass of `GeneralTracker` with a non-empty `name` and a
+            `requires_logging_directory` class attribute.
+
+    Raises:
+        ValueError: If `tracker_class` is not a `GeneralTracker` subclass, has no name, or
+            its name is "all".
+    """
+    if not (isinstance(tracker_class, type) and issubclass(tracker_class, GeneralTracker)):
+        raise ValueError(
+            f"register_tracker_class needs a subclass of GeneralTracker; got {tracker_class!r}. "
+            "Derive your tracker from accel.tracking.GeneralTracker."
+        )
+    name = getattr(tracker_class, "name", "")
+    if not isinstance(name, str) or not name or name.lower() == "all":
+        raise ValueError(
+            f"A tracker class must set a class attribute `name` (a non-empty string other than "
+            f"'all'); {tracker_class.__name__}.name is {name!r}. Add e.g. name = 'my_tracker'."
+        )
+    key = name.lower()
+    if key in LOGGER_TYPE_TO_CLASS:
+        warnings.warn(
+            f"A tracker named {key!r} is already registered "
+            f"({LOGGER_TYPE_TO_CLASS[key].__name__}); {tracker_class.__name__} replaces it.",
+            stacklevel=2,
+        )
+    LOGGER_TYPE_TO_CLASS[key] = tracker_class
 
 
 def _extra_of(key: str) -> str:

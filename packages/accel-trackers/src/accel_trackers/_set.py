@@ -159,10 +159,13 @@ def _build(
     if cls.requires_logging_directory:
         return cls(project_name, logging_dir, **kwargs)
     if logging_dir is not None and "logging_dir" not in kwargs:
+        # An adapter whose signature is the reference's (run_name, **kwargs) says by a
+        # class attribute that it takes logging_dir among its keyword arguments.
         try:
             accepts = "logging_dir" in inspect.signature(cls).parameters
         except (TypeError, ValueError):
             accepts = False
+        accepts = accepts or bool(cls.takes_logging_dir)
         if accepts:
             kwargs = {**kwargs, "logging_dir": logging_dir}
     return cls(project_name, **kwargs)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ._base import BackendTracker
-from ._values import normalize, warn_once
+from ._values import normalize
 
 __all__ = ["WandBTracker"]
 
@@ -16,30 +15,24 @@ class WandBTracker(BackendTracker):
 
     Args:
         run_name: The W&B project name.
-        logging_dir: Directory for W&B's local files (its `dir`), unless `dir` is given.
-        **kwargs: Passed to `wandb.init` (e.g. `mode="offline"`, `name`, `entity`).
+        **kwargs: Passed to `wandb.init` (e.g. `mode="offline"`, `name`, `entity`). A
+            `logging_dir` keyword is W&B's `dir` (its local files) unless `dir` is given.
     """
 
     name = "wandb"
     requires_logging_directory = False
+    takes_logging_dir = True
     _module = "wandb"
     _extra = "wandb"
 
-    def __init__(
-        self, run_name: str, logging_dir: str | os.PathLike[str] | None = None, **kwargs: Any
-    ) -> None:
+    def __init__(self, run_name: str, **kwargs: Any) -> None:
         super().__init__()
         self.run_name = run_name
-        self.logging_dir = os.fspath(logging_dir) if logging_dir is not None else None
-        self._kwargs = kwargs
+        self.logging_dir = self._keep_options(kwargs)
 
     def _open(self) -> Any:
         wandb = self._backend()
-        kwargs = dict(self._kwargs)
-        if self.logging_dir is not None and "dir" not in kwargs:
-            os.makedirs(self.logging_dir, exist_ok=True)
-            kwargs["dir"] = self.logging_dir
-        return wandb.init(project=self.run_name, **kwargs)
+        return wandb.init(project=self.run_name, **self._options_with_dir("dir"))
 
     @property
     def run(self) -> Any:
@@ -54,14 +47,8 @@ class WandBTracker(BackendTracker):
 
     def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
         """Log numbers, strings and lists; None values are skipped."""
-        if not self._active():
-            return
-        flat = normalize(values)
-        skipped = [k for k, v in flat.items() if v is None]
-        warn_once(self._warned, self.name, skipped, "None is not a value")
-        clean = {k: v for k, v in flat.items() if v is not None}
-        if clean:
-            self._run.log(clean, step=step, **kwargs)
+        if self._active():
+            self._log_all_but_none(values, step, **kwargs)
 
     def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
         """Log lists of images (arrays, PIL images ...) as `wandb.Image` objects."""

@@ -188,4 +188,8 @@ UTILS: dict[str, str] = {
     **CHECKPOINT,
     **UNWRAP,
     "compile_regions": FACADE["compile_regions"],
+    **_names(
+        "accel._deepspeed_helpers",
+        "compile_regions_deepspeed get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed",
+    ),
 }

@@ -171,8 +171,13 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_trackers",
             """AimTracker ClearMLTracker CometMLTracker DVCLiveTracker GeneralTracker
-                LOGGER_TYPE_TO_CLASS LoggerType MLflowTracker TensorBoardTracker
-                WandBTracker filter_trackers get_available_trackers""",
+                LOGGER_TYPE_TO_CLASS LoggerType MLflowTracker SwanLabTracker
+                TensorBoardTracker TrackioTracker WandBTracker filter_trackers
+                get_available_trackers register_tracker_class""",
+        ),
+        **_names(
+            "accel._tracker_decorators",
+            """on_main_process""",
         ),
     },
     "accel.utils.ao": {
@@ -256,6 +261,10 @@ PATHS: dict[str, dict[str, str]] = {
         ),
     },
     "accel.utils.deepspeed": {
+        **_names(
+            "accel._deepspeed_helpers",
+            """get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed""",
+        ),
         **_names(
             "accel._engines._deepspeed_objects",
             """DeepSpeedEngineWrapper DeepSpeedOptimizerWrapper
@@ -410,6 +419,10 @@ PATHS: dict[str, dict[str, str]] = {
         ),
     },
     "accel.utils.other": {
+        **_names(
+            "accel._deepspeed_helpers",
+            """compile_regions_deepspeed""",
+        ),
         **_names(
             "accel._accelerator_prepare",
             """compile_regions""",

@@ -44,8 +44,15 @@ if TYPE_CHECKING:
         GeneralTracker,
         LoggerType,
         MLflowTracker,
+        SwanLabTracker,
         TensorBoardTracker,
+        TrackioTracker,
         WandBTracker,
         filter_trackers,
         get_available_trackers,
+        register_tracker_class,
+    )
+
+    from accel._tracker_decorators import (
+        on_main_process,
     )

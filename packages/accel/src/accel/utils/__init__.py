@@ -283,6 +283,11 @@ if TYPE_CHECKING:
     from accel._checkpoint_sync import (
         CheckpointSyncError,
     )
+    from accel._deepspeed_helpers import (
+        compile_regions_deepspeed,
+        get_active_deepspeed_plugin,
+        map_pytorch_optim_to_deepspeed,
+    )
     from accel._engines._deepspeed_objects import (
         DeepSpeedEngineWrapper,
         DeepSpeedOptimizerWrapper,

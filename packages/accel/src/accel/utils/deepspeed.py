@@ -24,6 +24,10 @@ if TYPE_CHECKING:
         is_bnb_available,
     )
 
+    from accel._deepspeed_helpers import (
+        get_active_deepspeed_plugin,
+        map_pytorch_optim_to_deepspeed,
+    )
     from accel._engines._deepspeed_objects import (
         DeepSpeedEngineWrapper,
         DeepSpeedOptimizerWrapper,

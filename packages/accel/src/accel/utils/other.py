@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from accel._accelerator_prepare import (
         compile_regions,
     )
+    from accel._deepspeed_helpers import (
+        compile_regions_deepspeed,
+    )
     from accel._save_model import (
         save,
     )
