@@ -137,6 +137,10 @@ _EXPORTS = {
     "is_triton_available": "._probes",
     "is_weights_only_available": "._probes",
     "is_xccl_available": "._probes",
+    "BaseEnum": "._enum_base",
+    "EnumWithContains": "._enum_base",
+    "PROFILE_PATTERN_NAME": "._constants",
+    "tqdm": "._tqdm",
 }
 
 __version__ = _version("accel-state")
@@ -270,6 +274,10 @@ __all__ = [
     "is_triton_available",
     "is_weights_only_available",
     "is_xccl_available",
+    "BaseEnum",
+    "EnumWithContains",
+    "PROFILE_PATTERN_NAME",
+    "tqdm",
 ]
 
 
@@ -290,12 +298,14 @@ if TYPE_CHECKING:
     from ._accelerator_state import AcceleratorState, GradientState
     from ._constants import (
         CUDA_DISTRIBUTED_TYPES,
+        PROFILE_PATTERN_NAME,
         STR_OPERATION_TO_FUNC,
         TORCH_DISTRIBUTED_OPERATION_TYPES,
         TORCH_DYNAMO_MODES,
     )
     from ._debug_launcher import debug_launcher
     from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
+    from ._enum_base import BaseEnum, EnumWithContains
     from ._enums import (
         ComputeEnvironment,
         DistributedType,
@@ -425,3 +435,4 @@ if TYPE_CHECKING:
     from ._state import PartialState, is_debug_mode
     from ._support import unsupported_distributed_type
     from ._teardown import teardown_process_group
+    from ._tqdm import tqdm

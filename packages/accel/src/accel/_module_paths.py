@@ -46,6 +46,18 @@ PATHS: dict[str, dict[str, str]] = {
                 is_sdaa_available is_torch_version is_torch_xla_available
                 is_xpu_available""",
         ),
+        **_names(
+            "accel._checkpoint_api",
+            """SAMPLER_NAME""",
+        ),
+        **_names(
+            "accel._torch_load",
+            """load""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """SAFE_MODEL_NAME""",
+        ),
     },
     "accel.data_loader": {
         **_names(
@@ -203,6 +215,10 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """is_4bit_bnb_available is_8bit_bnb_available""",
         ),
+        **_names(
+            "accel_bigmodel",
+            """get_parameter_device""",
+        ),
     },
     "accel.utils.constants": {
         **_names(
@@ -215,6 +231,18 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """CUDA_DISTRIBUTED_TYPES STR_OPERATION_TO_FUNC
                 TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES""",
+        ),
+        **_names(
+            "accel._checkpoint_api",
+            """SAMPLER_NAME""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """SAFE_MODEL_NAME SAFE_WEIGHTS_PATTERN_NAME WEIGHTS_PATTERN_NAME""",
+        ),
+        **_names(
+            "accel_state",
+            """PROFILE_PATTERN_NAME""",
         ),
     },
     "accel.utils.dataclasses": {
@@ -248,6 +276,14 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_trackers",
             """LoggerType""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """CustomDtype""",
+        ),
+        **_names(
+            "accel_state",
+            """BaseEnum EnumWithContains""",
         ),
     },
     "accel.utils.deepspeed": {
@@ -294,6 +330,10 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_state",
             """get_logger get_module_class_from_name is_torch_version""",
+        ),
+        **_names(
+            "accel._model_probes",
+            """is_peft_model""",
         ),
     },
     "accel.utils.imports": {
@@ -369,6 +409,22 @@ PATHS: dict[str, dict[str, str]] = {
                 is_npu_available is_peft_available is_sdaa_available is_torch_version
                 is_torch_xla_available is_tqdm_available is_xpu_available""",
         ),
+        **_names(
+            "accel._model_probes",
+            """is_peft_model""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """CustomDtype check_tied_parameters_in_config check_tied_parameters_on_same_device fallback_allocate get_module_leaves""",
+        ),
+        **_names(
+            "accel_precision",
+            """get_grad_scaler get_mixed_precision_context_manager""",
+        ),
+        **_names(
+            "accel_state",
+            """tqdm""",
+        ),
     },
     "accel.utils.offload": {
         **_names(
@@ -398,6 +454,14 @@ PATHS: dict[str, dict[str, str]] = {
             """AcceleratorState DistributedType PartialState
                 TORCH_DISTRIBUTED_OPERATION_TYPES is_npu_available
                 is_torch_distributed_available is_torch_version is_torch_xla_available""",
+        ),
+        **_names(
+            "accel_collectives",
+            """TENSOR_INT_TO_DTYPE TENSOR_TYPE_TO_INT chained_operation gather_tensor_shape is_torch_xpu_tensor verify_operation""",
+        ),
+        **_names(
+            "accel_precision",
+            """ConvertOutputsToFp32""",
         ),
     },
     "accel.utils.other": {
@@ -429,6 +493,18 @@ PATHS: dict[str, dict[str, str]] = {
                 is_weights_only_available merge_dicts recursive_getattr
                 wait_for_everyone""",
         ),
+        **_names(
+            "accel._model_probes",
+            """get_model_tp_size has_compiled_regions has_repeated_blocks is_repeated_blocks model_has_dtensor""",
+        ),
+        **_names(
+            "accel._torch_load",
+            """TORCH_SAFE_GLOBALS load""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """clean_state_dict_for_safetensors""",
+        ),
     },
     "accel.utils.random": {
         **_names(
@@ -437,6 +513,12 @@ PATHS: dict[str, dict[str, str]] = {
                 is_hpu_available is_mlu_available is_musa_available is_neuron_available
                 is_npu_available is_sdaa_available is_torch_xla_available
                 is_xpu_available set_seed synchronize_rng_state synchronize_rng_states""",
+        ),
+    },
+    "accel.utils.tqdm": {
+        **_names(
+            "accel_state",
+            """PartialState is_tqdm_available tqdm""",
         ),
     },
     "accel.utils.versions": {

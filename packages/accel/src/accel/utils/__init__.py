@@ -12,16 +12,24 @@ __all__ = sorted(_EXPORTS)
 # The reference library's ``accelerate.utils.<name>`` paths, importable as attributes too.
 _SUBMODULES = (
     "ao bnb constants dataclasses deepspeed environment fsdp_utils imports launch memory "
-    "modeling offload operations other random versions"
+    "modeling offload operations other random tqdm versions"
 ).split()
 
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS, _SUBMODULES)
 
+# ``accel.utils.tqdm`` is both a module and the function it holds: binding the function now
+# keeps it the package attribute even after ``import accel.utils.tqdm``. Nothing heavy loads.
+from .tqdm import tqdm  # noqa: E402
+
 if TYPE_CHECKING:
     from accel_bigmodel import (
+        SAFE_MODEL_NAME,
+        SAFE_WEIGHTS_PATTERN_NAME,
+        WEIGHTS_PATTERN_NAME,
         AlignDevicesHook,
         CorruptSafetensorsError,
         CpuOffload,
+        CustomDtype,
         LoadReport,
         MemoryEstimate,
         ModelHook,
@@ -37,7 +45,10 @@ if TYPE_CHECKING:
         calculate_maximum_sizes,
         check_device_map,
         check_device_same,
+        check_tied_parameters_in_config,
+        check_tied_parameters_on_same_device,
         clean_device_map,
+        clean_state_dict_for_safetensors,
         compute_module_sizes,
         convert_bytes,
         convert_file_size_to_int,
@@ -122,7 +133,9 @@ if TYPE_CHECKING:
         filter_first_and_last_linear_layers,
         filter_linear_layers,
         find_first_last_linear_layers,
+        get_grad_scaler,
         get_keys_to_not_convert,
+        get_mixed_precision_context_manager,
         get_quantized_model_device_map,
         has_4bit_bnb_layers,
         has_ao_layers,
@@ -131,6 +144,7 @@ if TYPE_CHECKING:
     )
     from accel_state import (
         CUDA_DISTRIBUTED_TYPES,
+        PROFILE_PATTERN_NAME,
         STR_OPERATION_TO_FUNC,
         TORCH_DISTRIBUTED_OPERATION_TYPES,
         TORCH_DYNAMO_MODES,
@@ -245,6 +259,7 @@ if TYPE_CHECKING:
         synchronize_rng_state,
         synchronize_rng_states,
         torchao_required,
+        tqdm,
         wait_for_everyone,
     )
     from accel_trackers import (
@@ -264,6 +279,7 @@ if TYPE_CHECKING:
     from accel._accelerator_prepare import (
         compile_regions,
     )
+    from accel._checkpoint_api import SAMPLER_NAME
     from accel._checkpoint_io import (
         MODEL_NAME,
         OPTIMIZER_NAME,
@@ -289,9 +305,16 @@ if TYPE_CHECKING:
         DummyOptim,
         DummyScheduler,
     )
+    from accel._model_probes import (
+        get_model_tp_size,
+        has_compiled_regions,
+        is_peft_model,
+        model_has_dtensor,
+    )
     from accel._save_model import (
         save,
     )
+    from accel._torch_load import load
     from accel._unwrap import (
         extract_model_from_parallel,
         is_compiled_module,
