@@ -48,7 +48,8 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel._checkpoint_api",
-            """SAMPLER_NAME""",
+            """SAMPLER_NAME load_accelerator_state load_custom_state
+                save_accelerator_state save_custom_state""",
         ),
         **_names(
             "accel._torch_load",

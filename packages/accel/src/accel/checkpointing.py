@@ -33,7 +33,13 @@ if TYPE_CHECKING:
         is_xpu_available,
     )
 
-    from accel._checkpoint_api import SAMPLER_NAME
+    from accel._checkpoint_api import (
+        SAMPLER_NAME,
+        load_accelerator_state,
+        load_custom_state,
+        save_accelerator_state,
+        save_custom_state,
+    )
     from accel._checkpoint_io import (
         MODEL_NAME,
         OPTIMIZER_NAME,
