@@ -42,6 +42,11 @@ from ._hooks import (
     remove_hook_from_submodules,
 )
 from ._init_empty import init_empty_weights, init_on_device
+from ._layerwise_casting import (
+    SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING,
+    LayerwiseCastingHook,
+    attach_layerwise_casting_hooks,
+)
 from ._offload import (
     OffloadedWeightsLoader,
     PrefixedDataset,
@@ -180,4 +185,7 @@ __all__ = [
     "fallback_allocate",
     "get_module_leaves",
     "get_parameter_device",
+    "SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING",
+    "LayerwiseCastingHook",
+    "attach_layerwise_casting_hooks",
 ]

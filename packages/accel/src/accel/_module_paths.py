@@ -28,6 +28,11 @@ PATHS: dict[str, dict[str, str]] = {
                 is_npu_available is_sdaa_available is_xpu_available parse_flag_from_env
                 recursive_getattr""",
         ),
+        **_names(
+            "accel_bigmodel",
+            """LayerwiseCastingHook SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING
+                attach_layerwise_casting_hooks""",
+        ),
     },
     "accel.checkpointing": {
         **_names(
@@ -96,6 +101,10 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """PartialState clear_device_cache is_mlu_available is_musa_available
                 is_npu_available recursive_getattr""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """LayerwiseCastingHook""",
         ),
     },
     "accel.inference": {
@@ -244,6 +253,10 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_state",
             """PROFILE_PATTERN_NAME""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING""",
         ),
     },
     "accel.utils.dataclasses": {

@@ -17,7 +17,12 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
-    from accel_bigmodel import SAFE_MODEL_NAME, SAFE_WEIGHTS_PATTERN_NAME, WEIGHTS_PATTERN_NAME
+    from accel_bigmodel import (
+        SAFE_MODEL_NAME,
+        SAFE_WEIGHTS_PATTERN_NAME,
+        SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING,
+        WEIGHTS_PATTERN_NAME,
+    )
     from accel_state import (
         CUDA_DISTRIBUTED_TYPES,
         PROFILE_PATTERN_NAME,
