@@ -141,6 +141,15 @@ _EXPORTS = {
     "EnumWithContains": "._enum_base",
     "PROFILE_PATTERN_NAME": "._constants",
     "tqdm": "._tqdm",
+    "CPUInformation": "._hardware",
+    "are_libraries_initialized": "._hardware",
+    "check_cuda_p2p_ib_support": "._hardware",
+    "get_cpu_distributed_information": "._hardware",
+    "get_current_device_type": "._hardware",
+    "get_driver_version": "._hardware",
+    "get_gpu_info": "._hardware",
+    "override_numa_affinity": "._hardware",
+    "set_numa_affinity": "._hardware",
 }
 
 __version__ = _version("accel-state")
@@ -278,6 +287,15 @@ __all__ = [
     "EnumWithContains",
     "PROFILE_PATTERN_NAME",
     "tqdm",
+    "CPUInformation",
+    "are_libraries_initialized",
+    "check_cuda_p2p_ib_support",
+    "get_cpu_distributed_information",
+    "get_current_device_type",
+    "get_driver_version",
+    "get_gpu_info",
+    "override_numa_affinity",
+    "set_numa_affinity",
 ]
 
 
@@ -331,6 +349,17 @@ if TYPE_CHECKING:
         str_to_bool,
     )
     from ._fsdp_plugin import FullyShardedDataParallelPlugin, get_module_class_from_name
+    from ._hardware import (
+        CPUInformation,
+        are_libraries_initialized,
+        check_cuda_p2p_ib_support,
+        get_cpu_distributed_information,
+        get_current_device_type,
+        get_driver_version,
+        get_gpu_info,
+        override_numa_affinity,
+        set_numa_affinity,
+    )
     from ._imports import (
         compare_versions,
         is_aim_available,

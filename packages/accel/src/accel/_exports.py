@@ -156,6 +156,13 @@ BIGMODEL.update(
     )
 )
 STATE.update(_names("accel_state", "PROFILE_PATTERN_NAME tqdm"))
+STATE.update(
+    _names(
+        "accel_state",
+        """are_libraries_initialized check_cuda_p2p_ib_support get_cpu_distributed_information
+        get_current_device_type get_gpu_info set_numa_affinity""",
+    )
+)
 PRECISION.update(_names("accel_precision", "get_grad_scaler get_mixed_precision_context_manager"))
 CHECKPOINT.update(_names("accel._checkpoint_api", "SAMPLER_NAME"))
 CHECKPOINT.update(_names("accel._torch_load", "load"))

@@ -33,6 +33,10 @@ PATHS: dict[str, dict[str, str]] = {
             """LayerwiseCastingHook SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING
                 attach_layerwise_casting_hooks""",
         ),
+        **_names(
+            "accel_state",
+            """check_cuda_p2p_ib_support""",
+        ),
     },
     "accel.checkpointing": {
         **_names(
@@ -83,6 +87,10 @@ PATHS: dict[str, dict[str, str]] = {
                 get_logger is_datasets_available is_torch_version is_torch_xla_available
                 is_torchdata_stateful_dataloader_available synchronize_rng_states""",
         ),
+        **_names(
+            "accel_data",
+            """DataLoaderStateMixin""",
+        ),
     },
     "accel.hooks": {
         **_names(
@@ -132,6 +140,11 @@ PATHS: dict[str, dict[str, str]] = {
             """AcceleratorState PartialState PrecisionType debug_launcher
                 is_mps_available is_rocm_available is_torch_version patch_environment""",
         ),
+        **_names(
+            "accel_state",
+            """are_libraries_initialized check_cuda_p2p_ib_support get_current_device_type
+                get_gpu_info""",
+        ),
     },
     "accel.logging": {
         **_names(
@@ -176,6 +189,10 @@ PATHS: dict[str, dict[str, str]] = {
                 is_npu_available is_sdaa_available is_torch_xla_available
                 is_xccl_available is_xpu_available parse_choice_from_env
                 parse_flag_from_env""",
+        ),
+        **_names(
+            "accel_state",
+            """check_cuda_p2p_ib_support get_cpu_distributed_information set_numa_affinity""",
         ),
     },
     "accel.tracking": {
@@ -322,6 +339,10 @@ PATHS: dict[str, dict[str, str]] = {
                 convert_dict_to_env_variables get_int_from_env parse_choice_from_env
                 parse_flag_from_env patch_environment purge_accelerate_environment
                 str_to_bool""",
+        ),
+        **_names(
+            "accel_state",
+            """CPUInformation are_libraries_initialized check_cuda_p2p_ib_support get_cpu_distributed_information get_current_device_type get_driver_version get_gpu_info override_numa_affinity set_numa_affinity""",
         ),
     },
     "accel.utils.fsdp_utils": {

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         retie_parameters,
     )
     from accel_state import (
+        check_cuda_p2p_ib_support,
         is_bnb_available,
         is_mlu_available,
         is_musa_available,
