@@ -90,20 +90,21 @@ def test_module_leaves() -> None:
 
 
 def test_fallback_allocate_splits_until_something_fits() -> None:
-    model = nn.Sequential(nn.Linear(100, 100), nn.Linear(2, 2))
+    big = nn.Sequential(nn.Linear(100, 100), nn.Linear(4, 4))
+    model = nn.Sequential(big, nn.Linear(2, 2))
     sizes = compute_module_sizes(model)
     modules = list(model.named_children())
-    # Breadth first: the big layer is split, none of its tensors fits, the small layer does.
+    # Breadth first: the block is split, its big layer (a leaf) stays whole and too big, its
+    # small layer fits; the block is replaced by its other children in what remains.
+    name, module, rest = fallback_allocate(modules, sizes, sizes["0.1"])
+    assert name == "0.1" and module is big[1]
+    assert [n for n, _ in rest] == ["0.0", "1"]
     name, module, rest = fallback_allocate(modules, sizes, sizes["1"])
     assert name == "1" and module is model[1]
     assert [n for n, _ in rest] == ["0"]
-    # Only a parameter of the first layer fits: the layer is split around it.
-    name, module, rest = fallback_allocate(modules, sizes, sizes["0.bias"])
-    assert name == "0.bias" and module is model[0].bias
-    assert [n for n, _ in rest] == ["0.weight", "1"]
     # Nothing fits; a class that must not be split is skipped whole.
     assert fallback_allocate(modules, sizes, 1) == (None, None, modules)
-    assert fallback_allocate(modules, sizes, sizes["0.bias"], ["Linear"])[0] == "1"
+    assert fallback_allocate(modules, sizes, sizes["0.1"], ["Sequential"])[0] == "1"
 
 
 def test_fallback_allocate_counts_tied_weights() -> None:

@@ -133,7 +133,7 @@ def fallback_allocate(
     """Find, breadth first, one module (or parameter) of ``modules`` that fits ``size_limit``.
 
     A module too big is split into its direct parameters and children, unless its class is in
-    ``no_split_module_classes``. Weights tied to the candidate and held elsewhere count in its
+    ``no_split_module_classes`` or it has no submodule (a leaf layer is never split). Weights tied to the candidate and held elsewhere count in its
     size.
 
     Args:
@@ -160,9 +160,13 @@ def fallback_allocate(
         if _size_with_ties(name, module_sizes, ties, queue) <= limit:
             found = (name, module)
             break
-        children = _children(module)
-        if children and type(module).__name__ not in no_split:
-            queue = [(f"{name}.{n}", child) for n, child in children] + queue
+        # A module with submodules is split into its own parameters and its submodules; a
+        # leaf layer (no submodule) stays whole.
+        has_submodules = not isinstance(module, torch.Tensor) and any(
+            True for _ in module.children()
+        )
+        if has_submodules and type(module).__name__ not in no_split:
+            queue = [(f"{name}.{n}", child) for n, child in _children(module)] + queue
     if found is None:
         return None, None, modules
     name = found[0]
