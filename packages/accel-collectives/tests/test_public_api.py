@@ -35,6 +35,12 @@ EXPECTED = {
     "reduce",
     "send_to_device",
     "slice_tensors",
+    "TENSOR_INT_TO_DTYPE",
+    "TENSOR_TYPE_TO_INT",
+    "chained_operation",
+    "gather_tensor_shape",
+    "is_torch_xpu_tensor",
+    "verify_operation",
 }
 
 

@@ -3,10 +3,13 @@
 from importlib.metadata import version as _version
 
 from ._checkpoint_files import (
+    SAFE_MODEL_NAME,
     SAFE_WEIGHTS_INDEX_NAME,
     SAFE_WEIGHTS_NAME,
+    SAFE_WEIGHTS_PATTERN_NAME,
     WEIGHTS_INDEX_NAME,
     WEIGHTS_NAME,
+    WEIGHTS_PATTERN_NAME,
     load_state_dict,
 )
 from ._checkpoint_io import CheckpointKeysError, LoadReport, load_checkpoint_in_model
@@ -39,6 +42,11 @@ from ._hooks import (
     remove_hook_from_submodules,
 )
 from ._init_empty import init_empty_weights, init_on_device
+from ._layerwise_casting import (
+    SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING,
+    LayerwiseCastingHook,
+    attach_layerwise_casting_hooks,
+)
 from ._offload import (
     OffloadedWeightsLoader,
     PrefixedDataset,
@@ -55,6 +63,13 @@ from ._offload_access import (
     get_state_dict_from_offload,
     get_state_dict_offloaded_model,
     has_offloaded_params,
+)
+from ._placement_helpers import (
+    CustomDtype,
+    check_tied_parameters_in_config,
+    check_tied_parameters_on_same_device,
+    fallback_allocate,
+    get_module_leaves,
 )
 from ._safe_pickle import (
     UntrustedPickleError,
@@ -77,6 +92,7 @@ from ._sizes import (
     get_non_persistent_buffers,
     named_module_tensors,
 )
+from ._state_dict_tools import clean_state_dict_for_safetensors, get_parameter_device
 from ._tensors import (
     check_device_same,
     find_tied_parameters,
@@ -159,4 +175,17 @@ __all__ = [
     "set_module_tensor_to_device",
     "shard_checkpoint",
     "write_safetensors",
+    "SAFE_MODEL_NAME",
+    "SAFE_WEIGHTS_PATTERN_NAME",
+    "WEIGHTS_PATTERN_NAME",
+    "CustomDtype",
+    "check_tied_parameters_in_config",
+    "check_tied_parameters_on_same_device",
+    "clean_state_dict_for_safetensors",
+    "fallback_allocate",
+    "get_module_leaves",
+    "get_parameter_device",
+    "SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING",
+    "LayerwiseCastingHook",
+    "attach_layerwise_casting_hooks",
 ]

@@ -19,6 +19,12 @@ WEIGHTS_NAME = "pytorch_model.bin"
 SAFE_WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "pytorch_model.bin.index.json"
 SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+SAFE_MODEL_NAME = "model"
+"""Stem of safetensors weight files (``model.safetensors``, ``model_1.safetensors``)."""
+SAFE_WEIGHTS_PATTERN_NAME = "model{suffix}.safetensors"
+"""Name of a safetensors weight file; ``suffix`` is ``""``, ``"_1"`` or ``"-00001-of-00003"``."""
+WEIGHTS_PATTERN_NAME = "pytorch_model{suffix}.bin"
+"""Name of a pickled weight file; ``suffix`` as in ``SAFE_WEIGHTS_PATTERN_NAME``."""
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -30,7 +30,8 @@ _SIZE_UNITS: tuple[tuple[str, int], ...] = (
     ("B", 1),
 )
 
-_SUB_BYTE_DTYPES = {"int4": 0.5, "int2": 0.25, "fp4": 0.5, "nf4": 0.5}
+# Storage types without a torch.dtype, by name (``CustomDtype`` values included).
+_SUB_BYTE_DTYPES = {"int4": 0.5, "int2": 0.25, "fp4": 0.5, "nf4": 0.5, "fp8": 1}
 
 
 def convert_file_size_to_int(size: Union[int, str]) -> int:
@@ -128,6 +129,8 @@ def dtype_byte_size(dtype: Union[torch.dtype, str]) -> float:
         >>> dtype_byte_size(torch.float32)
         4
     """
+    if isinstance(getattr(dtype, "value", None), str):  # a CustomDtype member
+        dtype = dtype.value  # type: ignore[union-attr]
     if isinstance(dtype, str) and dtype.lower() in _SUB_BYTE_DTYPES:
         return _SUB_BYTE_DTYPES[dtype.lower()]
     resolved = resolve_dtype(dtype)

@@ -9,6 +9,7 @@ passes compatible data.
 from importlib.metadata import version as _version
 
 from ._checks import CannotPadNestedTensorWarning, DistributedOperationException
+from ._decorators import chained_operation, verify_operation
 from ._nested import (
     TensorInformation,
     concatenate,
@@ -37,6 +38,12 @@ from ._ops import (
     gather_object,
     pad_across_processes,
     reduce,
+)
+from ._shapes import (
+    TENSOR_INT_TO_DTYPE,
+    TENSOR_TYPE_TO_INT,
+    gather_tensor_shape,
+    is_torch_xpu_tensor,
 )
 
 __version__ = _version("accel-collectives")
@@ -70,4 +77,10 @@ __all__ = [
     "reduce",
     "send_to_device",
     "slice_tensors",
+    "TENSOR_INT_TO_DTYPE",
+    "TENSOR_TYPE_TO_INT",
+    "chained_operation",
+    "gather_tensor_shape",
+    "is_torch_xpu_tensor",
+    "verify_operation",
 ]

@@ -2,7 +2,7 @@
 
 from importlib.metadata import version as _version
 
-from ._amp import autocast_context, autocast_dtype, convert_outputs_to_fp32, make_grad_scaler
+from ._amp import autocast_context, autocast_dtype, make_grad_scaler
 from ._bnb_config import BnbQuantizationConfig
 from ._bnb_layers import (
     PendingQuantization,
@@ -37,6 +37,12 @@ from ._fp8_recipes import (
     resolve_fp8_recipe,
 )
 from ._fp8_te import convert_model_to_te, make_te_recipe, te_recipe_kwargs
+from ._fp32_outputs import (
+    ConvertOutputsToFp32,
+    convert_outputs_to_fp32,
+    get_grad_scaler,
+    get_mixed_precision_context_manager,
+)
 
 __version__ = _version("accel-precision")
 
@@ -75,4 +81,7 @@ __all__ = [
     "resolve_fp8_recipe",
     "switch_optimizer_parameters",
     "te_recipe_kwargs",
+    "ConvertOutputsToFp32",
+    "get_grad_scaler",
+    "get_mixed_precision_context_manager",
 ]

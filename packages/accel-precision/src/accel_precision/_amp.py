@@ -74,24 +74,3 @@ def make_grad_scaler(
         return None
     kwargs = (handler or GradScalerKwargs()).to_kwargs()
     return torch.amp.GradScaler(device_type, **kwargs)
-
-
-def convert_outputs_to_fp32(forward: Any) -> Any:
-    """Wrap a model's ``forward`` so that floating outputs come back in fp32."""
-    import functools
-
-    def _to_fp32(value: Any) -> Any:
-        if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.bfloat16):
-            return value.float()
-        if isinstance(value, dict):
-            return type(value)({k: _to_fp32(v) for k, v in value.items()})
-        if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-            return type(value)(_to_fp32(v) for v in value)
-        return value
-
-    @functools.wraps(forward)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return _to_fp32(forward(*args, **kwargs))
-
-    wrapper.__wrapped__ = forward  # type: ignore[attr-defined]
-    return wrapper

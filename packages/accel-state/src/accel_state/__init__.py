@@ -137,6 +137,19 @@ _EXPORTS = {
     "is_triton_available": "._probes",
     "is_weights_only_available": "._probes",
     "is_xccl_available": "._probes",
+    "BaseEnum": "._enum_base",
+    "EnumWithContains": "._enum_base",
+    "PROFILE_PATTERN_NAME": "._constants",
+    "tqdm": "._tqdm",
+    "CPUInformation": "._hardware",
+    "are_libraries_initialized": "._hardware",
+    "check_cuda_p2p_ib_support": "._hardware",
+    "get_cpu_distributed_information": "._hardware",
+    "get_current_device_type": "._hardware",
+    "get_driver_version": "._hardware",
+    "get_gpu_info": "._hardware",
+    "override_numa_affinity": "._hardware",
+    "set_numa_affinity": "._hardware",
 }
 
 __version__ = _version("accel-state")
@@ -270,6 +283,19 @@ __all__ = [
     "is_triton_available",
     "is_weights_only_available",
     "is_xccl_available",
+    "BaseEnum",
+    "EnumWithContains",
+    "PROFILE_PATTERN_NAME",
+    "tqdm",
+    "CPUInformation",
+    "are_libraries_initialized",
+    "check_cuda_p2p_ib_support",
+    "get_cpu_distributed_information",
+    "get_current_device_type",
+    "get_driver_version",
+    "get_gpu_info",
+    "override_numa_affinity",
+    "set_numa_affinity",
 ]
 
 
@@ -290,12 +316,14 @@ if TYPE_CHECKING:
     from ._accelerator_state import AcceleratorState, GradientState
     from ._constants import (
         CUDA_DISTRIBUTED_TYPES,
+        PROFILE_PATTERN_NAME,
         STR_OPERATION_TO_FUNC,
         TORCH_DISTRIBUTED_OPERATION_TYPES,
         TORCH_DYNAMO_MODES,
     )
     from ._debug_launcher import debug_launcher
     from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
+    from ._enum_base import BaseEnum, EnumWithContains
     from ._enums import (
         ComputeEnvironment,
         DistributedType,
@@ -321,6 +349,17 @@ if TYPE_CHECKING:
         str_to_bool,
     )
     from ._fsdp_plugin import FullyShardedDataParallelPlugin, get_module_class_from_name
+    from ._hardware import (
+        CPUInformation,
+        are_libraries_initialized,
+        check_cuda_p2p_ib_support,
+        get_cpu_distributed_information,
+        get_current_device_type,
+        get_driver_version,
+        get_gpu_info,
+        override_numa_affinity,
+        set_numa_affinity,
+    )
     from ._imports import (
         compare_versions,
         is_aim_available,
@@ -425,3 +464,4 @@ if TYPE_CHECKING:
     from ._state import PartialState, is_debug_mode
     from ._support import unsupported_distributed_type
     from ._teardown import teardown_process_group
+    from ._tqdm import tqdm

@@ -27,3 +27,7 @@ takes them."""
 
 TORCH_DYNAMO_MODES = ["default", "reduce-overhead", "max-autotune"]
 """The ``mode`` values ``torch.compile`` accepts."""
+
+PROFILE_PATTERN_NAME = "profile_{suffix}.json"
+"""The reference's file-name pattern for profiler traces (``suffix`` = the process index).
+accel's ``Accelerator.profile`` writes ``trace_rank_<i>.json`` instead."""

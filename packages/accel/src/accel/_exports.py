@@ -146,6 +146,30 @@ BIGMODEL.update(
     )
 )
 
+# Reference helpers, constants and enums at ``accel.utils``.
+BIGMODEL.update(
+    _names(
+        "accel_bigmodel",
+        """SAFE_MODEL_NAME SAFE_WEIGHTS_PATTERN_NAME WEIGHTS_PATTERN_NAME CustomDtype
+        check_tied_parameters_in_config check_tied_parameters_on_same_device
+        clean_state_dict_for_safetensors""",
+    )
+)
+STATE.update(_names("accel_state", "PROFILE_PATTERN_NAME tqdm"))
+STATE.update(
+    _names(
+        "accel_state",
+        """are_libraries_initialized check_cuda_p2p_ib_support get_cpu_distributed_information
+        get_current_device_type get_gpu_info set_numa_affinity""",
+    )
+)
+PRECISION.update(_names("accel_precision", "get_grad_scaler get_mixed_precision_context_manager"))
+CHECKPOINT.update(_names("accel._checkpoint_api", "SAMPLER_NAME"))
+CHECKPOINT.update(_names("accel._torch_load", "load"))
+MODEL_PROBES = _names(
+    "accel._model_probes", "get_model_tp_size has_compiled_regions is_peft_model model_has_dtensor"
+)
+
 # Names at ``accel.*`` (seeds 002 and 004).
 TOP_LEVEL: dict[str, str] = {
     **{
@@ -187,6 +211,7 @@ UTILS: dict[str, str] = {
     **TRACKERS,
     **CHECKPOINT,
     **UNWRAP,
+    **MODEL_PROBES,
     "compile_regions": FACADE["compile_regions"],
     **_names(
         "accel._deepspeed_helpers",

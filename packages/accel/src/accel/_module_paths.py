@@ -28,6 +28,15 @@ PATHS: dict[str, dict[str, str]] = {
                 is_npu_available is_sdaa_available is_xpu_available parse_flag_from_env
                 recursive_getattr""",
         ),
+        **_names(
+            "accel_bigmodel",
+            """LayerwiseCastingHook SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING
+                attach_layerwise_casting_hooks""",
+        ),
+        **_names(
+            "accel_state",
+            """check_cuda_p2p_ib_support""",
+        ),
     },
     "accel.checkpointing": {
         **_names(
@@ -45,6 +54,19 @@ PATHS: dict[str, dict[str, str]] = {
                 is_hpu_available is_mlu_available is_musa_available is_neuron_available
                 is_sdaa_available is_torch_version is_torch_xla_available
                 is_xpu_available""",
+        ),
+        **_names(
+            "accel._checkpoint_api",
+            """SAMPLER_NAME load_accelerator_state load_custom_state
+                save_accelerator_state save_custom_state""",
+        ),
+        **_names(
+            "accel._torch_load",
+            """load""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """SAFE_MODEL_NAME""",
         ),
     },
     "accel.data_loader": {
@@ -65,6 +87,10 @@ PATHS: dict[str, dict[str, str]] = {
                 get_logger is_datasets_available is_torch_version is_torch_xla_available
                 is_torchdata_stateful_dataloader_available synchronize_rng_states""",
         ),
+        **_names(
+            "accel_data",
+            """DataLoaderStateMixin""",
+        ),
     },
     "accel.hooks": {
         **_names(
@@ -83,6 +109,10 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """PartialState clear_device_cache is_mlu_available is_musa_available
                 is_npu_available recursive_getattr""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """LayerwiseCastingHook""",
         ),
     },
     "accel.inference": {
@@ -109,6 +139,11 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """AcceleratorState PartialState PrecisionType debug_launcher
                 is_mps_available is_rocm_available is_torch_version patch_environment""",
+        ),
+        **_names(
+            "accel_state",
+            """are_libraries_initialized check_cuda_p2p_ib_support get_current_device_type
+                get_gpu_info""",
         ),
     },
     "accel.logging": {
@@ -154,6 +189,10 @@ PATHS: dict[str, dict[str, str]] = {
                 is_npu_available is_sdaa_available is_torch_xla_available
                 is_xccl_available is_xpu_available parse_choice_from_env
                 parse_flag_from_env""",
+        ),
+        **_names(
+            "accel_state",
+            """check_cuda_p2p_ib_support get_cpu_distributed_information set_numa_affinity""",
         ),
     },
     "accel.tracking": {
@@ -208,6 +247,10 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """is_4bit_bnb_available is_8bit_bnb_available""",
         ),
+        **_names(
+            "accel_bigmodel",
+            """get_parameter_device""",
+        ),
     },
     "accel.utils.constants": {
         **_names(
@@ -225,6 +268,22 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """CUDA_DISTRIBUTED_TYPES STR_OPERATION_TO_FUNC
                 TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES""",
+        ),
+        **_names(
+            "accel._checkpoint_api",
+            """SAMPLER_NAME""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """SAFE_MODEL_NAME SAFE_WEIGHTS_PATTERN_NAME WEIGHTS_PATTERN_NAME""",
+        ),
+        **_names(
+            "accel_state",
+            """PROFILE_PATTERN_NAME""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING""",
         ),
     },
     "accel.utils.dataclasses": {
@@ -259,6 +318,14 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_trackers",
             """LoggerType""",
         ),
+        **_names(
+            "accel_bigmodel",
+            """CustomDtype""",
+        ),
+        **_names(
+            "accel_state",
+            """BaseEnum EnumWithContains""",
+        ),
     },
     "accel.utils.deepspeed": {
         **_names(
@@ -287,6 +354,10 @@ PATHS: dict[str, dict[str, str]] = {
                 parse_flag_from_env patch_environment purge_accelerate_environment
                 str_to_bool""",
         ),
+        **_names(
+            "accel_state",
+            """CPUInformation are_libraries_initialized check_cuda_p2p_ib_support get_cpu_distributed_information get_current_device_type get_driver_version get_gpu_info override_numa_affinity set_numa_affinity""",
+        ),
     },
     "accel.utils.fsdp_utils": {
         **_names(
@@ -308,6 +379,10 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_state",
             """get_logger get_module_class_from_name is_torch_version""",
+        ),
+        **_names(
+            "accel._model_probes",
+            """is_peft_model""",
         ),
     },
     "accel.utils.imports": {
@@ -387,6 +462,22 @@ PATHS: dict[str, dict[str, str]] = {
                 is_npu_available is_peft_available is_sdaa_available is_torch_version
                 is_torch_xla_available is_tqdm_available is_xpu_available""",
         ),
+        **_names(
+            "accel._model_probes",
+            """is_peft_model""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """CustomDtype check_tied_parameters_in_config check_tied_parameters_on_same_device fallback_allocate get_module_leaves""",
+        ),
+        **_names(
+            "accel_precision",
+            """get_grad_scaler get_mixed_precision_context_manager""",
+        ),
+        **_names(
+            "accel_state",
+            """tqdm""",
+        ),
     },
     "accel.utils.offload": {
         **_names(
@@ -416,6 +507,14 @@ PATHS: dict[str, dict[str, str]] = {
             """AcceleratorState DistributedType PartialState
                 TORCH_DISTRIBUTED_OPERATION_TYPES is_npu_available
                 is_torch_distributed_available is_torch_version is_torch_xla_available""",
+        ),
+        **_names(
+            "accel_collectives",
+            """TENSOR_INT_TO_DTYPE TENSOR_TYPE_TO_INT chained_operation gather_tensor_shape is_torch_xpu_tensor verify_operation""",
+        ),
+        **_names(
+            "accel_precision",
+            """ConvertOutputsToFp32""",
         ),
     },
     "accel.utils.other": {
@@ -451,6 +550,18 @@ PATHS: dict[str, dict[str, str]] = {
                 is_weights_only_available merge_dicts recursive_getattr
                 wait_for_everyone""",
         ),
+        **_names(
+            "accel._model_probes",
+            """get_model_tp_size has_compiled_regions has_repeated_blocks is_repeated_blocks model_has_dtensor""",
+        ),
+        **_names(
+            "accel._torch_load",
+            """TORCH_SAFE_GLOBALS load""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """clean_state_dict_for_safetensors""",
+        ),
     },
     "accel.utils.random": {
         **_names(
@@ -459,6 +570,12 @@ PATHS: dict[str, dict[str, str]] = {
                 is_hpu_available is_mlu_available is_musa_available is_neuron_available
                 is_npu_available is_sdaa_available is_torch_xla_available
                 is_xpu_available set_seed synchronize_rng_state synchronize_rng_states""",
+        ),
+    },
+    "accel.utils.tqdm": {
+        **_names(
+            "accel_state",
+            """PartialState is_tqdm_available tqdm""",
         ),
     },
     "accel.utils.versions": {

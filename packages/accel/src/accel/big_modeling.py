@@ -18,13 +18,16 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from accel_bigmodel import (
+        SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING,
         AlignDevicesHook,
         CpuOffload,
+        LayerwiseCastingHook,
         OffloadedWeightsLoader,
         UserCpuOffloadHook,
         add_hook_to_module,
         attach_align_device_hook,
         attach_align_device_hook_on_blocks,
+        attach_layerwise_casting_hooks,
         check_device_map,
         cpu_offload,
         cpu_offload_with_hook,
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
         retie_parameters,
     )
     from accel_state import (
+        check_cuda_p2p_ib_support,
         is_bnb_available,
         is_mlu_available,
         is_musa_available,

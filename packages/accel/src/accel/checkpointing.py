@@ -17,6 +17,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
+    from accel_bigmodel import SAFE_MODEL_NAME
     from accel_state import (
         PartialState,
         get_logger,
@@ -32,6 +33,13 @@ if TYPE_CHECKING:
         is_xpu_available,
     )
 
+    from accel._checkpoint_api import (
+        SAMPLER_NAME,
+        load_accelerator_state,
+        load_custom_state,
+        save_accelerator_state,
+        save_custom_state,
+    )
     from accel._checkpoint_io import (
         MODEL_NAME,
         OPTIMIZER_NAME,
@@ -44,3 +52,4 @@ if TYPE_CHECKING:
     from accel._save_model import (
         save,
     )
+    from accel._torch_load import load

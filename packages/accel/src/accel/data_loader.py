@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         BatchSamplerShard,
         DataLoaderDispatcher,
         DataLoaderShard,
+        DataLoaderStateMixin,
         IterableDatasetShard,
         SeedableRandomSampler,
         SkipBatchSampler,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from accel_bigmodel import (
         AlignDevicesHook,
         CpuOffload,
+        LayerwiseCastingHook,
         ModelHook,
         PrefixedDataset,
         SequentialHook,

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
         PartialState,
         SageMakerDistributedType,
         check_cuda_fp8_capability,
+        check_cuda_p2p_ib_support,
         deepspeed_required,
         do_nothing,
+        get_cpu_distributed_information,
         get_int_from_env,
         is_datasets_available,
         is_deepspeed_available,
@@ -46,4 +48,5 @@ if TYPE_CHECKING:
         is_xpu_available,
         parse_choice_from_env,
         parse_flag_from_env,
+        set_numa_affinity,
     )

@@ -12,16 +12,24 @@ __all__ = sorted(_EXPORTS)
 # The reference library's ``accelerate.utils.<name>`` paths, importable as attributes too.
 _SUBMODULES = (
     "ao bnb constants dataclasses deepspeed environment fsdp_utils imports launch memory "
-    "modeling offload operations other random versions"
+    "modeling offload operations other random tqdm versions"
 ).split()
 
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS, _SUBMODULES)
 
+# ``accel.utils.tqdm`` is both a module and the function it holds: binding the function now
+# keeps it the package attribute even after ``import accel.utils.tqdm``. Nothing heavy loads.
+from .tqdm import tqdm  # noqa: E402
+
 if TYPE_CHECKING:
     from accel_bigmodel import (
+        SAFE_MODEL_NAME,
+        SAFE_WEIGHTS_PATTERN_NAME,
+        WEIGHTS_PATTERN_NAME,
         AlignDevicesHook,
         CorruptSafetensorsError,
         CpuOffload,
+        CustomDtype,
         LoadReport,
         MemoryEstimate,
         ModelHook,
@@ -37,7 +45,10 @@ if TYPE_CHECKING:
         calculate_maximum_sizes,
         check_device_map,
         check_device_same,
+        check_tied_parameters_in_config,
+        check_tied_parameters_on_same_device,
         clean_device_map,
+        clean_state_dict_for_safetensors,
         compute_module_sizes,
         convert_bytes,
         convert_file_size_to_int,
@@ -123,7 +134,9 @@ if TYPE_CHECKING:
         filter_first_and_last_linear_layers,
         filter_linear_layers,
         find_first_last_linear_layers,
+        get_grad_scaler,
         get_keys_to_not_convert,
+        get_mixed_precision_context_manager,
         get_quantized_model_device_map,
         has_4bit_bnb_layers,
         has_ao_layers,
@@ -132,6 +145,7 @@ if TYPE_CHECKING:
     )
     from accel_state import (
         CUDA_DISTRIBUTED_TYPES,
+        PROFILE_PATTERN_NAME,
         STR_OPERATION_TO_FUNC,
         TORCH_DISTRIBUTED_OPERATION_TYPES,
         TORCH_DYNAMO_MODES,
@@ -158,7 +172,9 @@ if TYPE_CHECKING:
         SageMakerDistributedType,
         TorchDynamoPlugin,
         TorchTensorParallelPlugin,
+        are_libraries_initialized,
         check_cuda_fp8_capability,
+        check_cuda_p2p_ib_support,
         check_os_kernel,
         clear_device_cache,
         clear_environment,
@@ -167,7 +183,10 @@ if TYPE_CHECKING:
         deepspeed_required,
         do_nothing,
         find_executable_batch_size,
+        get_cpu_distributed_information,
+        get_current_device_type,
         get_free_port,
+        get_gpu_info,
         get_int_from_env,
         get_module_class_from_name,
         get_pretty_name,
@@ -240,12 +259,14 @@ if TYPE_CHECKING:
         purge_accelerate_environment,
         recursive_getattr,
         release_memory,
+        set_numa_affinity,
         set_seed,
         should_reduce_batch_size,
         str_to_bool,
         synchronize_rng_state,
         synchronize_rng_states,
         torchao_required,
+        tqdm,
         wait_for_everyone,
     )
     from accel_trackers import (
@@ -265,6 +286,7 @@ if TYPE_CHECKING:
     from accel._accelerator_prepare import (
         compile_regions,
     )
+    from accel._checkpoint_api import SAMPLER_NAME
     from accel._checkpoint_io import (
         MODEL_NAME,
         OPTIMIZER_NAME,
@@ -295,9 +317,16 @@ if TYPE_CHECKING:
         DummyOptim,
         DummyScheduler,
     )
+    from accel._model_probes import (
+        get_model_tp_size,
+        has_compiled_regions,
+        is_peft_model,
+        model_has_dtensor,
+    )
     from accel._save_model import (
         save,
     )
+    from accel._torch_load import load
     from accel._unwrap import (
         extract_model_from_parallel,
         is_compiled_module,

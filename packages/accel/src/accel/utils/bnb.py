@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         dispatch_model,
         find_tied_parameters,
         get_balanced_memory,
+        get_parameter_device,
         infer_auto_device_map,
         init_empty_weights,
         load_checkpoint_in_model,

@@ -17,6 +17,12 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
+    from accel_bigmodel import (
+        SAFE_MODEL_NAME,
+        SAFE_WEIGHTS_PATTERN_NAME,
+        SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING,
+        WEIGHTS_PATTERN_NAME,
+    )
     from accel_launch import (
         SAGEMAKER_PARALLEL_EC2_INSTANCES,
         SAGEMAKER_PYTHON_VERSION,
@@ -25,11 +31,13 @@ if TYPE_CHECKING:
     )
     from accel_state import (
         CUDA_DISTRIBUTED_TYPES,
+        PROFILE_PATTERN_NAME,
         STR_OPERATION_TO_FUNC,
         TORCH_DISTRIBUTED_OPERATION_TYPES,
         TORCH_DYNAMO_MODES,
     )
 
+    from accel._checkpoint_api import SAMPLER_NAME
     from accel._checkpoint_io import (
         MODEL_NAME,
         OPTIMIZER_NAME,

@@ -17,6 +17,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
+    from accel_bigmodel import CustomDtype
     from accel_collectives import (
         TensorInformation,
     )
@@ -33,11 +34,13 @@ if TYPE_CHECKING:
     )
     from accel_state import (
         AutocastKwargs,
+        BaseEnum,
         ComputeEnvironment,
         DeepSpeedPlugin,
         DistributedDataParallelKwargs,
         DistributedType,
         DynamoBackend,
+        EnumWithContains,
         FullyShardedDataParallelPlugin,
         GradientAccumulationPlugin,
         GradScalerKwargs,

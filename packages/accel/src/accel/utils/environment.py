@@ -18,13 +18,22 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from accel_state import (
+        CPUInformation,
+        are_libraries_initialized,
         check_cuda_fp8_capability,
+        check_cuda_p2p_ib_support,
         clear_environment,
         convert_dict_to_env_variables,
+        get_cpu_distributed_information,
+        get_current_device_type,
+        get_driver_version,
+        get_gpu_info,
         get_int_from_env,
+        override_numa_affinity,
         parse_choice_from_env,
         parse_flag_from_env,
         patch_environment,
         purge_accelerate_environment,
+        set_numa_affinity,
         str_to_bool,
     )

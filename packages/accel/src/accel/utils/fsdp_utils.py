@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         SAFE_WEIGHTS_NAME,
         WEIGHTS_NAME,
     )
+    from accel._model_probes import is_peft_model
     from accel._save_model import (
         save,
     )

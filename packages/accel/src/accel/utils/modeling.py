@@ -18,19 +18,24 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from accel_bigmodel import (
+        CustomDtype,
         align_module_device,
         calculate_maximum_sizes,
         check_device_map,
         check_device_same,
+        check_tied_parameters_in_config,
+        check_tied_parameters_on_same_device,
         clean_device_map,
         compute_module_sizes,
         compute_module_total_buffer_size,
         convert_file_size_to_int,
         dtype_byte_size,
+        fallback_allocate,
         find_tied_parameters,
         get_balanced_memory,
         get_max_layer_size,
         get_max_memory,
+        get_module_leaves,
         get_module_size_with_ties,
         get_non_persistent_buffers,
         get_state_dict_from_offload,
@@ -48,6 +53,7 @@ if TYPE_CHECKING:
         save_offload_index,
         set_module_tensor_to_device,
     )
+    from accel_precision import get_grad_scaler, get_mixed_precision_context_manager
     from accel_state import (
         AcceleratorState,
         AutocastKwargs,
@@ -64,6 +70,7 @@ if TYPE_CHECKING:
         is_torch_xla_available,
         is_tqdm_available,
         is_xpu_available,
+        tqdm,
     )
 
     from accel._checkpoint_io import (
@@ -71,3 +78,4 @@ if TYPE_CHECKING:
         WEIGHTS_INDEX_NAME,
         WEIGHTS_NAME,
     )
+    from accel._model_probes import is_peft_model

@@ -18,11 +18,14 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from accel_collectives import (
+        TENSOR_INT_TO_DTYPE,
+        TENSOR_TYPE_TO_INT,
         CannotPadNestedTensorWarning,
         DistributedOperationException,
         TensorInformation,
         broadcast,
         broadcast_object_list,
+        chained_operation,
         concatenate,
         convert_to_fp32,
         copy_tensor_to_devices,
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
         find_device,
         gather,
         gather_object,
+        gather_tensor_shape,
         get_data_structure,
         get_shape,
         honor_type,
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
         is_namedtuple,
         is_tensor_information,
         is_torch_tensor,
+        is_torch_xpu_tensor,
         listify,
         pad_across_processes,
         pad_input_tensors,
@@ -45,8 +50,10 @@ if TYPE_CHECKING:
         reduce,
         send_to_device,
         slice_tensors,
+        verify_operation,
     )
     from accel_precision import (
+        ConvertOutputsToFp32,
         convert_outputs_to_fp32,
     )
     from accel_state import (

@@ -18,6 +18,7 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from accel_bigmodel import (
+        clean_state_dict_for_safetensors,
         convert_bytes,
         id_tensor_storage,
     )
@@ -49,9 +50,17 @@ if TYPE_CHECKING:
     from accel._deepspeed_helpers import (
         compile_regions_deepspeed,
     )
+    from accel._model_probes import (
+        get_model_tp_size,
+        has_compiled_regions,
+        has_repeated_blocks,
+        is_repeated_blocks,
+        model_has_dtensor,
+    )
     from accel._save_model import (
         save,
     )
+    from accel._torch_load import TORCH_SAFE_GLOBALS, load
     from accel._unwrap import (
         extract_model_from_parallel,
         is_compiled_module,

@@ -1,0 +1,24 @@
+"""``accel.utils.tqdm``: the names of the reference's ``accelerate.utils.tqdm``, from the accel packages
+that own them."""
+
+# ruff: noqa: F401 - the typing block re-exports names for type checkers
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+from .._module_paths import PATHS
+
+_EXPORTS = PATHS["accel.utils.tqdm"]
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
+
+if TYPE_CHECKING:
+    from accel_state import (
+        PartialState,
+        is_tqdm_available,
+        tqdm,
+    )
