@@ -76,8 +76,12 @@ def make_grad_scaler(
     return torch.amp.GradScaler(device_type, **kwargs)
 
 
-def convert_outputs_to_fp32(forward: Any) -> Any:
-    """Wrap a model's ``forward`` so that floating outputs come back in fp32."""
+def convert_outputs_to_fp32(model_forward: Any) -> Any:
+    """Wrap a model's ``forward`` so that floating outputs come back in fp32.
+
+    Args:
+        model_forward: The bound ``forward`` (or any callable) to wrap.
+    """
     import functools
 
     def _to_fp32(value: Any) -> Any:
@@ -89,9 +93,9 @@ def convert_outputs_to_fp32(forward: Any) -> Any:
             return type(value)(_to_fp32(v) for v in value)
         return value
 
-    @functools.wraps(forward)
+    @functools.wraps(model_forward)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return _to_fp32(forward(*args, **kwargs))
+        return _to_fp32(model_forward(*args, **kwargs))
 
-    wrapper.__wrapped__ = forward  # type: ignore[attr-defined]
+    wrapper.__wrapped__ = model_forward  # type: ignore[attr-defined]
     return wrapper

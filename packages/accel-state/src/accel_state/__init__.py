@@ -17,6 +17,7 @@ _EXPORTS = {
     "AcceleratorState": "._accelerator_state",
     "AutocastKwargs": "._kwargs",
     "ComputeEnvironment": "._enums",
+    "DDPCommunicationHookType": "._enums",
     "DeepSpeedPlugin": "._deepspeed_plugin",
     "DistributedDataParallelKwargs": "._kwargs",
     "DistributedType": "._enums",
@@ -149,6 +150,7 @@ __all__ = [
     "AcceleratorState",
     "AutocastKwargs",
     "ComputeEnvironment",
+    "DDPCommunicationHookType",
     "DeepSpeedPlugin",
     "DistributedDataParallelKwargs",
     "DistributedType",
@@ -298,6 +300,7 @@ if TYPE_CHECKING:
     from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
     from ._enums import (
         ComputeEnvironment,
+        DDPCommunicationHookType,
         DistributedType,
         DynamoBackend,
         PrecisionType,

@@ -125,6 +125,14 @@ class PartialState:
         return self._shared_state.get("_is_initialized", False)
 
     @property
+    def default_device(self) -> torch.device:
+        """The device this process would use without ``cpu=True``: MPS, else CUDA, else an
+        Intel XPU, else the CPU (the device type only, no index)."""
+        if is_mps_available():
+            return torch.device("mps")
+        return torch.device(_accelerator_device_type(cpu=False))
+
+    @property
     def use_distributed(self) -> bool:
         """Whether more than one process takes part."""
         return self.num_processes > 1

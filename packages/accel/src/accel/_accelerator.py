@@ -168,10 +168,10 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
             fsdp_plugin=fsdp_plugin,
             torch_tp_plugin=parallelism_config.tp_handler if parallelism_config else None,
             deepspeed_plugin=ds_plugins,
+            parallelism_config=parallelism_config,
             _from_accelerator=True,
             **init_kwargs,
         )
-        self.state.parallelism_config = parallelism_config
         self.parallelism_config = parallelism_config
         if ds_plugins is not None:
             self.state.distributed_type = DistributedType.DEEPSPEED

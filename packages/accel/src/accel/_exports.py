@@ -37,7 +37,7 @@ STATE.update(
     _names(
         "accel_state",
         """FullyShardedDataParallelPlugin TorchTensorParallelPlugin ParallelismConfig
-        get_module_class_from_name""",
+        get_module_class_from_name DDPCommunicationHookType""",
     )
 )
 
@@ -170,7 +170,7 @@ TOP_LEVEL: dict[str, str] = {
     **{
         name: STATE[name]
         for name in """PartialState AcceleratorState GradientState DistributedType
-        AutocastKwargs DistributedDataParallelKwargs GradScalerKwargs InitProcessGroupKwargs
+        AutocastKwargs DDPCommunicationHookType DistributedDataParallelKwargs GradScalerKwargs InitProcessGroupKwargs
         ProfileKwargs FullyShardedDataParallelPlugin ParallelismConfig""".split()
     },
 }

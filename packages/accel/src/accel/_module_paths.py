@@ -233,7 +233,7 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_state",
-            """AutocastKwargs ComputeEnvironment DeepSpeedPlugin
+            """AutocastKwargs ComputeEnvironment DDPCommunicationHookType DeepSpeedPlugin
                 DistributedDataParallelKwargs DistributedType DynamoBackend
                 FullyShardedDataParallelPlugin GradScalerKwargs
                 GradientAccumulationPlugin InitProcessGroupKwargs KwargsHandler

@@ -142,6 +142,7 @@ class FSDPEngine(Engine):
             self._mesh = build.build_mesh(
                 self.plugin, self.config, state.device.type, state.num_processes, local
             )
+            state.device_mesh = self._mesh
         return self._mesh
 
     def data_parallel_rank(self) -> tuple[int, int]:

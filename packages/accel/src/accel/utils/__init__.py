@@ -137,6 +137,7 @@ if TYPE_CHECKING:
         AcceleratorState,
         AutocastKwargs,
         ComputeEnvironment,
+        DDPCommunicationHookType,
         DeepSpeedPlugin,
         DistributedDataParallelKwargs,
         DistributedType,

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from accel_state import (
         AutocastKwargs,
         ComputeEnvironment,
+        DDPCommunicationHookType,
         DeepSpeedPlugin,
         DistributedDataParallelKwargs,
         DistributedType,
