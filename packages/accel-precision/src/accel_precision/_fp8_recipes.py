@@ -178,8 +178,8 @@ class TERecipeKwargs(KwargsHandler):
                 setattr(self, name, default)
         self.fp8_format = str(self.fp8_format).upper()  # type: ignore[assignment]
         self.amax_compute_algo = str(self.amax_compute_algo).lower()  # type: ignore[assignment]
-        _check_choice("fp8_format", self.fp8_format, _FORMATS)
-        _check_choice("amax_compute_algo", self.amax_compute_algo, _AMAX_ALGOS)
+        _check_choice("fp8_format", str(self.fp8_format), _FORMATS)
+        _check_choice("amax_compute_algo", str(self.amax_compute_algo), _AMAX_ALGOS)
         self.override_linear_precision = _check_override(self.override_linear_precision)
         if self.amax_history_len < 1 or self.interval < 1:  # type: ignore[operator]
             raise ValueError(

@@ -27,7 +27,9 @@ def te_recipe_kwargs(recipe: TERecipeKwargs) -> dict[str, Any]:
         "fp8_format": recipe.fp8_format,
         "amax_history_len": recipe.amax_history_len,
         "amax_compute_algo": recipe.amax_compute_algo,
-        "override_linear_precision": tuple(recipe.override_linear_precision),
+        "override_linear_precision": tuple(
+            recipe.override_linear_precision or (False, False, False)
+        ),
     }
 
 
