@@ -391,6 +391,15 @@ ACCEL_FSDP_ACTIVATION_CHECKPOINTING: Final = EnvironmentVariable(
 )
 """Recompute activations of wrapped units in backward."""
 
+ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD: Final = EnvironmentVariable(
+    "ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD",
+    "bool",
+    fallbacks=("FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD",),
+    written_by="the user (no launcher option yet)",
+    read_by="``FullyShardedDataParallelPlugin``",
+)
+"""Keep what checkpointed FSDP2 units save in CPU memory until the backward pass."""
+
 ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE: Final = EnvironmentVariable(
     "ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
     "int",
@@ -570,6 +579,7 @@ __all__ = [
     "ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING",
     "ACCEL_FSDP_SYNC_MODULE_STATES",
     "ACCEL_FSDP_ACTIVATION_CHECKPOINTING",
+    "ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD",
     "ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
     "ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE",
     "ACCEL_PARALLELISM_CONFIG_TP_SIZE",
