@@ -202,7 +202,9 @@ class FSDPEngine(Engine):
         units = [u for u in build.select_units(plugin, model) if not _all_in(u, ignored)]
         if plugin.activation_checkpointing:
             for unit in units or [model]:
-                build.checkpoint_forward(unit, offload=plugin.activation_checkpointing_offload)
+                build.checkpoint_forward(
+                    unit, offload=bool(plugin.activation_checkpointing_offload)
+                )
         data_mesh = build.dp_mesh(mesh)
         if data_mesh is not None:
             kwargs: dict[str, Any] = {
