@@ -30,6 +30,9 @@ _EXPORTS = {
     "InitProcessGroupKwargs": "._kwargs",
     "KwargsHandler": "._kwargs",
     "ParallelismConfig": "._parallelism",
+    "DeepSpeedSequenceParallelConfig": "._parallelism",
+    "TorchContextParallelConfig": "._parallelism",
+    "TorchTensorParallelConfig": "._parallelism",
     "PartialState": "._state",
     "PrecisionType": "._enums",
     "ProfileKwargs": "._kwargs",
@@ -163,6 +166,9 @@ __all__ = [
     "InitProcessGroupKwargs",
     "KwargsHandler",
     "ParallelismConfig",
+    "DeepSpeedSequenceParallelConfig",
+    "TorchContextParallelConfig",
+    "TorchTensorParallelConfig",
     "PartialState",
     "PrecisionType",
     "ProfileKwargs",
@@ -380,7 +386,13 @@ if TYPE_CHECKING:
         merge_dicts,
         recursive_getattr,
     )
-    from ._parallelism import ParallelismConfig, TorchTensorParallelPlugin
+    from ._parallelism import (
+        DeepSpeedSequenceParallelConfig,
+        ParallelismConfig,
+        TorchContextParallelConfig,
+        TorchTensorParallelConfig,
+        TorchTensorParallelPlugin,
+    )
     from ._plugins import GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin
     from ._probes import (
         check_cuda_fp8_capability,

@@ -37,7 +37,8 @@ STATE.update(
     _names(
         "accel_state",
         """FullyShardedDataParallelPlugin TorchTensorParallelPlugin ParallelismConfig
-        get_module_class_from_name DDPCommunicationHookType""",
+        get_module_class_from_name DDPCommunicationHookType DeepSpeedSequenceParallelConfig
+        TorchContextParallelConfig TorchTensorParallelConfig""",
     )
 )
 

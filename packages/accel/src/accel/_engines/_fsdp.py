@@ -81,6 +81,8 @@ def resolve_parallel_plugins(
             )
         else:
             parallelism_config.tp_handler = torch_tp_plugin
+    if parallelism_config is not None:
+        parallelism_config.check_supported()
     return fsdp_plugin, parallelism_config
 
 
@@ -195,9 +197,7 @@ class FSDPEngine(Engine):
             build.broadcast_module_states(model, device)
         if self.config is not None and self.config.tp_enabled:
             tp_handler = self.config.tp_handler
-            build.apply_tensor_parallel(
-                model, mesh["tp"], tp_handler.tp_plan if tp_handler else None
-            )
+            build.apply_tensor_parallel(model, mesh["tp"], getattr(tp_handler, "tp_plan", None))
         ignored = {p for m in build.ignored_modules(plugin, model) for p in m.parameters()}
         units = [u for u in build.select_units(plugin, model) if not _all_in(u, ignored)]
         if plugin.activation_checkpointing:
