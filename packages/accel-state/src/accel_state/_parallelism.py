@@ -364,6 +364,29 @@ class ParallelismConfig:
                 f"(product {self.total_size}). Change the sizes or the process count."
             )
 
+    def local_rank(self, dim: str, process_index: int) -> int:
+        """Coordinate of process ``process_index`` along mesh dimension ``dim``.
+
+        The mesh numbers processes row-major over :data:`MESH_DIMS` (outermost first), as
+        :meth:`build_device_mesh` lays them out, so no mesh is needed to know it.
+
+        Args:
+            dim: ``"dp_replicate"``, ``"dp_shard"``, ``"cp"`` or ``"tp"``.
+            process_index: Global rank of the process.
+        """
+        sizes = self.sizes
+        if dim not in sizes:
+            raise ValueError(
+                f"ParallelismConfig has mesh dimensions {list(sizes)}; got {dim!r}. Use one of "
+                "them."
+            )
+        rank = process_index
+        for name in reversed(MESH_DIMS):
+            coordinate, rank = rank % sizes[name], rank // sizes[name]
+            if name == dim:
+                return coordinate
+        raise AssertionError("unreachable")
+
     def build_device_mesh(self, device_type: str, num_processes: int | None = None) -> DeviceMesh:
         """Build the ``DeviceMesh`` of this layout over the current process group.
 
