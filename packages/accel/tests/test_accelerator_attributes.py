@@ -3,7 +3,7 @@ parallelism flags, mesh ranks."""
 
 import pytest
 import torch
-from accel_state import GradientState, ParallelismConfig, PartialState
+from accel_state import GradientState, ParallelismConfig, PartialState, patch_environment
 
 from accel import Accelerator
 from accel.utils import (
@@ -49,6 +49,7 @@ def test_run_flags_on_one_cpu_process():
     assert not acc.is_composable_parallelism_enabled and not acc.multi_device
     assert acc.torch_device_mesh is None and acc.should_save_model
     assert acc.use_stateful_dataloader is False and acc.has_lomo_optimizer is False
+    assert acc.delayed_fp8_autocast is False and PartialState().fork_launched is False
     assert PartialState().default_device.type in ("cpu", "cuda", "mps", "xpu")
     assert GradientState().is_xla_gradients_synced is False
 
@@ -78,3 +79,8 @@ def test_local_rank_follows_the_device_mesh_layout(sizes):
         assert [config.local_rank(n, rank) for n in names] == coords
     with pytest.raises(ValueError, match="mesh dimensions"):
         config.local_rank("pp", 0)
+
+
+def test_fork_launched_is_read_from_the_launcher_environment():
+    with patch_environment(FORK_LAUNCHED="1"):
+        assert PartialState(cpu=True).fork_launched is True

@@ -72,6 +72,8 @@ class PartialState:
         cpu = cpu or bool(env.read_env(env.ACCEL_USE_CPU, False))
         world = detect_world()
         self.debug = is_debug_mode()
+        self.fork_launched = bool(env.read_env(env.ACCEL_FORK_LAUNCHED, False))
+        """Whether the processes were forked from one parent (``ACCEL_FORK_LAUNCHED``)."""
         self._cpu = cpu
         self.launcher = world.launcher
         device_type = _accelerator_device_type(cpu)

@@ -79,6 +79,15 @@ ACCEL_DEBUG_MODE: Final = EnvironmentVariable(
 )
 """Check, before each collective, that every process passes matching shapes."""
 
+ACCEL_FORK_LAUNCHED: Final = EnvironmentVariable(
+    "ACCEL_FORK_LAUNCHED",
+    "bool",
+    fallbacks=("FORK_LAUNCHED",),
+    written_by="a launcher that forks the processes (a notebook launcher)",
+    read_by="``PartialState.fork_launched``",
+)
+"""The processes were forked from one parent instead of started fresh."""
+
 ACCEL_DISTRIBUTED_TYPE: Final = EnvironmentVariable(
     "ACCEL_DISTRIBUTED_TYPE",
     "choice",
@@ -522,6 +531,7 @@ __all__ = [
     "ACCEL_MIXED_PRECISION",
     "ACCEL_USE_CPU",
     "ACCEL_DEBUG_MODE",
+    "ACCEL_FORK_LAUNCHED",
     "ACCEL_DISTRIBUTED_TYPE",
     "ACCEL_USE_DEEPSPEED",
     "ACCEL_USE_FSDP",

@@ -285,6 +285,13 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         return any(type(h).__name__ in _FP8_RECIPES for h in self._handlers.values())
 
     @property
+    def delayed_fp8_autocast(self) -> bool:
+        """Whether the FP8 autocast wraps the engine's wrapper (DDP / FSDP) rather than the
+        model's own forward: never in accel, which puts every autocast, FP8 included, inside
+        the model's forward before the engine wraps it."""
+        return False
+
+    @property
     def fp8_enabled(self) -> bool:
         """Whether the run computes in FP8 (``mixed_precision="fp8"``)."""
         return self.mixed_precision == "fp8"
