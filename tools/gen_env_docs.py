@@ -26,9 +26,12 @@ TABLES = {
 
 
 def docstrings() -> dict[str, str]:
-    """Constant name -> the docstring written under it in the module's source."""
-    source = Path(environment_variables.__file__).read_text(encoding="utf-8")
-    body = ast.parse(source).body
+    """Constant name -> the docstring written under it in the source of the contract module
+    and of the ``_env_*.py`` modules it re-exports declarations from."""
+    folder = Path(environment_variables.__file__).parent
+    body = []
+    for path in [Path(environment_variables.__file__), *sorted(folder.glob("_env_*.py"))]:
+        body += ast.parse(path.read_text(encoding="utf-8")).body
     found = {}
     for statement, following in zip(body, body[1:]):
         if (

@@ -240,3 +240,11 @@ def test_tied_head_stays_tied_and_unquantized(tmp_path, inputs):
     model = load_and_quantize_model(model, BnbQuantizationConfig(**INT8), tmp_path)
     assert model.lm_head.weight is model.model.embed_tokens.weight
     assert relative_error(logits(model, inputs), logits(reference, inputs)) < 0.05
+
+
+def test_current_key_name_places_a_submodule_in_the_whole_model():
+    config = BnbQuantizationConfig(**INT8)
+    block = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 64))
+    replace_with_bnb_layers(block, config, ["layers.3.1"], current_key_name=["layers", "3"])
+    assert type(block[0]) is not torch.nn.Linear
+    assert type(block[1]) is torch.nn.Linear

@@ -18,18 +18,43 @@ HAS_TE = importlib.util.find_spec("transformer_engine") is not None
 HAS_MSAMP = importlib.util.find_spec("msamp") is not None
 
 
-def test_fp8_recipe_kwargs_defaults_are_the_documented_ones():
+def test_fp8_recipe_kwargs_defaults_are_none_and_filled_after_construction():
     defaults = {f.name: f.default for f in dataclasses.fields(FP8RecipeKwargs)}
-    assert defaults == {
-        "backend": "MSAMP",
+    assert set(defaults.values()) == {None}
+    recipe = FP8RecipeKwargs(backend="TE")
+    filled = {name: getattr(recipe, name) for name in defaults}
+    assert filled == {
+        "backend": "TE",
         "opt_level": "O2",
+        "use_autocast_during_eval": False,
         "margin": 0,
         "interval": 1,
-        "fp8_format": "E4M3",
-        "amax_history_len": 1,
+        "fp8_format": "HYBRID",
+        "amax_history_len": 1024,
         "amax_compute_algo": "most_recent",
         "override_linear_precision": (False, False, False),
+        "use_mxfp8_block_scaling": False,
     }
+    assert FP8RecipeKwargs().backend == ("MSAMP" if HAS_MSAMP else "TE")
+
+
+def test_engine_recipes_fill_their_none_fields():
+    te = TERecipeKwargs()
+    assert (te.fp8_format, te.amax_history_len, te.use_mxfp8_block_scaling) == (
+        "HYBRID",
+        1024,
+        False,
+    )
+    assert TERecipeKwargs(use_mxfp8_block_scaling=True).use_mxfp8_block_scaling is True
+    assert MSAMPRecipeKwargs().opt_level == "O2"
+    ao = AORecipeKwargs()
+    assert (ao.pad_inner_dim, ao.enable_fsdp_float8_all_gather) == (True, False)
+    converted = FP8RecipeKwargs(backend="TE", use_mxfp8_block_scaling=True, margin=3)
+    te_recipe = converted.to_backend_recipe()
+    assert isinstance(te_recipe, TERecipeKwargs)
+    assert (te_recipe.use_mxfp8_block_scaling, te_recipe.margin) == (True, 3)
+    with pytest.raises(TypeError):
+        AORecipeKwargs(None, None, None, None, "rowwise")  # the extras are keyword-only
 
 
 @pytest.mark.parametrize(
@@ -121,7 +146,7 @@ def test_te_recipe_without_transformer_engine_names_the_install():
 @pytest.mark.skipif(HAS_MSAMP, reason="MS-AMP is installed: the missing-engine error cannot happen")
 def test_msamp_recipe_without_msamp_says_how_to_install():
     with pytest.raises(ImportError, match="install MS-AMP from source"):
-        resolve_fp8_recipe("fp8", [FP8RecipeKwargs()])
+        resolve_fp8_recipe("fp8", [FP8RecipeKwargs(backend="MSAMP")])
 
 
 def test_backend_enum_parses_and_prints():

@@ -71,3 +71,36 @@ def test_hf_config_view():
     assert view.is_zero3() and view.is_offload() and view.get_value("a.b", 7) == 7
     view.del_config_sub_tree("zero_optimization.offload_param")
     assert not view.is_offload()
+
+
+def test_unset_fields_show_the_values_deepspeed_will_use():
+    plugin = DeepSpeedPlugin()
+    assert plugin.gradient_accumulation_steps == "auto" and plugin.gradient_clipping == "auto"
+    assert plugin.offload_optimizer_device == "none" and plugin.offload_param_device == "none"
+    assert plugin.offload_optimizer_nvme_path == "none" and plugin.offload_param_nvme_path == "none"
+    assert plugin.zero3_save_16bit_model is False
+    assert (plugin.enable_msamp, plugin.msamp_opt_level) == (False, "O1")
+    # The built config keeps no nvme path and no clipping that nobody asked for.
+    zero = plugin.deepspeed_config["zero_optimization"]
+    assert "nvme_path" not in zero["offload_optimizer"]
+    assert "gradient_clipping" not in plugin.deepspeed_config
+
+
+def test_config_values_fill_the_fields():
+    plugin = DeepSpeedPlugin(
+        hf_ds_config={
+            "gradient_accumulation_steps": 4,
+            "gradient_clipping": 1.0,
+            "zero_optimization": {"stage": 1},
+        }
+    )
+    assert (plugin.gradient_accumulation_steps, plugin.gradient_clipping) == (4, 1.0)
+    assert plugin.zero_stage == 1
+
+
+def test_msamp_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="does not drive MS-AMP"):
+        DeepSpeedPlugin(enable_msamp=True)
+    with pytest.raises(ValueError, match="msamp_opt_level must be 'O1' or 'O2'"):
+        DeepSpeedPlugin(msamp_opt_level="O3")
+    assert DeepSpeedPlugin(msamp_opt_level="O2").msamp_opt_level == "O2"

@@ -94,3 +94,35 @@ def test_parallelism_config_layout():
         ParallelismConfig(tp_size=2, tp_handler=TorchTensorParallelPlugin(tp_size=4))
     with patch_environment(ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE="2"):
         assert ParallelismConfig().dp_replicate_size == 2
+
+
+def test_positional_order_and_activation_checkpointing_offload_follow_the_reference():
+    plugin = FullyShardedDataParallelPlugin(1, "SHARD_GRAD_OP")
+    assert (plugin.fsdp_version, plugin.sharding_strategy) == (1, "SHARD_GRAD_OP")
+    assert plugin.activation_checkpointing_offload is False
+    offload = FullyShardedDataParallelPlugin(
+        activation_checkpointing=True, activation_checkpointing_offload=True
+    )
+    assert offload.activation_checkpointing_offload is True
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"activation_checkpointing_offload": True},
+        {
+            "fsdp_version": 1,
+            "activation_checkpointing": True,
+            "activation_checkpointing_offload": True,
+        },
+    ],
+)
+def test_activation_checkpointing_offload_needs_checkpointing_and_fsdp2(kwargs):
+    with pytest.raises(ValueError, match="needs activation_checkpointing=True and fsdp_version=2"):
+        FullyShardedDataParallelPlugin(**kwargs)
+
+
+def test_activation_checkpointing_offload_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD", "1")
+    monkeypatch.setenv("ACCEL_FSDP_ACTIVATION_CHECKPOINTING", "1")
+    assert FullyShardedDataParallelPlugin().activation_checkpointing_offload is True

@@ -84,3 +84,20 @@ def test_launcher_flag_builds_the_plugin_and_one_process_trains_plainly():
     opt.step()
     assert not torch.equal(net.bias.detach(), before)
     assert torch.equal(acc.get_state_dict(net)["bias"], net.bias.detach())
+
+
+def test_checkpoint_forward_with_offload_keeps_the_gradients():
+    torch.manual_seed(0)
+    plain = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    grads = []
+    for offload in (None, False, True):
+        net = torch.nn.Sequential(*[type(m)(*()) if not m._parameters else m for m in plain])
+        net.load_state_dict(plain.state_dict())
+        if offload is not None:
+            build.checkpoint_forward(net, offload=offload)
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
+        net(x).sum().backward()
+        grads.append([p.grad.clone() for p in net.parameters()])
+        net.zero_grad()
+    for other in grads[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(grads[0], other))

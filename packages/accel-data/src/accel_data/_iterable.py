@@ -47,6 +47,7 @@ class IterableDatasetShard(IterableDataset):
         num_processes: int = 1,
         process_index: int = 0,
         split_batches: bool = False,
+        *,
         even_batches: bool = True,
     ) -> None:
         if split_batches and batch_size % num_processes != 0:

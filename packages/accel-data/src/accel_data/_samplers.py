@@ -12,9 +12,34 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Sized
+from typing import Any
 
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, Sampler
+
+
+def _random_sampler_arguments(
+    data_source: Sized,
+    replacement: bool = False,
+    num_samples: int | None = None,
+    generator: torch.Generator | None = None,
+) -> dict[str, Any]:
+    return {
+        "data_source": data_source,
+        "replacement": replacement,
+        "num_samples": num_samples,
+        "generator": generator,
+    }
+
+
+def _bind_random_sampler(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return _random_sampler_arguments(*args, **kwargs)
+    except TypeError as err:
+        raise TypeError(
+            "SeedableRandomSampler takes RandomSampler's arguments (data_source, replacement, "
+            f"num_samples, generator) and data_seed by name; {err}. Fix the call."
+        ) from None
 
 
 class SeedableRandomSampler(RandomSampler):
@@ -24,6 +49,8 @@ class SeedableRandomSampler(RandomSampler):
     every process draws the same order, and a resumed run draws the order of the epoch it
     resumes. A pass that runs to its end moves to the next epoch; ``set_epoch`` overrides it.
 
+    Takes ``RandomSampler``'s arguments (positional or by name) plus ``data_seed`` by name:
+
     Args:
         data_source: The dataset (only its length is used).
         replacement: Draw with replacement.
@@ -32,15 +59,12 @@ class SeedableRandomSampler(RandomSampler):
         data_seed: The seed; None uses ``generator.initial_seed()`` or torch's initial seed.
     """
 
-    def __init__(
-        self,
-        data_source: Sized,
-        replacement: bool = False,
-        num_samples: int | None = None,
-        generator: torch.Generator | None = None,
-        data_seed: int | None = None,
-    ) -> None:
-        super().__init__(data_source, replacement=replacement, num_samples=num_samples)
+    def __init__(self, *args: Any, data_seed: int | None = None, **kwargs: Any) -> None:
+        bound = _bind_random_sampler(args, kwargs)
+        super().__init__(
+            bound["data_source"], replacement=bound["replacement"], num_samples=bound["num_samples"]
+        )
+        generator = bound["generator"]
         if data_seed is not None:
             self.initial_seed = int(data_seed)
         elif generator is not None:

@@ -32,9 +32,10 @@ REFUSED: dict[str, str] = {
     "to DeepSpeed in this version. Drop the flag and pass "
     "DeepSpeedPlugin(transformer_moe_cls_names='MyMoELayer') to the Accelerator in the "
     "script.",
-    "fsdp_activation_checkpointing_offload": "offloading checkpointed activations to CPU is "
-    "not implemented by this version's FSDP plugin. Drop the flag (--fsdp_activation_"
-    "checkpointing alone recomputes activations instead of keeping them).",
+    "fsdp_activation_checkpointing_offload": "the launcher does not pass activation offload "
+    "to the processes in this version. Drop the flag and pass FullyShardedDataParallelPlugin("
+    "activation_checkpointing=True, activation_checkpointing_offload=True) in the script (or "
+    "set ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD=1).",
     "use_parallelism_config": "the launcher does not build a ParallelismConfig in this version. "
     "Drop the --parallelism_config_* flags and pass "
     "Accelerator(parallelism_config=ParallelismConfig(dp_shard_size=..., tp_size=...)) "

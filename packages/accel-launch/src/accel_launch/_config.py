@@ -291,14 +291,13 @@ def read_raw(path: Path) -> dict[str, Any]:
 def write_basic_config(
     mixed_precision: str = "no",
     save_location: str | os.PathLike[str] | None = None,
-    use_xpu: bool = False,
 ) -> Path | bool:
-    """Write a config for this machine: every local GPU, or one CPU process when there is none.
+    """Write a config for this machine: every local GPU (or Intel XPU), or one CPU process when
+    there is none.
 
     Args:
         mixed_precision: ``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"``.
         save_location: Where to write (default: :func:`default_config_file`).
-        use_xpu: Use Intel XPUs when present.
 
     Returns:
         The path written, or ``False`` when a file already exists there (it is left untouched).
@@ -314,7 +313,7 @@ def write_basic_config(
         count = torch.cuda.device_count()
         config.num_processes = count
         config.distributed_type = "MULTI_GPU" if count > 1 else "NO"
-    elif use_xpu and hasattr(torch, "xpu") and torch.xpu.is_available():
+    elif hasattr(torch, "xpu") and torch.xpu.is_available() and torch.xpu.device_count() > 0:
         count = torch.xpu.device_count()
         config.num_processes = count
         config.distributed_type = "MULTI_XPU" if count > 1 else "NO"

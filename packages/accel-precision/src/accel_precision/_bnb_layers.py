@@ -247,6 +247,7 @@ def replace_with_bnb_layers(
     model: torch.nn.Module,
     bnb_quantization_config: BnbQuantizationConfig,
     modules_to_not_convert: list[str] | None = None,
+    current_key_name: list[str] | None = None,
 ) -> torch.nn.Module:
     """Replace the ``nn.Linear`` layers of ``model`` by bitsandbytes layers, in place.
 
@@ -257,6 +258,9 @@ def replace_with_bnb_layers(
         model: The model.
         bnb_quantization_config: 8-bit or 4-bit settings.
         modules_to_not_convert: Module names (and everything inside them) to keep.
+        current_key_name: Where ``model`` sits in a larger model (``["model", "layers", "0"]``)
+            when a submodule is converted: its names are prefixed with it before they are
+            matched against ``modules_to_not_convert``.
 
     Returns:
         ``model``.
@@ -268,9 +272,10 @@ def replace_with_bnb_layers(
     skip = list(modules_to_not_convert or [])
     config = bnb_quantization_config
     replaced = 0
+    prefix = ".".join(current_key_name or [])
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
-            full = f"{name}.{child_name}" if name else child_name
+            full = ".".join(part for part in (prefix, name, child_name) if part)
             if type(child) is not torch.nn.Linear or _name_in(full, skip):
                 continue
             new = _make_layer(child, config, layer8, layer4)

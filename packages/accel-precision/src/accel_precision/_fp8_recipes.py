@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
 import torch
@@ -84,18 +84,23 @@ class AORecipeKwargs(KwargsHandler):
     """``(module, fully_qualified_name) -> bool``: whether to convert that linear layer. When
     set, it replaces the default choice (``skip_first_last`` and ``skip_modules`` are ignored)."""
     pad_inner_dim: bool | None = None
-    """Pad inner dimensions to multiples of 16 for ``torch._scaled_mm`` (default: True)."""
+    """Pad inner dimensions to multiples of 16 for ``torch._scaled_mm`` (True when None)."""
     enable_fsdp_float8_all_gather: bool | None = None
-    """Cast weights to FP8 before FSDP2 all-gathers (default: False; only useful with FSDP2)."""
-    recipe_name: str | None = None
+    """Cast weights to FP8 before FSDP2 all-gathers (False when None; only useful with FSDP2)."""
+    recipe_name: str | None = field(default=None, kw_only=True)
     """A torchao recipe (``"tensorwise"``, ``"rowwise"``, ``"rowwise_with_gw_hp"``) used to build
     the config instead of the default tensor-wise scaling."""
-    skip_first_last: bool = True
+    skip_first_last: bool = field(default=True, kw_only=True)
     """Keep the first and last ``nn.Linear`` of the model in high precision."""
-    skip_modules: list[str] | None = None
+    skip_modules: list[str] | None = field(default=None, kw_only=True)
     """Names (or name prefixes) of further linear layers to keep in high precision."""
 
     def __post_init__(self) -> None:
+        if self.config is None:
+            if self.pad_inner_dim is None:
+                self.pad_inner_dim = True
+            if self.enable_fsdp_float8_all_gather is None:
+                self.enable_fsdp_float8_all_gather = False
         if self.config is not None and self.recipe_name is not None:
             raise ValueError(
                 "AORecipeKwargs takes either config or recipe_name, not both; got "
@@ -128,31 +133,55 @@ class AORecipeKwargs(KwargsHandler):
         return dataclasses.replace(config, **changes) if changes else config
 
 
+_TE_DEFAULTS: dict[str, Any] = {
+    "use_autocast_during_eval": False,
+    "margin": 0,
+    "interval": 1,
+    "fp8_format": "HYBRID",
+    "amax_history_len": 1024,
+    "amax_compute_algo": "most_recent",
+    "override_linear_precision": (False, False, False),
+    "use_mxfp8_block_scaling": False,
+}
+
+
 @dataclass
 class TERecipeKwargs(KwargsHandler):
-    """FP8 training with NVIDIA Transformer Engine and its ``DelayedScaling`` recipe."""
+    """FP8 training with NVIDIA Transformer Engine: its ``DelayedScaling`` recipe, or
+    ``MXFP8BlockScaling`` with ``use_mxfp8_block_scaling``.
 
-    use_autocast_during_eval: bool = False
-    """Run FP8 in evaluation mode too (by default evaluation runs in high precision)."""
-    margin: int = 0
-    """Margin of the scaling factor: ``scale = 2 ** -margin * fp8_max / amax``."""
-    interval: int = 1
-    """Steps between recomputations of the scaling factor (ignored by releases that dropped it)."""
-    fp8_format: Literal["E4M3", "HYBRID"] = "HYBRID"
-    """``"E4M3"`` everywhere, or ``"HYBRID"`` (E4M3 forward, E5M2 gradients)."""
-    amax_history_len: int = 1024
-    """Number of past amax values kept to compute the scale."""
-    amax_compute_algo: Literal["max", "most_recent"] = "most_recent"
-    """How the amax history becomes one amax: its maximum or its latest value."""
-    override_linear_precision: tuple[bool, bool, bool] = (False, False, False)
-    """Run the fprop, dgrad and wgrad GEMMs in higher precision."""
+    Fields left at None take Transformer Engine's usual values (shown below) after construction.
+    """
+
+    use_autocast_during_eval: bool | None = None
+    """Run FP8 in evaluation mode too (default False: evaluation runs in high precision)."""
+    margin: int | None = None
+    """Margin of the scaling factor: ``scale = 2 ** -margin * fp8_max / amax`` (default 0)."""
+    interval: int | None = None
+    """Steps between recomputations of the scaling factor (default 1; ignored by releases that
+    dropped it)."""
+    fp8_format: Literal["E4M3", "HYBRID"] | None = None
+    """``"E4M3"`` everywhere, or ``"HYBRID"`` (E4M3 forward, E5M2 gradients; the default)."""
+    amax_history_len: int | None = None
+    """Number of past amax values kept to compute the scale (default 1024)."""
+    amax_compute_algo: Literal["max", "most_recent"] | None = None
+    """How the amax history becomes one amax: its maximum or its latest value (the default)."""
+    override_linear_precision: tuple[bool, bool, bool] | None = None
+    """Run the fprop, dgrad and wgrad GEMMs in higher precision (default all False)."""
+    use_mxfp8_block_scaling: bool | None = None
+    """Use Transformer Engine's ``MXFP8BlockScaling`` recipe (Blackwell GPUs) instead of
+    ``DelayedScaling`` (default False)."""
 
     def __post_init__(self) -> None:
-        self.fp8_format = self.fp8_format.upper()  # type: ignore[assignment]
-        _check_choice("fp8_format", self.fp8_format, _FORMATS)
-        _check_choice("amax_compute_algo", self.amax_compute_algo, _AMAX_ALGOS)
+        for name, default in _TE_DEFAULTS.items():
+            if getattr(self, name) is None:
+                setattr(self, name, default)
+        self.fp8_format = str(self.fp8_format).upper()  # type: ignore[assignment]
+        self.amax_compute_algo = str(self.amax_compute_algo).lower()  # type: ignore[assignment]
+        _check_choice("fp8_format", str(self.fp8_format), _FORMATS)
+        _check_choice("amax_compute_algo", str(self.amax_compute_algo), _AMAX_ALGOS)
         self.override_linear_precision = _check_override(self.override_linear_precision)
-        if self.amax_history_len < 1 or self.interval < 1:
+        if self.amax_history_len < 1 or self.interval < 1:  # type: ignore[operator]
             raise ValueError(
                 "amax_history_len and interval must be at least 1; got amax_history_len="
                 f"{self.amax_history_len}, interval={self.interval}. Use positive values."
@@ -163,11 +192,13 @@ class TERecipeKwargs(KwargsHandler):
 class MSAMPRecipeKwargs(KwargsHandler):
     """FP8 training with MS-AMP (``msamp.initialize(model, optimizer, opt_level)``)."""
 
-    opt_level: Literal["O1", "O2"] = "O2"
-    """``"O1"``: FP8 weight gradients and all-reduce; ``"O2"``: also 8-bit first-order and
-    16-bit second-order optimizer states (Adam / AdamW only)."""
+    opt_level: Literal["O1", "O2"] | None = None
+    """``"O1"``: FP8 weight gradients and all-reduce; ``"O2"`` (the default when None): also
+    8-bit first-order and 16-bit second-order optimizer states (Adam / AdamW only)."""
 
     def __post_init__(self) -> None:
+        if self.opt_level is None:
+            self.opt_level = "O2"
         _check_choice("opt_level", self.opt_level, _OPT_LEVELS)
 
 
@@ -176,48 +207,54 @@ class FP8RecipeKwargs(KwargsHandler):
     """The FP8 recipe of ``mixed_precision="fp8"``, for Transformer Engine or MS-AMP.
 
     It holds the settings of both engines; :meth:`to_backend_recipe` keeps those of ``backend``.
-    For torchao, pass :class:`AORecipeKwargs` (or ``backend="AO"`` for its defaults).
+    Fields left at None take the defaults of :class:`TERecipeKwargs` and
+    :class:`MSAMPRecipeKwargs`. For torchao, pass :class:`AORecipeKwargs` (or ``backend="AO"``
+    for its defaults).
     """
 
-    backend: Literal["MSAMP", "TE", "AO"] = "MSAMP"
-    """``"MSAMP"`` or ``"TE"`` (any case); ``"AO"`` selects torchao with its defaults."""
-    opt_level: Literal["O1", "O2"] = "O2"
-    """MS-AMP optimisation level (see :class:`MSAMPRecipeKwargs`)."""
-    margin: int = 0
-    """Transformer Engine: margin of the scaling factor."""
-    interval: int = 1
-    """Transformer Engine: steps between recomputations of the scaling factor."""
-    fp8_format: Literal["E4M3", "HYBRID"] = "E4M3"
-    """Transformer Engine: ``"E4M3"`` or ``"HYBRID"``."""
-    amax_history_len: int = 1
-    """Transformer Engine: length of the amax history."""
-    amax_compute_algo: Literal["max", "most_recent"] = "most_recent"
-    """Transformer Engine: ``"max"`` or ``"most_recent"``."""
-    override_linear_precision: tuple[bool, bool, bool] = (False, False, False)
+    opt_level: Literal["O1", "O2"] | None = None
+    """MS-AMP optimisation level (see :class:`MSAMPRecipeKwargs`; default ``"O2"``)."""
+    use_autocast_during_eval: bool | None = None
+    """Transformer Engine: run FP8 in evaluation mode too (default False)."""
+    margin: int | None = None
+    """Transformer Engine: margin of the scaling factor (default 0)."""
+    interval: int | None = None
+    """Transformer Engine: steps between recomputations of the scaling factor (default 1)."""
+    fp8_format: Literal["E4M3", "HYBRID"] | None = None
+    """Transformer Engine: ``"E4M3"`` or ``"HYBRID"`` (the default)."""
+    amax_history_len: int | None = None
+    """Transformer Engine: length of the amax history (default 1024)."""
+    amax_compute_algo: Literal["max", "most_recent"] | None = None
+    """Transformer Engine: ``"max"`` or ``"most_recent"`` (the default)."""
+    override_linear_precision: tuple[bool, bool, bool] | None = None
     """Transformer Engine: run fprop, dgrad, wgrad GEMMs in higher precision."""
+    use_mxfp8_block_scaling: bool | None = None
+    """Transformer Engine: use the ``MXFP8BlockScaling`` recipe (default False)."""
+    backend: Literal["MSAMP", "TE", "AO"] | None = None
+    """``"MSAMP"`` or ``"TE"`` (any case); ``"AO"`` selects torchao with its defaults. Default:
+    MS-AMP when it is installed, else Transformer Engine."""
 
     def __post_init__(self) -> None:
+        if self.backend is None:
+            self.backend = "MSAMP" if importable("msamp") else "TE"
         self.backend = FP8BackendType.parse(self.backend).value  # type: ignore[assignment]
         if self.backend == "NO":
             raise ValueError(
                 "FP8RecipeKwargs.backend must name an FP8 engine; got 'NO'. Use 'TE', 'MSAMP' "
                 "or 'AO', or drop the handler to train without FP8."
             )
-        self.to_backend_recipe()  # validates the fields of the chosen engine
+        # The engine recipes validate the fields and fill the ones left at None.
+        te = TERecipeKwargs(**{name: getattr(self, name) for name in _TE_DEFAULTS})
+        for name in _TE_DEFAULTS:
+            setattr(self, name, getattr(te, name))
+        self.opt_level = MSAMPRecipeKwargs(opt_level=self.opt_level).opt_level
 
     def to_backend_recipe(self) -> AORecipeKwargs | TERecipeKwargs | MSAMPRecipeKwargs:
         """The recipe of the chosen engine, with this object's settings."""
         if self.backend == "MSAMP":
             return MSAMPRecipeKwargs(opt_level=self.opt_level)
         if self.backend == "TE":
-            return TERecipeKwargs(
-                margin=self.margin,
-                interval=self.interval,
-                fp8_format=self.fp8_format,
-                amax_history_len=self.amax_history_len,
-                amax_compute_algo=self.amax_compute_algo,
-                override_linear_precision=self.override_linear_precision,
-            )
+            return TERecipeKwargs(**{name: getattr(self, name) for name in _TE_DEFAULTS})
         return AORecipeKwargs()
 
 

@@ -27,12 +27,15 @@ def te_recipe_kwargs(recipe: TERecipeKwargs) -> dict[str, Any]:
         "fp8_format": recipe.fp8_format,
         "amax_history_len": recipe.amax_history_len,
         "amax_compute_algo": recipe.amax_compute_algo,
-        "override_linear_precision": tuple(recipe.override_linear_precision),
+        "override_linear_precision": tuple(
+            recipe.override_linear_precision or (False, False, False)
+        ),
     }
 
 
 def make_te_recipe(recipe: TERecipeKwargs) -> Any:
-    """A ``DelayedScaling`` recipe built from ``recipe``.
+    """A ``DelayedScaling`` recipe built from ``recipe`` (``MXFP8BlockScaling`` with
+    ``use_mxfp8_block_scaling``, which takes only the format).
 
     Arguments that the installed release no longer accepts (``interval`` was dropped in recent
     releases) are left out.
@@ -42,6 +45,16 @@ def make_te_recipe(recipe: TERecipeKwargs) -> Any:
 
     kwargs = te_recipe_kwargs(recipe)
     kwargs["fp8_format"] = getattr(te_recipe.Format, kwargs["fp8_format"])
+    if recipe.use_mxfp8_block_scaling:
+        from accel_state import is_transformer_engine_mxfp8_available
+
+        if not is_transformer_engine_mxfp8_available():
+            raise ValueError(
+                "TERecipeKwargs.use_mxfp8_block_scaling=True needs a GPU and Transformer Engine "
+                "release with MXFP8 support (Blackwell and later); this one has none. Set "
+                "use_mxfp8_block_scaling=False to use DelayedScaling."
+            )
+        return te_recipe.MXFP8BlockScaling(fp8_format=kwargs["fp8_format"])
     accepted = inspect.signature(te_recipe.DelayedScaling).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
         kwargs = {k: v for k, v in kwargs.items() if k in accepted}

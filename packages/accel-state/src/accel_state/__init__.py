@@ -17,6 +17,7 @@ _EXPORTS = {
     "AcceleratorState": "._accelerator_state",
     "AutocastKwargs": "._kwargs",
     "ComputeEnvironment": "._enums",
+    "DDPCommunicationHookType": "._enums",
     "DeepSpeedPlugin": "._deepspeed_plugin",
     "DistributedDataParallelKwargs": "._kwargs",
     "DistributedType": "._enums",
@@ -29,6 +30,9 @@ _EXPORTS = {
     "InitProcessGroupKwargs": "._kwargs",
     "KwargsHandler": "._kwargs",
     "ParallelismConfig": "._parallelism",
+    "DeepSpeedSequenceParallelConfig": "._parallelism",
+    "TorchContextParallelConfig": "._parallelism",
+    "TorchTensorParallelConfig": "._parallelism",
     "PartialState": "._state",
     "PrecisionType": "._enums",
     "ProfileKwargs": "._kwargs",
@@ -162,6 +166,7 @@ __all__ = [
     "AcceleratorState",
     "AutocastKwargs",
     "ComputeEnvironment",
+    "DDPCommunicationHookType",
     "DeepSpeedPlugin",
     "DistributedDataParallelKwargs",
     "DistributedType",
@@ -174,6 +179,9 @@ __all__ = [
     "InitProcessGroupKwargs",
     "KwargsHandler",
     "ParallelismConfig",
+    "DeepSpeedSequenceParallelConfig",
+    "TorchContextParallelConfig",
+    "TorchTensorParallelConfig",
     "PartialState",
     "PrecisionType",
     "ProfileKwargs",
@@ -326,6 +334,7 @@ if TYPE_CHECKING:
     from ._enum_base import BaseEnum, EnumWithContains
     from ._enums import (
         ComputeEnvironment,
+        DDPCommunicationHookType,
         DistributedType,
         DynamoBackend,
         PrecisionType,
@@ -416,7 +425,13 @@ if TYPE_CHECKING:
         merge_dicts,
         recursive_getattr,
     )
-    from ._parallelism import ParallelismConfig, TorchTensorParallelPlugin
+    from ._parallelism import (
+        DeepSpeedSequenceParallelConfig,
+        ParallelismConfig,
+        TorchContextParallelConfig,
+        TorchTensorParallelConfig,
+        TorchTensorParallelPlugin,
+    )
     from ._plugins import GradientAccumulationPlugin, ProjectConfiguration, TorchDynamoPlugin
     from ._probes import (
         check_cuda_fp8_capability,

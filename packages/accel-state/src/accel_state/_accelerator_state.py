@@ -23,6 +23,10 @@ class AcceleratorState:
         deepspeed_plugin: A ``DeepSpeedPlugin``, or a dict of named plugins (the first is active;
             switch with :meth:`select_deepspeed_plugin`).
         fsdp_plugin: Engine plugin, stored for the engine that reads it.
+        torch_tp_plugin: A ``TorchTensorParallelPlugin`` or None.
+        megatron_lm_plugin: Engine plugin, stored for the engine that reads it.
+        parallelism_config: A ``ParallelismConfig`` (how processes split between kinds of
+            parallelism) or None.
         _from_accelerator: Set by ``Accelerator``.
         **kwargs: Passed to ``PartialState`` (process-group arguments).
     """
@@ -40,6 +44,7 @@ class AcceleratorState:
         fsdp_plugin: Any = None,
         torch_tp_plugin: Any = None,
         megatron_lm_plugin: Any = None,
+        parallelism_config: Any = None,
         _from_accelerator: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -67,6 +72,9 @@ class AcceleratorState:
         self.fsdp_plugin = fsdp_plugin
         self.torch_tp_plugin = torch_tp_plugin
         self.megatron_lm_plugin = megatron_lm_plugin
+        self.parallelism_config = parallelism_config
+        self.device_mesh: Any = None
+        """The ``DeviceMesh`` of ``parallelism_config`` once an engine has built it."""
         self._distributed_type: DistributedType | None = None
         self._is_initialized = True
 
@@ -99,6 +107,14 @@ class AcceleratorState:
     @distributed_type.setter
     def distributed_type(self, value: DistributedType) -> None:
         self._distributed_type = DistributedType.parse(value, "distributed_type")
+
+    @property
+    def is_fsdp2(self) -> bool:
+        """Whether the run uses FSDP version 2 (``fully_shard``)."""
+        plugin = self.__dict__.get("fsdp_plugin")
+        return self.distributed_type == DistributedType.FSDP and (
+            plugin is not None and plugin.fsdp_version == 2
+        )
 
     @property
     def deepspeed_plugin(self) -> Any:
@@ -178,6 +194,18 @@ class GradientState:
     def initialized(self) -> bool:
         """Whether the shared state exists in this process."""
         return self._shared_state.get("_is_initialized", False)
+
+    @property
+    def is_xla_gradients_synced(self) -> bool:
+        """Whether gradients were already all-reduced by XLA this step (always True under FSDP,
+        which synchronises them itself). accel runs no XLA engine, so only FSDP sets it."""
+        if env.read_env(env.ACCEL_USE_FSDP, False):
+            return True
+        return self._is_xla_gradients_synced
+
+    @is_xla_gradients_synced.setter
+    def is_xla_gradients_synced(self, is_synced: bool) -> None:
+        self._is_xla_gradients_synced = is_synced
 
     @property
     def num_steps(self) -> int:

@@ -14,7 +14,7 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from . import environment_variables as env
 from ._env_contract import OFFLOAD_DEVICES, ZERO_STAGES
@@ -215,6 +215,12 @@ class DeepSpeedPlugin:
     """Gather a 16-bit copy of the weights when saving the model (ZeRO 3)."""
     transformer_moe_cls_names: str | None = None
     """Comma-separated class names of mixture-of-experts layers (leaf modules under ZeRO 3)."""
+    enable_msamp: bool | None = None
+    """Run DeepSpeed with MS-AMP's FP8 optimizer. Refused when True: accel's DeepSpeed engine
+    does not drive MS-AMP (see the error). Default False."""
+    msamp_opt_level: Literal["O1", "O2"] | None = None
+    """MS-AMP optimisation level with ``enable_msamp`` (``"O1"`` or ``"O2"``; default
+    ``"O1"``)."""
     deepspeed_config: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     """The config being completed (read it after ``prepare`` for the values DeepSpeed used)."""
     selected: bool = field(default=False, init=False, repr=False)
@@ -245,11 +251,43 @@ class DeepSpeedPlugin:
         self._validate()
         self.zero_stage = self.hf_ds_config.get_zero_stage()
         self.zero3_init_flag = bool(self.zero3_init_flag) and self.zero_stage == 3
+        self._fill_reference_values()
         if self._explicit.get("zero3_init_flag") and self.zero_stage != 3:
             raise ValueError(
                 "zero3_init_flag builds models partitioned, which needs ZeRO stage 3; got "
                 f"zero_stage={self.zero_stage}. Use zero_stage=3 or drop zero3_init_flag."
             )
+
+    def _fill_reference_values(self) -> None:
+        """Give the fields left unset the values the reference library shows after
+        construction (``"auto"``, ``"none"``, False); the config is already built."""
+        if self.msamp_opt_level is None:
+            self.msamp_opt_level = "O1"
+        if self.msamp_opt_level not in ("O1", "O2"):
+            raise ValueError(
+                f"DeepSpeedPlugin.msamp_opt_level must be 'O1' or 'O2'; got "
+                f"{self.msamp_opt_level!r}. Use 'O1' or 'O2'."
+            )
+        self.enable_msamp = bool(self.enable_msamp)
+        if self.enable_msamp:
+            raise ValueError(
+                "DeepSpeedPlugin.enable_msamp=True asks DeepSpeed to run MS-AMP's FP8 optimizer; "
+                "accel's DeepSpeed engine does not drive MS-AMP (MS-AMP builds only against CUDA "
+                "and ships its own DeepSpeed integration). Set enable_msamp=False, or train in "
+                "FP8 without DeepSpeed: Accelerator(mixed_precision='fp8', kwargs_handlers="
+                "[MSAMPRecipeKwargs()])."
+            )
+        for name, unset in (
+            ("gradient_accumulation_steps", AUTO),
+            ("gradient_clipping", AUTO),
+            ("offload_optimizer_device", "none"),
+            ("offload_param_device", "none"),
+            ("offload_optimizer_nvme_path", "none"),
+            ("offload_param_nvme_path", "none"),
+            ("zero3_save_16bit_model", False),
+        ):
+            if getattr(self, name) is None:
+                setattr(self, name, unset)
 
     # ------------------------------------------------------------------ building the config
     def _build_config(self) -> None:

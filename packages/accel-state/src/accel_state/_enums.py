@@ -70,6 +70,21 @@ class SageMakerDistributedType(_StrEnum):
     MODEL_PARALLEL = "MODEL_PARALLEL"
 
 
+class DDPCommunicationHookType(_StrEnum):
+    """A communication hook registered on a ``DistributedDataParallel`` model.
+
+    ``FP16`` / ``BF16`` compress gradients to half precision before the all-reduce;
+    ``POWER_SGD`` / ``BATCHED_POWER_SGD`` send a low-rank approximation (torch's PowerSGD).
+    As ``comm_wrapper``, ``FP16`` / ``BF16`` compress what another hook sends.
+    """
+
+    NO = "no"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    POWER_SGD = "power_sgd"
+    BATCHED_POWER_SGD = "batched_power_sgd"
+
+
 class DynamoBackend(_StrEnum):
     """A ``torch.compile`` backend."""
 

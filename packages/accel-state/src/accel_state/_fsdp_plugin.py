@@ -24,6 +24,7 @@ _FLAGS = {
     "sync_module_states": env.ACCEL_FSDP_SYNC_MODULE_STATES,
     "forward_prefetch": env.ACCEL_FSDP_FORWARD_PREFETCH,
     "activation_checkpointing": env.ACCEL_FSDP_ACTIVATION_CHECKPOINTING,
+    "activation_checkpointing_offload": env.ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD,
     "cpu_ram_efficient_loading": env.ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING,
 }
 
@@ -54,11 +55,16 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
     ``ACCEL_FSDP_*`` variable (or the reference's ``FSDP_*``), else the default given below.
     """
 
+    fsdp_version: int | None = None
+    """1 (``FullyShardedDataParallel``) or 2 (``fully_shard``, the default)."""
     sharding_strategy: Any = None
     """``FULL_SHARD`` (default), ``SHARD_GRAD_OP``, ``NO_SHARD``, ``HYBRID_SHARD`` or
     ``HYBRID_SHARD_ZERO2``: a name, a torch ``ShardingStrategy`` or its 1-based number. With
     FSDP2, ``SHARD_GRAD_OP`` means ``reshard_after_forward=False`` and the hybrid strategies
     replicate across machines and shard within one."""
+    reshard_after_forward: bool | None = None
+    """FSDP2: free gathered parameters after the forward pass (default: True, unless
+    ``sharding_strategy`` is ``SHARD_GRAD_OP`` / ``HYBRID_SHARD_ZERO2``)."""
     backward_prefetch: Any = None
     """FSDP1: ``BACKWARD_PRE``, ``BACKWARD_POST`` or ``NO_PREFETCH`` (default
     ``BACKWARD_PRE``). FSDP2 always prefetches one unit ahead."""
@@ -103,6 +109,10 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
     activation_checkpointing: bool | None = None
     """Recompute the activations of each wrapped unit in the backward pass instead of keeping
     them. Default False."""
+    activation_checkpointing_offload: bool | None = None
+    """FSDP2, with ``activation_checkpointing``: keep the inputs each checkpointed unit saves for
+    its recomputation in (pinned) CPU memory until the backward pass needs them. Default
+    False."""
     cpu_ram_efficient_loading: bool | None = None
     """Only process 0 holds real weights; the others build the model on the meta device and
     receive their shards from process 0, so N processes never hold N full copies. Default
@@ -111,11 +121,6 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
     """Class names wrapped one unit each by ``TRANSFORMER_BASED_WRAP``."""
     min_num_params: int | None = None
     """Minimum parameter count of a unit for ``SIZE_BASED_WRAP`` (default 100 000 000)."""
-    reshard_after_forward: bool | None = None
-    """FSDP2: free gathered parameters after the forward pass (default: True, unless
-    ``sharding_strategy`` is ``SHARD_GRAD_OP`` / ``HYBRID_SHARD_ZERO2``)."""
-    fsdp_version: int | None = None
-    """1 (``FullyShardedDataParallel``) or 2 (``fully_shard``, the default)."""
 
     def __post_init__(self) -> None:
         if self.fsdp_version is None:
@@ -167,10 +172,20 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
             ("sync_module_states", True),
             ("forward_prefetch", False),
             ("activation_checkpointing", False),
+            ("activation_checkpointing_offload", False),
             ("cpu_ram_efficient_loading", False),
         ):
             if getattr(self, name) is None:
                 setattr(self, name, env.read_env(_FLAGS[name], default))
+        if self.activation_checkpointing_offload and not (
+            self.activation_checkpointing and self.fsdp_version == 2
+        ):
+            raise ValueError(
+                "activation_checkpointing_offload moves what checkpointed FSDP2 units save to "
+                "CPU, so it needs activation_checkpointing=True and fsdp_version=2; got "
+                f"activation_checkpointing={self.activation_checkpointing}, fsdp_version="
+                f"{self.fsdp_version}. Enable both, or drop activation_checkpointing_offload."
+            )
         if self.cpu_ram_efficient_loading and not self.sync_module_states:
             raise ValueError(
                 "cpu_ram_efficient_loading loads weights on process 0 only, so the other "

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import copy
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
+
+from ._enums import DDPCommunicationHookType
 
 
 class KwargsHandler:
@@ -34,7 +37,7 @@ class AutocastKwargs(KwargsHandler):
 
 @dataclass
 class DistributedDataParallelKwargs(KwargsHandler):
-    """Arguments of ``torch.nn.parallel.DistributedDataParallel``."""
+    """Arguments of ``torch.nn.parallel.DistributedDataParallel`` and its communication hook."""
 
     dim: int = 0
     """Dimension along which inputs are scattered."""
@@ -50,17 +53,120 @@ class DistributedDataParallelKwargs(KwargsHandler):
     """Let gradients be views into the all-reduce buckets (saves memory)."""
     static_graph: bool = False
     """The graph does not change between iterations (enables optimisations)."""
-    comm_hook: Any = None
-    """A DDP communication hook (e.g. ``torch.distributed.algorithms.ddp_comm_hooks...``)."""
+    comm_hook: DDPCommunicationHookType | str | Callable[..., Any] = DDPCommunicationHookType.NO
+    """Gradient communication hook: a ``DDPCommunicationHookType`` (or its value, ``"fp16"``,
+    ``"power_sgd"`` ...), or a hook function of torch's ``register_comm_hook`` signature."""
+    comm_wrapper: DDPCommunicationHookType | str = DDPCommunicationHookType.NO
+    """``FP16`` / ``BF16``: compress what ``comm_hook`` sends to half precision (needs a
+    ``comm_hook``)."""
     comm_state_option: dict[str, Any] = field(default_factory=dict)
-    """Arguments of the state object of ``comm_hook``."""
+    """Arguments of the hook's state: of ``PowerSGDState`` for the PowerSGD hooks (e.g.
+    ``matrix_approximation_rank``); for a hook function, ``state_class`` plus its arguments."""
+
+    def __post_init__(self) -> None:
+        if not callable(self.comm_hook):
+            self.comm_hook = DDPCommunicationHookType.parse(
+                self.comm_hook, "DistributedDataParallelKwargs.comm_hook"
+            )
+        wrapper = DDPCommunicationHookType.parse(
+            self.comm_wrapper, "DistributedDataParallelKwargs.comm_wrapper"
+        )
+        self.comm_wrapper = wrapper
+        if wrapper not in _WRAPPERS:
+            raise ValueError(
+                "DistributedDataParallelKwargs.comm_wrapper must be one of "
+                f"{[w.value for w in _WRAPPERS]}; got {wrapper.value!r}. Use 'fp16' or 'bf16' "
+                "to compress what comm_hook sends."
+            )
+        if wrapper is not DDPCommunicationHookType.NO and self.comm_hook == "no":
+            raise ValueError(
+                f"DistributedDataParallelKwargs.comm_wrapper={wrapper.value!r} wraps a hook, but "
+                "comm_hook is 'no'. Set comm_hook (e.g. 'power_sgd'), or use comm_hook="
+                f"{wrapper.value!r} alone to compress the plain all-reduce."
+            )
+        if self.comm_state_option and self.comm_hook in _NO_STATE:
+            raise ValueError(
+                "DistributedDataParallelKwargs.comm_state_option configures the state of a "
+                f"PowerSGD hook or of a hook function; comm_hook is {str(self.comm_hook)!r} "
+                f"(stateless) and comm_state_option={self.comm_state_option!r}. Remove "
+                "comm_state_option or choose comm_hook='power_sgd' / 'batched_power_sgd'."
+            )
 
     def to_kwargs(self) -> dict[str, Any]:
         """The DDP constructor arguments that differ from their defaults."""
         kwargs = super().to_kwargs()
-        kwargs.pop("comm_hook", None)
-        kwargs.pop("comm_state_option", None)
+        for name in ("comm_hook", "comm_wrapper", "comm_state_option"):
+            kwargs.pop(name, None)
         return kwargs
+
+    def register_comm_hook(self, model: Any) -> None:
+        """Register the configured hook (wrapped by ``comm_wrapper``) on a DDP ``model``.
+
+        Args:
+            model: A ``torch.nn.parallel.DistributedDataParallel`` module.
+        """
+        if self.comm_hook == "no":
+            return
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+        options = dict(self.comm_state_option)
+        state: Any = None
+        if callable(self.comm_hook):
+            hook: Any = self.comm_hook
+            state_cls = options.pop("state_class", None)
+            if state_cls is not None:
+                state = state_cls(**options)
+            elif options:
+                raise ValueError(
+                    "DistributedDataParallelKwargs.comm_state_option for a hook function needs "
+                    f"'state_class' (the class its other entries build); got {sorted(options)}. "
+                    "Add state_class=<class> or remove comm_state_option."
+                )
+        else:
+            hooks: dict[Any, Any] = {
+                DDPCommunicationHookType.FP16: default_hooks.fp16_compress_hook,
+                DDPCommunicationHookType.BF16: default_hooks.bf16_compress_hook,
+                DDPCommunicationHookType.POWER_SGD: powerSGD_hook.powerSGD_hook,
+                DDPCommunicationHookType.BATCHED_POWER_SGD: powerSGD_hook.batched_powerSGD_hook,
+            }
+            hook = hooks[self.comm_hook]
+            if self.comm_hook is DDPCommunicationHookType.BATCHED_POWER_SGD:
+                _check_batched_power_sgd(powerSGD_hook)
+            if self.comm_hook not in _NO_STATE:
+                state = powerSGD_hook.PowerSGDState(process_group=None, **options)
+        if self.comm_wrapper == DDPCommunicationHookType.FP16:
+            hook = default_hooks.fp16_compress_wrapper(hook)
+        elif self.comm_wrapper == DDPCommunicationHookType.BF16:
+            hook = default_hooks.bf16_compress_wrapper(hook)
+        model.register_comm_hook(state=state, hook=hook)
+
+
+def _check_batched_power_sgd(module: Any) -> None:
+    """Refuse torch's batched PowerSGD hook where it cannot run: some torch releases (2.13)
+    hand its 2-D low-rank matrix to an orthogonalisation that accepts only 3-D batches, so
+    every backward would fail with a bare ``AssertionError``."""
+    import torch
+
+    orthogonalize = getattr(module, "_orthogonalize", None)
+    if orthogonalize is None:
+        return
+    try:
+        orthogonalize(torch.ones(2, 1))
+    except AssertionError:
+        raise ValueError(
+            "DistributedDataParallelKwargs.comm_hook='batched_power_sgd' needs torch's "
+            "batched_powerSGD_hook, which fails on every bucket in torch "
+            f"{torch.__version__} (it passes a 2-D matrix where a 3-D batch is required). "
+            "Use comm_hook='power_sgd' (per-tensor PowerSGD), or another torch release."
+        ) from None
+
+
+_WRAPPERS = (
+    DDPCommunicationHookType.NO,
+    DDPCommunicationHookType.FP16,
+    DDPCommunicationHookType.BF16,
+)
+_NO_STATE = (DDPCommunicationHookType.FP16, DDPCommunicationHookType.BF16)
 
 
 @dataclass

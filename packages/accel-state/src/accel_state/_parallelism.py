@@ -8,10 +8,11 @@ first; dimensions of size 1 are left out, except `dp_shard` next to `dp_replicat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import environment_variables as env
+from ._env_contract import env_text
 from ._kwargs import KwargsHandler
 
 if TYPE_CHECKING:
@@ -22,7 +23,9 @@ _SIZE_VARIABLES = {
     "dp_shard_size": env.ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE,
     "tp_size": env.ACCEL_PARALLELISM_CONFIG_TP_SIZE,
     "cp_size": env.ACCEL_PARALLELISM_CONFIG_CP_SIZE,
+    "sp_size": env.ACCEL_PARALLELISM_CONFIG_SP_SIZE,
 }
+_SP_ATTN_BUILTIN = ("flash_attention_2", "flash_attention_3", "sdpa")
 MESH_DIMS = ("dp_replicate", "dp_shard", "cp", "tp")
 """Mesh dimension names, outermost (slowest-varying rank) first."""
 
@@ -38,6 +41,98 @@ def _size(value: int | None, name: str) -> int:
     return value
 
 
+def _backend(value: str | None, variable: env.EnvironmentVariable, name: str) -> str:
+    text = env.read_env(variable, variable.choices[0]) if value is None else value
+    if text not in variable.choices:
+        raise ValueError(
+            f"ParallelismConfig.{name} must be one of {list(variable.choices)}; got {text!r}. "
+            f"Use {variable.choices[0]!r}."
+        )
+    return str(text)
+
+
+@dataclass
+class TorchTensorParallelConfig:
+    """Options of torch tensor parallelism (``ParallelismConfig(tp_handler=...)``)."""
+
+    enable_async_tp: bool = False
+    """Overlap tensor-parallel communication with computation (torch's async TP). Refused when
+    True: accel does not enable it yet."""
+
+    def __post_init__(self) -> None:
+        if self.enable_async_tp:
+            raise ValueError(
+                "TorchTensorParallelConfig.enable_async_tp=True asks for asynchronous tensor "
+                "parallelism, which accel does not enable (it needs symmetric-memory CUDA "
+                "kernels). Set enable_async_tp=False."
+            )
+
+
+@dataclass
+class TorchContextParallelConfig:
+    """Options of torch context parallelism (``ParallelismConfig(cp_handler=...)``)."""
+
+    cp_comm_strategy: str | None = None
+    """How ranks exchange keys and values: ``"allgather"`` (default) or ``"alltoall"``
+    (``ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY`` when None)."""
+
+    def __post_init__(self) -> None:
+        variable = env.ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY
+        if self.cp_comm_strategy is None:
+            self.cp_comm_strategy = env.read_env(variable, "allgather")
+        if self.cp_comm_strategy not in variable.choices:
+            raise ValueError(
+                "TorchContextParallelConfig.cp_comm_strategy must be one of "
+                f"{list(variable.choices)}; got {self.cp_comm_strategy!r}. Use 'allgather' or "
+                "'alltoall'."
+            )
+
+
+@dataclass
+class DeepSpeedSequenceParallelConfig:
+    """Options of DeepSpeed sequence parallelism (``ParallelismConfig(sp_handler=...)``)."""
+
+    sp_seq_length: int | None = None
+    """Sequence length of every batch, when it is fixed
+    (``ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH``)."""
+    sp_seq_length_is_variable: bool | None = None
+    """Whether the sequence length may change between batches (default True; when False,
+    ``sp_seq_length`` is required)."""
+    sp_attn_implementation: str | None = None
+    """``"sdpa"``, ``"flash_attention_2"``, ``"flash_attention_3"`` or a hub kernel name
+    containing ``flash-attn`` (``"kernels-community/flash-attn2"``); None: the model's."""
+
+    def __post_init__(self) -> None:
+        if self.sp_seq_length_is_variable is None:
+            self.sp_seq_length_is_variable = env.read_env(
+                env.ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH_IS_VARIABLE, True
+            )
+        if self.sp_seq_length is None:
+            self.sp_seq_length = env.read_env(env.ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH)
+        if not self.sp_seq_length_is_variable and self.sp_seq_length is None:
+            raise ValueError(
+                "DeepSpeedSequenceParallelConfig.sp_seq_length_is_variable=False needs the fixed "
+                "length; got sp_seq_length=None. Pass sp_seq_length (or set "
+                "ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH), or leave the length variable."
+            )
+        if self.sp_attn_implementation is None:
+            self.sp_attn_implementation = env.read_env(
+                env.ACCEL_PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION
+            )
+        attn = self.sp_attn_implementation
+        if (
+            attn is not None
+            and attn not in _SP_ATTN_BUILTIN
+            and not ("/" in attn and "flash-attn" in attn)
+        ):
+            raise ValueError(
+                "DeepSpeedSequenceParallelConfig.sp_attn_implementation must be one of "
+                f"{list(_SP_ATTN_BUILTIN)} or a hub flash-attention kernel "
+                f"('kernels-community/flash-attn2'); got {attn!r}. Use 'sdpa' or a "
+                "flash-attention kernel ('eager' and 'flex_attention' cannot split sequences)."
+            )
+
+
 @dataclass
 class TorchTensorParallelPlugin(KwargsHandler):
     """Tensor parallelism with ``torch.distributed.tensor.parallel``.
@@ -49,12 +144,22 @@ class TorchTensorParallelPlugin(KwargsHandler):
 
     tp_size: int = 1
     """Number of processes each tensor-parallel layer is split over."""
-    tp_plan: dict[str, Any] | None = None
+    torch_device_mesh: DeviceMesh | None = None
+    """A mesh of your own. Refused when given: accel builds the mesh from the sizes of
+    ``ParallelismConfig`` (read the built one at ``AcceleratorState().device_mesh``)."""
+    tp_plan: dict[str, Any] | None = field(default=None, kw_only=True)
     """Module name (``fnmatch`` pattern) -> ``"colwise"``, ``"rowwise"``, ``"sequence"`` or a
     torch ``ParallelStyle``."""
 
     def __post_init__(self) -> None:
         self.tp_size = _size(self.tp_size, "tp_size")
+        if self.torch_device_mesh is not None:
+            raise ValueError(
+                "TorchTensorParallelPlugin.torch_device_mesh takes no mesh here: accel builds "
+                "the device mesh from ParallelismConfig's sizes; got "
+                f"{type(self.torch_device_mesh).__name__}. Drop torch_device_mesh and set "
+                "tp_size (or ParallelismConfig(tp_size=...))."
+            )
 
 
 @dataclass
@@ -77,9 +182,24 @@ class ParallelismConfig:
     tp_size: int | None = None
     """Number of processes each layer is split over (tensor parallelism)."""
     cp_size: int | None = None
-    """Number of processes a sequence is split over (context parallelism)."""
-    tp_handler: TorchTensorParallelPlugin | None = None
-    """Tensor-parallel plan; default: a ``TorchTensorParallelPlugin`` of ``tp_size``."""
+    """Number of processes a sequence is split over (context parallelism; only 1 runs today)."""
+    cp_backend: str | None = None
+    """Implementation of context parallelism: ``"torch"``
+    (``ACCEL_PARALLELISM_CONFIG_CP_BACKEND``)."""
+    sp_size: int | None = None
+    """Number of processes a sequence is split over with DeepSpeed sequence parallelism (only 1
+    runs today)."""
+    sp_backend: str | None = None
+    """Implementation of sequence parallelism: ``"deepspeed"``
+    (``ACCEL_PARALLELISM_CONFIG_SP_BACKEND``)."""
+    tp_handler: TorchTensorParallelPlugin | TorchTensorParallelConfig | None = None
+    """Tensor-parallel plan: a ``TorchTensorParallelPlugin`` (default: one of ``tp_size``) or
+    the reference's ``TorchTensorParallelConfig`` (the model's own ``_tp_plan`` applies)."""
+    cp_handler: TorchContextParallelConfig | None = None
+    """Context-parallel options (default when ``cp_size`` > 1: ``TorchContextParallelConfig()``)."""
+    sp_handler: DeepSpeedSequenceParallelConfig | None = None
+    """Sequence-parallel options (default when ``sp_size`` > 1:
+    ``DeepSpeedSequenceParallelConfig()``)."""
 
     def __post_init__(self) -> None:
         self.dp_replicate_size = _size(self.dp_replicate_size, "dp_replicate_size")
@@ -89,6 +209,16 @@ class ParallelismConfig:
         self.dp_shard_size = _size(self.dp_shard_size, "dp_shard_size")
         self.tp_size = _size(self.tp_size, "tp_size")
         self.cp_size = _size(self.cp_size, "cp_size")
+        self.sp_size = _size(self.sp_size, "sp_size")
+        self.cp_backend = _backend(
+            self.cp_backend, env.ACCEL_PARALLELISM_CONFIG_CP_BACKEND, "cp_backend"
+        )
+        self.sp_backend = _backend(
+            self.sp_backend, env.ACCEL_PARALLELISM_CONFIG_SP_BACKEND, "sp_backend"
+        )
+        self._check_sequence_split()
+        if isinstance(self.tp_handler, TorchTensorParallelConfig):
+            self.tp_handler = TorchTensorParallelPlugin(tp_size=self.tp_size)
         if self.tp_handler is None:
             self.tp_handler = TorchTensorParallelPlugin(tp_size=self.tp_size)
         elif self.tp_handler.tp_size != self.tp_size:
@@ -99,6 +229,62 @@ class ParallelismConfig:
                     f"ParallelismConfig.tp_size ({self.tp_size}) and tp_handler.tp_size "
                     f"({self.tp_handler.tp_size}) differ. Set the size in one place."
                 )
+
+    def _check_sequence_split(self) -> None:
+        for name, handler, kind in (
+            ("cp_handler", self.cp_handler, TorchContextParallelConfig),
+            ("sp_handler", self.sp_handler, DeepSpeedSequenceParallelConfig),
+        ):
+            if handler is not None and not isinstance(handler, kind):
+                raise ValueError(
+                    f"ParallelismConfig.{name} must be a {kind.__name__}; got "
+                    f"{type(handler).__name__}. Pass {kind.__name__}(...) or None."
+                )
+        if self.cp_size > 1 and self.sp_size > 1:  # type: ignore[operator]
+            raise ValueError(
+                "ParallelismConfig splits sequences with context parallelism or sequence "
+                f"parallelism, not both; got cp_size={self.cp_size} and sp_size={self.sp_size}. "
+                "Set one of them to 1."
+            )
+        if self.cp_size > 1 and self.cp_handler is None:  # type: ignore[operator]
+            self.cp_handler = TorchContextParallelConfig()
+        if self.sp_size > 1 and self.sp_handler is None:  # type: ignore[operator]
+            self.sp_handler = DeepSpeedSequenceParallelConfig()
+
+    def check_supported(self) -> None:
+        """Refuse what accel cannot run yet: splitting sequences over processes.
+
+        Raises:
+            NotImplementedError: for ``cp_size`` or ``sp_size`` above 1.
+        """
+        for name, size in (("cp_size", self.cp_size), ("sp_size", self.sp_size)):
+            if size > 1:  # type: ignore[operator]
+                raise NotImplementedError(
+                    f"ParallelismConfig.{name}={size} splits every sequence over {size} "
+                    "processes, which this version of accel does not run (its engines have no "
+                    f"sequence-splitting attention). Use {name}=1."
+                )
+
+    def to_env(self) -> dict[str, str]:
+        """The ``ACCEL_PARALLELISM_CONFIG_*`` variables that rebuild this configuration
+        (``ParallelismConfig()`` reads them back)."""
+        values: dict[str, Any] = {
+            variable: getattr(self, name) for name, variable in _SIZE_VARIABLES.items()
+        }
+        values[env.ACCEL_PARALLELISM_CONFIG_CP_BACKEND] = self.cp_backend
+        values[env.ACCEL_PARALLELISM_CONFIG_SP_BACKEND] = self.sp_backend
+        if self.cp_handler is not None:
+            values[env.ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY] = self.cp_handler.cp_comm_strategy
+        if self.sp_handler is not None:
+            handler = self.sp_handler
+            values[env.ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH_IS_VARIABLE] = (
+                handler.sp_seq_length_is_variable
+            )
+            values[env.ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH] = handler.sp_seq_length
+            values[env.ACCEL_PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION] = (
+                handler.sp_attn_implementation
+            )
+        return {str(k): env_text(v) for k, v in values.items() if v is not None}
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -132,6 +318,11 @@ class ParallelismConfig:
     def tp_enabled(self) -> bool:
         """Whether layers are split with tensor parallelism."""
         return self.sizes["tp"] > 1
+
+    @property
+    def sp_enabled(self) -> bool:
+        """Whether sequences are split with DeepSpeed sequence parallelism."""
+        return self.sp_size > 1  # type: ignore[operator]
 
     @property
     def cp_enabled(self) -> bool:
@@ -172,6 +363,29 @@ class ParallelismConfig:
                 f"to equal the number of processes ({num_processes}); got {self.sizes} "
                 f"(product {self.total_size}). Change the sizes or the process count."
             )
+
+    def local_rank(self, dim: str, process_index: int) -> int:
+        """Coordinate of process ``process_index`` along mesh dimension ``dim``.
+
+        The mesh numbers processes row-major over :data:`MESH_DIMS` (outermost first), as
+        :meth:`build_device_mesh` lays them out, so no mesh is needed to know it.
+
+        Args:
+            dim: ``"dp_replicate"``, ``"dp_shard"``, ``"cp"`` or ``"tp"``.
+            process_index: Global rank of the process.
+        """
+        sizes = self.sizes
+        if dim not in sizes:
+            raise ValueError(
+                f"ParallelismConfig has mesh dimensions {list(sizes)}; got {dim!r}. Use one of "
+                "them."
+            )
+        rank = process_index
+        for name in reversed(MESH_DIMS):
+            coordinate, rank = rank % sizes[name], rank // sizes[name]
+            if name == dim:
+                return coordinate
+        raise AssertionError("unreachable")
 
     def build_device_mesh(self, device_type: str, num_processes: int | None = None) -> DeviceMesh:
         """Build the ``DeviceMesh`` of this layout over the current process group.

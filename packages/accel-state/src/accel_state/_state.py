@@ -72,6 +72,8 @@ class PartialState:
         cpu = cpu or bool(env.read_env(env.ACCEL_USE_CPU, False))
         world = detect_world()
         self.debug = is_debug_mode()
+        self.fork_launched = bool(env.read_env(env.ACCEL_FORK_LAUNCHED, False))
+        """Whether the processes were forked from one parent (``ACCEL_FORK_LAUNCHED``)."""
         self._cpu = cpu
         self.launcher = world.launcher
         device_type = _accelerator_device_type(cpu)
@@ -123,6 +125,14 @@ class PartialState:
     def initialized(self) -> bool:
         """Whether the shared state has been created in this process."""
         return self._shared_state.get("_is_initialized", False)
+
+    @property
+    def default_device(self) -> torch.device:
+        """The device this process would use without ``cpu=True``: MPS, else CUDA, else an
+        Intel XPU, else the CPU (the device type only, no index)."""
+        if is_mps_available():
+            return torch.device("mps")
+        return torch.device(_accelerator_device_type(cpu=False))
 
     @property
     def use_distributed(self) -> bool:

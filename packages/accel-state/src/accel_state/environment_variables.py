@@ -79,6 +79,15 @@ ACCEL_DEBUG_MODE: Final = EnvironmentVariable(
 )
 """Check, before each collective, that every process passes matching shapes."""
 
+ACCEL_FORK_LAUNCHED: Final = EnvironmentVariable(
+    "ACCEL_FORK_LAUNCHED",
+    "bool",
+    fallbacks=("FORK_LAUNCHED",),
+    written_by="a launcher that forks the processes (a notebook launcher)",
+    read_by="``PartialState.fork_launched``",
+)
+"""The processes were forked from one parent instead of started fresh."""
+
 ACCEL_DISTRIBUTED_TYPE: Final = EnvironmentVariable(
     "ACCEL_DISTRIBUTED_TYPE",
     "choice",
@@ -391,45 +400,30 @@ ACCEL_FSDP_ACTIVATION_CHECKPOINTING: Final = EnvironmentVariable(
 )
 """Recompute activations of wrapped units in backward."""
 
-ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE: Final = EnvironmentVariable(
-    "ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
-    "int",
-    fallbacks=("PARALLELISM_CONFIG_DP_REPLICATE_SIZE",),
-    minimum=1,
+ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD: Final = EnvironmentVariable(
+    "ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD",
+    "bool",
+    fallbacks=("FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD",),
     written_by="the user (no launcher option yet)",
-    read_by="``ParallelismConfig`` (fields left at None)",
+    read_by="``FullyShardedDataParallelPlugin``",
 )
-"""Number of replicas of the sharded model."""
+"""Keep what checkpointed FSDP2 units save in CPU memory until the backward pass."""
 
-ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE: Final = EnvironmentVariable(
-    "ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE",
-    "int",
-    fallbacks=("PARALLELISM_CONFIG_DP_SHARD_SIZE",),
-    minimum=1,
-    written_by="the user (no launcher option yet)",
-    read_by="``ParallelismConfig`` (fields left at None)",
+# The ParallelismConfig variables are declared in their own module (imported here, in this
+# place, so that the contract and its docs table keep one order).
+from ._env_parallelism import (  # noqa: E402
+    ACCEL_PARALLELISM_CONFIG_CP_BACKEND,
+    ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY,
+    ACCEL_PARALLELISM_CONFIG_CP_SIZE,
+    ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE,
+    ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE,
+    ACCEL_PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION,
+    ACCEL_PARALLELISM_CONFIG_SP_BACKEND,
+    ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH,
+    ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH_IS_VARIABLE,
+    ACCEL_PARALLELISM_CONFIG_SP_SIZE,
+    ACCEL_PARALLELISM_CONFIG_TP_SIZE,
 )
-"""Number of processes one replica is sharded over (unset: what the other sizes leave)."""
-
-ACCEL_PARALLELISM_CONFIG_TP_SIZE: Final = EnvironmentVariable(
-    "ACCEL_PARALLELISM_CONFIG_TP_SIZE",
-    "int",
-    fallbacks=("PARALLELISM_CONFIG_TP_SIZE",),
-    minimum=1,
-    written_by="the user (no launcher option yet)",
-    read_by="``ParallelismConfig`` (fields left at None)",
-)
-"""Number of processes each layer is split over (tensor parallelism)."""
-
-ACCEL_PARALLELISM_CONFIG_CP_SIZE: Final = EnvironmentVariable(
-    "ACCEL_PARALLELISM_CONFIG_CP_SIZE",
-    "int",
-    fallbacks=("PARALLELISM_CONFIG_CP_SIZE",),
-    minimum=1,
-    written_by="the user (no launcher option yet)",
-    read_by="``ParallelismConfig`` (fields left at None)",
-)
-"""Number of processes a sequence is split over (context parallelism)."""
 
 ACCEL_LOG_LEVEL: Final = EnvironmentVariable(
     "ACCEL_LOG_LEVEL",
@@ -537,6 +531,7 @@ __all__ = [
     "ACCEL_MIXED_PRECISION",
     "ACCEL_USE_CPU",
     "ACCEL_DEBUG_MODE",
+    "ACCEL_FORK_LAUNCHED",
     "ACCEL_DISTRIBUTED_TYPE",
     "ACCEL_USE_DEEPSPEED",
     "ACCEL_USE_FSDP",
@@ -570,10 +565,18 @@ __all__ = [
     "ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING",
     "ACCEL_FSDP_SYNC_MODULE_STATES",
     "ACCEL_FSDP_ACTIVATION_CHECKPOINTING",
+    "ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD",
     "ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
     "ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE",
     "ACCEL_PARALLELISM_CONFIG_TP_SIZE",
     "ACCEL_PARALLELISM_CONFIG_CP_SIZE",
+    "ACCEL_PARALLELISM_CONFIG_CP_BACKEND",
+    "ACCEL_PARALLELISM_CONFIG_SP_SIZE",
+    "ACCEL_PARALLELISM_CONFIG_SP_BACKEND",
+    "ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY",
+    "ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH",
+    "ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH_IS_VARIABLE",
+    "ACCEL_PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION",
     "ACCEL_LOG_LEVEL",
     "ACCEL_TEARDOWN_TIMEOUT",
     "ACCEL_CHECKPOINT_TIMEOUT",

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from accel_state import (
         AcceleratorState,
         AutocastKwargs,
+        DDPCommunicationHookType,
         DeepSpeedPlugin,
         DistributedDataParallelKwargs,
         DistributedType,

@@ -168,10 +168,10 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
             fsdp_plugin=fsdp_plugin,
             torch_tp_plugin=parallelism_config.tp_handler if parallelism_config else None,
             deepspeed_plugin=ds_plugins,
+            parallelism_config=parallelism_config,
             _from_accelerator=True,
             **init_kwargs,
         )
-        self.state.parallelism_config = parallelism_config
         self.parallelism_config = parallelism_config
         if ds_plugins is not None:
             self.state.distributed_type = DistributedType.DEEPSPEED
@@ -268,6 +268,115 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         from accel_precision import recipe_backend
 
         return recipe_backend(self.fp8_recipe_handler).value
+
+    # The reference's handler attributes: the kwargs handler of each kind that was passed.
+    ddp_handler = property(lambda self: self._handler(DistributedDataParallelKwargs))
+    scaler_handler = property(lambda self: self._handler(GradScalerKwargs))
+    init_handler = property(lambda self: self._handler(InitProcessGroupKwargs))
+    autocast_handler = property(lambda self: self._handler(AutocastKwargs))
+    profile_handler = property(lambda self: self._handler(ProfileKwargs))
+    te_recipe_handler = property(lambda self: _recipe_of(self, "TERecipeKwargs"))
+    ao_recipe_handler = property(lambda self: _recipe_of(self, "AORecipeKwargs"))
+    msamp_recipe_handler = property(lambda self: _recipe_of(self, "MSAMPRecipeKwargs"))
+
+    @property
+    def has_fp8_handler(self) -> bool:
+        """Whether an FP8 recipe was passed in ``kwargs_handlers``."""
+        return any(type(h).__name__ in _FP8_RECIPES for h in self._handlers.values())
+
+    @property
+    def delayed_fp8_autocast(self) -> bool:
+        """Whether the FP8 autocast wraps the engine's wrapper (DDP / FSDP) rather than the
+        model's own forward: never in accel, which puts every autocast, FP8 included, inside
+        the model's forward before the engine wraps it."""
+        return False
+
+    @property
+    def fp8_enabled(self) -> bool:
+        """Whether the run computes in FP8 (``mixed_precision="fp8"``)."""
+        return self.mixed_precision == "fp8"
+
+    @property
+    def deepspeed_plugin(self) -> Any:
+        """The active ``DeepSpeedPlugin`` (None without DeepSpeed)."""
+        return self.state.deepspeed_plugin
+
+    @property
+    def is_fsdp2(self) -> bool:
+        """Whether models are sharded with FSDP2 (``fully_shard``)."""
+        return self.state.is_fsdp2
+
+    @property
+    def is_composable_parallelism_enabled(self) -> bool:
+        """Whether FSDP2 composes with the other parallelisms of ``parallelism_config``."""
+        return self.is_fsdp2
+
+    @property
+    def multi_device(self) -> bool:
+        """Whether several accelerator devices (GPUs, XPUs ...) train together; False on CPU."""
+        return self.use_distributed and self.distributed_type in _MULTI_DEVICE
+
+    @property
+    def torch_device_mesh(self) -> Any:
+        """The ``DeviceMesh`` of ``parallelism_config`` once the engine has built it, else None."""
+        return self.state.device_mesh
+
+    @property
+    def should_save_model(self) -> bool:
+        """Whether this process takes part in saving the model (every process does: sharded
+        and replicated saves are coordinated by ``save_model`` / ``save_state``)."""
+        return True
+
+    @property
+    def use_stateful_dataloader(self) -> bool:
+        """Whether prepared dataloaders are ``torchdata`` stateful loaders."""
+        return bool(getattr(self.dataloader_config, "use_stateful_dataloader", False))
+
+    @property
+    def has_lomo_optimizer(self) -> bool:
+        """Whether a LOMO optimizer (``lomo_optim.Lomo`` / ``AdaLomo``) was prepared."""
+        inner = (getattr(opt, "optimizer", opt) for opt in self._optimizers)
+        return any(type(opt).__name__ in ("Lomo", "AdaLomo") for opt in inner)
+
+    def _mesh_rank(self, dim: str, what: str) -> int:
+        config = self.parallelism_config
+        if config is None:
+            raise RuntimeError(
+                f"{what} needs a ParallelismConfig; got parallelism_config=None. Pass "
+                "Accelerator(parallelism_config=ParallelismConfig(...))."
+            )
+        config.validate(self.num_processes)
+        return config.local_rank(dim, self.process_index)
+
+    @property
+    def data_parallel_rank(self) -> int:
+        """Index of this process's replica (``dp_replicate`` mesh coordinate)."""
+        return self._mesh_rank("dp_replicate", "data_parallel_rank")
+
+    @property
+    def data_parallel_shard_rank(self) -> int:
+        """Index of this process within its replica's shards (``dp_shard`` coordinate)."""
+        return self._mesh_rank("dp_shard", "data_parallel_shard_rank")
+
+    @property
+    def tensor_parallel_rank(self) -> int:
+        """Index of this process within its tensor-parallel group (``tp`` coordinate)."""
+        return self._mesh_rank("tp", "tensor_parallel_rank")
+
+    @property
+    def context_parallel_rank(self) -> int:
+        """Index of this process within its context-parallel group (``cp`` coordinate; 0, as
+        accel refuses ``cp_size`` above 1)."""
+        return self._mesh_rank("cp", "context_parallel_rank")
+
+    @property
+    def pipeline_parallel_rank(self) -> int:
+        """Not available: ``ParallelismConfig`` has no pipeline dimension."""
+        raise NotImplementedError(
+            "pipeline_parallel_rank needs a pipeline dimension, which ParallelismConfig does not "
+            "have; got a request for it. Pipeline stages come from accel.prepare_pippy: use "
+            "PartialState().process_index to find this process's stage."
+        )
 
     @property
     def split_batches(self) -> bool:
@@ -405,6 +514,18 @@ def _make_scaler(accelerator: Accelerator) -> torch.amp.GradScaler | None:
         accelerator.device.type,
         accelerator._handler(GradScalerKwargs),
     )
+
+
+_FP8_RECIPES = ("AORecipeKwargs", "TERecipeKwargs", "MSAMPRecipeKwargs", "FP8RecipeKwargs")
+_MULTI_DEVICE = tuple(
+    t for t in DistributedType if t.value.startswith("MULTI_") and t.value != "MULTI_CPU"
+)
+
+
+def _recipe_of(accelerator: Accelerator, kind: str) -> Any:
+    """The FP8 recipe the run uses when it is of class ``kind``, else None."""
+    recipe = accelerator.fp8_recipe_handler
+    return recipe if type(recipe).__name__ == kind else None
 
 
 def _fp8_recipe(accelerator: Accelerator) -> Any:

@@ -306,18 +306,22 @@ def _compile(model: torch.nn.Module, plugin: Any) -> torch.nn.Module:
     return torch.compile(model, **kwargs)  # type: ignore[return-value]
 
 
-def compile_regions(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
-    """Compile each block of every ``nn.ModuleList`` in place instead of the whole model.
+def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
+    """Compile each block of every ``nn.ModuleList`` in place instead of the whole module.
 
     Repeated blocks share one compiled graph, so a deep model compiles in the time of one
     block; modules outside the lists run eagerly.
+
+    Args:
+        module: The model to compile (compiled whole when it holds no ``nn.ModuleList``).
+        **compile_kwargs: Arguments of ``torch.compile``.
     """
     found = False
-    for module in model.modules():
-        if isinstance(module, torch.nn.ModuleList):
-            for block in module:
+    for child in module.modules():
+        if isinstance(child, torch.nn.ModuleList):
+            for block in child:
                 block.compile(**compile_kwargs)
                 found = True
     if not found:
-        model.compile(**compile_kwargs)
-    return model
+        module.compile(**compile_kwargs)
+    return module

@@ -37,7 +37,8 @@ STATE.update(
     _names(
         "accel_state",
         """FullyShardedDataParallelPlugin TorchTensorParallelPlugin ParallelismConfig
-        get_module_class_from_name""",
+        get_module_class_from_name DDPCommunicationHookType DeepSpeedSequenceParallelConfig
+        TorchContextParallelConfig TorchTensorParallelConfig""",
     )
 )
 
@@ -194,7 +195,7 @@ TOP_LEVEL: dict[str, str] = {
     **{
         name: STATE[name]
         for name in """PartialState AcceleratorState GradientState DistributedType
-        AutocastKwargs DistributedDataParallelKwargs GradScalerKwargs InitProcessGroupKwargs
+        AutocastKwargs DDPCommunicationHookType DistributedDataParallelKwargs GradScalerKwargs InitProcessGroupKwargs
         ProfileKwargs FullyShardedDataParallelPlugin ParallelismConfig""".split()
     },
 }

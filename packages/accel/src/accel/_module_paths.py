@@ -302,12 +302,14 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_state",
-            """AutocastKwargs ComputeEnvironment DeepSpeedPlugin
+            """AutocastKwargs ComputeEnvironment DDPCommunicationHookType DeepSpeedPlugin
                 DistributedDataParallelKwargs DistributedType DynamoBackend
                 FullyShardedDataParallelPlugin GradScalerKwargs
                 GradientAccumulationPlugin InitProcessGroupKwargs KwargsHandler
                 PrecisionType ProfileKwargs ProjectConfiguration RNGType
                 SageMakerDistributedType TorchDynamoPlugin TorchTensorParallelPlugin
+                DeepSpeedSequenceParallelConfig TorchContextParallelConfig
+                TorchTensorParallelConfig
                 compare_versions get_module_class_from_name is_cuda_available
                 is_hpu_available is_mlu_available is_msamp_available is_musa_available
                 is_neuron_available is_npu_available is_rocm_available is_torch_version

@@ -23,8 +23,8 @@ class DDPEngine(Engine):
         device = self.accelerator.device
         device_ids = [device.index] if device.type != "cpu" and device.index is not None else None
         wrapped = DistributedDataParallel(model, device_ids=device_ids, **kwargs)
-        if handler is not None and handler.comm_hook is not None:
-            wrapped.register_comm_hook(state=_hook_state(handler), hook=handler.comm_hook)
+        if handler is not None:
+            handler.register_comm_hook(wrapped)
         return wrapped
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -37,11 +37,3 @@ class DDPEngine(Engine):
         if isinstance(model, DistributedDataParallel):
             return model.no_sync()
         return contextlib.nullcontext()
-
-
-def _hook_state(handler: DistributedDataParallelKwargs) -> Any:
-    options = dict(handler.comm_state_option)
-    state_cls = options.pop("state_class", None)
-    if state_cls is None:
-        return None
-    return state_cls(**options)

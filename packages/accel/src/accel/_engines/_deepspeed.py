@@ -117,7 +117,7 @@ class DeepSpeedEngine(Engine):
         prepared: dict[int, Any] = {model_index: engine}
         if optimizer is not None:
             client = optimizer if isinstance(optimizer, torch.optim.Optimizer) else ds_optimizer
-            wrapped = DeepSpeedOptimizerWrapper(client, engine)
+            wrapped = DeepSpeedOptimizerWrapper(client, engine=engine)
             self.accelerator._optimizers.append(wrapped)
             prepared[optimizers[0][0]] = wrapped
             if scheduler is not None:

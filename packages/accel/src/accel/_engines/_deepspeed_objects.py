@@ -103,13 +103,14 @@ class DeepSpeedOptimizerWrapper(AcceleratedOptimizer):
 
     Args:
         optimizer: The user's optimizer, or DeepSpeed's when the config defines it.
-        engine: The ``deepspeed.DeepSpeedEngine`` that steps it.
+        engine: The ``deepspeed.DeepSpeedEngine`` that steps it; None when ``optimizer`` is
+            DeepSpeed's own optimizer (``engine.optimizer``), as the reference library builds it.
     """
 
-    def __init__(self, optimizer: Any, engine: Any) -> None:
+    def __init__(self, optimizer: Any, *, engine: Any = None) -> None:
         super().__init__(optimizer, device_placement=False, scaler=None)
         self.engine = engine
-        self.engine_optimizer = engine.optimizer
+        self.engine_optimizer = engine.optimizer if engine is not None else optimizer
 
     def zero_grad(self, set_to_none: bool | None = None) -> None:
         """Nothing: DeepSpeed zeroes gradients after its step."""

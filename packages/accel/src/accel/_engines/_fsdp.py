@@ -81,6 +81,8 @@ def resolve_parallel_plugins(
             )
         else:
             parallelism_config.tp_handler = torch_tp_plugin
+    if parallelism_config is not None:
+        parallelism_config.check_supported()
     return fsdp_plugin, parallelism_config
 
 
@@ -142,6 +144,7 @@ class FSDPEngine(Engine):
             self._mesh = build.build_mesh(
                 self.plugin, self.config, state.device.type, state.num_processes, local
             )
+            state.device_mesh = self._mesh
         return self._mesh
 
     def data_parallel_rank(self) -> tuple[int, int]:
@@ -194,14 +197,14 @@ class FSDPEngine(Engine):
             build.broadcast_module_states(model, device)
         if self.config is not None and self.config.tp_enabled:
             tp_handler = self.config.tp_handler
-            build.apply_tensor_parallel(
-                model, mesh["tp"], tp_handler.tp_plan if tp_handler else None
-            )
+            build.apply_tensor_parallel(model, mesh["tp"], getattr(tp_handler, "tp_plan", None))
         ignored = {p for m in build.ignored_modules(plugin, model) for p in m.parameters()}
         units = [u for u in build.select_units(plugin, model) if not _all_in(u, ignored)]
         if plugin.activation_checkpointing:
             for unit in units or [model]:
-                build.checkpoint_forward(unit)
+                build.checkpoint_forward(
+                    unit, offload=bool(plugin.activation_checkpointing_offload)
+                )
         data_mesh = build.dp_mesh(mesh)
         if data_mesh is not None:
             kwargs: dict[str, Any] = {

@@ -209,14 +209,23 @@ def offload_enabled(plugin: FullyShardedDataParallelPlugin) -> bool:
 
 
 # --------------------------------------------------------------- activation checkpointing
-def checkpoint_forward(module: torch.nn.Module) -> None:
+def checkpoint_forward(module: torch.nn.Module, offload: bool = False) -> None:
     """Make ``module`` recompute its activations in the backward pass (non-reentrant
-    ``torch.utils.checkpoint``); the module keeps its class, names and state-dict keys."""
+    ``torch.utils.checkpoint``); the module keeps its class, names and state-dict keys.
+
+    With ``offload``, the tensors the checkpoint saves (the unit's inputs) are kept in CPU
+    memory (pinned when CUDA is present) until the backward pass needs them.
+    """
     if getattr(module, "_accel_checkpointed", False):
         return
     inner = module.forward
 
     def forward(*args: Any, **kwargs: Any) -> Any:
+        if offload:
+            with torch.autograd.graph.save_on_cpu(pin_memory=torch.cuda.is_available()):
+                return torch.utils.checkpoint.checkpoint(
+                    inner, *args, use_reentrant=False, **kwargs
+                )
         return torch.utils.checkpoint.checkpoint(inner, *args, use_reentrant=False, **kwargs)
 
     module.forward = forward  # type: ignore[method-assign]

@@ -1,0 +1,119 @@
+"""ParallelismConfig's context / sequence parallel settings: the handler dataclasses, their
+validation, the refusal of sequence splitting, and the round trip through the environment."""
+
+import pytest
+
+from accel_state import (
+    DeepSpeedSequenceParallelConfig,
+    ParallelismConfig,
+    TorchContextParallelConfig,
+    TorchTensorParallelConfig,
+    TorchTensorParallelPlugin,
+    patch_environment,
+)
+
+
+def test_defaults_follow_the_reference():
+    config = ParallelismConfig()
+    assert (config.cp_backend, config.sp_backend, config.sp_size) == ("torch", "deepspeed", 1)
+    assert config.cp_handler is None and config.sp_handler is None
+    assert not config.sp_enabled and not config.cp_enabled
+    assert TorchContextParallelConfig().cp_comm_strategy == "allgather"
+    sp = DeepSpeedSequenceParallelConfig()
+    assert (sp.sp_seq_length, sp.sp_seq_length_is_variable, sp.sp_attn_implementation) == (
+        None,
+        True,
+        None,
+    )
+    assert TorchTensorParallelConfig().enable_async_tp is False
+
+
+def test_handlers_are_filled_for_sizes_above_one_and_sequence_splitting_is_refused():
+    cp = ParallelismConfig(cp_size=2)
+    assert isinstance(cp.cp_handler, TorchContextParallelConfig)
+    sp = ParallelismConfig(sp_size=2)
+    assert isinstance(sp.sp_handler, DeepSpeedSequenceParallelConfig) and sp.sp_enabled
+    for config, name in ((cp, "cp_size"), (sp, "sp_size")):
+        with pytest.raises(NotImplementedError, match=f"{name}=2 splits every sequence"):
+            config.check_supported()
+    ParallelismConfig(dp_shard_size=2).check_supported()
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: ParallelismConfig(cp_backend="ring"), "cp_backend must be one of"),
+        (lambda: ParallelismConfig(sp_backend="ulysses"), "sp_backend must be one of"),
+        (lambda: ParallelismConfig(sp_size=0), "sp_size must be an integer >= 1"),
+        (lambda: ParallelismConfig(cp_size=2, sp_size=2), "not both"),
+        (
+            lambda: ParallelismConfig(cp_handler=DeepSpeedSequenceParallelConfig()),
+            "cp_handler must be a TorchContextParallelConfig",
+        ),
+        (lambda: TorchContextParallelConfig("ring"), "cp_comm_strategy must be one of"),
+        (
+            lambda: DeepSpeedSequenceParallelConfig(sp_seq_length_is_variable=False),
+            "needs the fixed length",
+        ),
+        (
+            lambda: DeepSpeedSequenceParallelConfig(sp_attn_implementation="eager"),
+            "sp_attn_implementation must be one of",
+        ),
+        (lambda: TorchTensorParallelConfig(enable_async_tp=True), "does not enable"),
+        (lambda: TorchTensorParallelPlugin(2, object()), "takes no mesh here"),
+    ],
+)
+def test_invalid_settings_are_refused(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_hub_flash_attention_kernels_are_accepted():
+    kernel = "kernels-community/flash-attn2"
+    assert (
+        DeepSpeedSequenceParallelConfig(sp_attn_implementation=kernel).sp_attn_implementation
+        == kernel
+    )
+
+
+def test_tensor_parallel_config_becomes_the_plugin_of_tp_size():
+    config = ParallelismConfig(tp_size=2, tp_handler=TorchTensorParallelConfig())
+    assert isinstance(config.tp_handler, TorchTensorParallelPlugin)
+    assert config.tp_handler.tp_size == 2 and config.tp_handler.tp_plan is None
+    assert TorchTensorParallelPlugin(2, tp_plan={"a": "colwise"}).tp_plan == {"a": "colwise"}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"dp_replicate_size": 2, "dp_shard_size": 3, "tp_size": 2},
+        {"cp_size": 4, "cp_handler": TorchContextParallelConfig("alltoall")},
+        {
+            "sp_size": 2,
+            "sp_handler": DeepSpeedSequenceParallelConfig(
+                sp_seq_length=128, sp_seq_length_is_variable=False, sp_attn_implementation="sdpa"
+            ),
+        },
+    ],
+)
+def test_environment_round_trip(kwargs):
+    config = ParallelismConfig(**kwargs)
+    variables = config.to_env()
+    assert all(name.startswith("ACCEL_PARALLELISM_CONFIG_") for name in variables)
+    with patch_environment(**variables):
+        again = ParallelismConfig()
+    for name in ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size"):
+        assert getattr(again, name) == getattr(config, name), name
+    assert (again.cp_backend, again.sp_backend) == (config.cp_backend, config.sp_backend)
+    assert again.cp_handler == config.cp_handler and again.sp_handler == config.sp_handler
+
+
+def test_reference_variable_names_are_read():
+    with patch_environment(
+        PARALLELISM_CONFIG_SP_SIZE="2", PARALLELISM_CONFIG_CP_COMM_STRATEGY="alltoall"
+    ):
+        assert ParallelismConfig().sp_size == 2
+        assert TorchContextParallelConfig().cp_comm_strategy == "alltoall"
+    with patch_environment(ACCEL_PARALLELISM_CONFIG_SP_BACKEND="megatron"):
+        with pytest.raises(ValueError, match="ACCEL_PARALLELISM_CONFIG_SP_BACKEND must be one of"):
+            ParallelismConfig()
