@@ -1,4 +1,3 @@
-
 import pytest
 import torch
 from bigmodel_helpers import Block, TinyLM
