@@ -130,8 +130,9 @@ def test_skip_first_batches_then_resume(tmp_path: Path) -> None:
     loader = _prepared(2, dispatch=False)
     skipped = skip_first_batches(loader, 2)
     seen = [batch.clone() for _, batch in zip(range(2), skipped)]
-    state = _roundtrip(skipped.state_dict(), tmp_path)
-    assert state["batches_yielded"] == 4
+    # The original loader (the one save_state saves) shares the position and worker state.
+    state = _roundtrip(loader.state_dict(), tmp_path)
+    assert state["batches_yielded"] == 4 and state["dataloader_state"] is not None
     resumed = _prepared(2, dispatch=False, seed=99)
     resumed.load_state_dict(state)
     seen += [batch.clone() for batch in resumed]

@@ -40,6 +40,10 @@ class _Position:
     generator_state: torch.Tensor | None = None
     restore_generator: bool = False
     resumed: bool = False
+    worker_state: dict[str, Any] | None = None
+    """Stateful loaders: the ``StatefulDataLoader`` state after the batches yielded so far."""
+    resumed_count: int = 0
+    """Stateful loaders: batches yielded before the loaded state, until the next pass starts."""
 
 
 def _set_loader_attribute(loader: DataLoader, name: str, value: Any) -> None:

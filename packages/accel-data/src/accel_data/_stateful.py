@@ -47,9 +47,7 @@ class _StatefulLoaderMixin:
     """
 
     _stateful_base: Any
-    _position: Any
-    _inner_state: dict[str, Any] | None = None
-    _resumed_count: int = 0
+    _position: Any  # shared with the loaders skip_first_batches derives, like the worker state
     # Skipped batches go through the workers (read and dropped), so that the saved worker state
     # counts them: a later resume fast-forwards the same sampler iterator.
     _skip_by_index = False
@@ -63,18 +61,18 @@ class _StatefulLoaderMixin:
     def _capture_state(self) -> None:
         # Called after a batch is fetched and before the next one is: the state resumes after
         # the batches handed out so far (the loader looks one batch ahead).
-        self._inner_state = self._stateful_base.state_dict(self)
+        self._position.worker_state = self._stateful_base.state_dict(self)
 
     def _start_pass(self) -> int:
         skip = super()._start_pass()  # type: ignore[misc]
-        if self._resumed_count:
-            self._position.batches_yielded = self._resumed_count
-            self._resumed_count = 0
+        position = self._position
+        if position.resumed_count:
+            position.batches_yielded, position.resumed_count = position.resumed_count, 0
         return int(skip)
 
     def _finish_pass(self, advance: bool = True) -> None:
         super()._finish_pass(advance)  # type: ignore[misc]
-        self._inner_state = None
+        self._position.worker_state = None
 
     def state_dict(self) -> dict[str, Any]:
         """The loader's position plus ``StatefulDataLoader``'s state (workers included).
@@ -82,10 +80,11 @@ class _StatefulLoaderMixin:
         Between passes the worker state is None: the next pass starts new workers.
         """
         state: dict[str, Any] = super().state_dict()  # type: ignore[misc]
-        if self._resumed_count:  # loaded, not iterated yet: the loaded position
-            state["batches_yielded"] = self._resumed_count
+        position = self._position
+        if position.resumed_count:  # loaded, not iterated yet: the loaded position
+            state["batches_yielded"] = position.resumed_count
         mid_epoch = state["batches_yielded"] > 0
-        state[STATE_KEY] = self._inner_state if mid_epoch else None
+        state[STATE_KEY] = position.worker_state if mid_epoch else None
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -97,15 +96,14 @@ class _StatefulLoaderMixin:
         """
         inner = state_dict.get(STATE_KEY)
         super().load_state_dict(state_dict)  # type: ignore[misc]
-        self._resumed_count = 0
-        self._inner_state = None
+        position = self._position
+        position.resumed_count = 0
+        position.worker_state = None
         if inner is None:
             return
-        position = self._position
-        self._resumed_count = position.pending_skip
-        position.pending_skip = 0
+        position.resumed_count, position.pending_skip = position.pending_skip, 0
         self._stateful_base.load_state_dict(self, inner)
-        self._inner_state = inner
+        position.worker_state = inner
 
 
 @functools.cache
