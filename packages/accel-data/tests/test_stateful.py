@@ -91,6 +91,7 @@ def test_resume_mid_epoch_continues_with_the_workers_state(
     resumed.load_state_dict(state)
     torch.set_rng_state(rng)
     assert resumed.state_dict()["batches_yielded"] == 5
+    assert len(resumed) == 8 - 5  # the rest of the epoch, as for a plain loader
     seen += [batch.clone() for batch in resumed]
     assert resumed.state_dict()["epoch"] == 1 and resumed.state_dict()["dataloader_state"] is None
     seen += [batch.clone() for batch in resumed]

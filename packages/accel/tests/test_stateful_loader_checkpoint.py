@@ -20,14 +20,14 @@ SCRIPT = Path(__file__).parent / "scripts" / "stateful_resume.py"
 
 @pytest.mark.multiprocess
 @pytest.mark.parametrize(
-    ("num_processes", "num_workers"),
-    [(1, 0), (1, 2), (2, 2)],
-    ids=["1proc-0w", "1proc-2w", "2proc-2w"],
+    ("num_processes", "num_workers", "mode"),
+    [(1, 0, "shard"), (1, 2, "shard"), (2, 2, "shard"), (2, 2, "dispatch")],
+    ids=["1proc-0w", "1proc-2w", "2proc-2w", "2proc-2w-dispatch"],
 )
 def test_fresh_process_resume_is_exact(
-    tmp_path: Path, num_processes: int, num_workers: int
+    tmp_path: Path, num_processes: int, num_workers: int, mode: str
 ) -> None:
-    args = (str(tmp_path), str(num_workers))
+    args = (str(tmp_path), str(num_workers), mode)
     run_distributed(SCRIPT, "full", *args, num_processes=num_processes, timeout=300)
     if num_processes > 1:
         saved = {p.name for p in (tmp_path / "checkpoints" / "checkpoint_0").iterdir()}

@@ -126,9 +126,11 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
     @property
     def skip_batches(self) -> int:
         """Batches the next pass skips (from ``skip_batches=``, ``skip_first_batches`` or
-        ``load_state_dict``); the passes after it are whole."""
+        ``load_state_dict``; for a stateful loader, the batches its loaded worker state has
+        yielded); the passes after it are whole."""
         pending = self._first_iter_skip
-        return self._position.pending_skip if pending is None else pending
+        position = self._position
+        return position.pending_skip + position.resumed_count if pending is None else pending
 
     @skip_batches.setter
     def skip_batches(self, count: int) -> None:

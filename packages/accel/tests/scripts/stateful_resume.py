@@ -1,6 +1,6 @@
-"""``full OUT WORKERS``: train uninterrupted with a stateful loader (random sampler, workers
+"""``full OUT WORKERS [dispatch]``: train uninterrupted with a stateful loader (random sampler, workers
 that augment from their own generator), saving mid-epoch at step SAVE_AT. ``resume OUT
-WORKERS``: a fresh process loads that checkpoint, trains to the end and checks that it saw the
+WORKERS [dispatch]``: a fresh process loads that checkpoint, trains to the end and checks that it saw the
 same batches and ends with bit-identical weights."""
 
 import os
@@ -14,6 +14,7 @@ from accel import Accelerator
 from accel.utils import DataLoaderConfiguration, ProjectConfiguration
 
 MODE, OUT, WORKERS = sys.argv[1], sys.argv[2], int(sys.argv[3])
+DISPATCH = sys.argv[4:] == ["dispatch"]  # the main process reads, every process gets a slice
 EPOCHS, SAMPLES, BATCH = 2, 36, 3
 SAVE_AT = 8  # mid-epoch on one process (12 steps per epoch) and on two (6 per epoch)
 
@@ -51,7 +52,9 @@ def setup(seed):
     GradientState._reset_state()
     acc = Accelerator(
         project_config=ProjectConfiguration(project_dir=OUT, automatic_checkpoint_naming=True),
-        dataloader_config=DataLoaderConfiguration(use_stateful_dataloader=True),
+        dataloader_config=DataLoaderConfiguration(
+            use_stateful_dataloader=True, dispatch_batches=DISPATCH
+        ),
     )
     set_seed(seed)
     model = torch.nn.Sequential(
@@ -64,7 +67,7 @@ def setup(seed):
 
 def train(acc, model, optimizer, loader, start_step=0, save_at=None):
     seen, step = [], start_step
-    epoch = step // len(loader)
+    epoch = step // STEPS_PER_EPOCH
     while epoch < EPOCHS:
         for idx, x, y in loader:
             loss = torch.nn.functional.mse_loss(model(x), y)
@@ -86,12 +89,16 @@ def weights(acc, model):
 rank = int(os.environ.get("RANK", "0"))
 if MODE == "full":
     acc, model, optimizer, loader = setup(seed=1)
+    STEPS_PER_EPOCH = len(loader)
     seen, _ = train(acc, model, optimizer, loader, save_at=SAVE_AT)
     torch.save({"seen": seen[SAVE_AT:], "weights": weights(acc, model)}, f"{OUT}/full_{rank}.pt")
 else:
     acc, model, optimizer, loader = setup(seed=777)
+    STEPS_PER_EPOCH = len(loader)
     acc.load_state()
-    assert loader.state_dict()["dataloader_state"] is not None, "no worker state was restored"
+    assert len(loader) == STEPS_PER_EPOCH - SAVE_AT % STEPS_PER_EPOCH, "len: the rest of the epoch"
+    if rank == 0 or not DISPATCH:  # a dispatching loader reads on the main process only
+        assert loader.state_dict()["dataloader_state"] is not None, "no worker state restored"
     seen, _ = train(acc, model, optimizer, loader, start_step=SAVE_AT)
     full = torch.load(f"{OUT}/full_{rank}.pt", weights_only=True)
     assert len(seen) == len(full["seen"]), (len(seen), len(full["seen"]))
