@@ -10,6 +10,7 @@ EXPECTED = {
     "DistributedOperationException",
     "TensorInformation",
     "__version__",
+    "average_parameters",
     "broadcast",
     "broadcast_object_list",
     "concatenate",

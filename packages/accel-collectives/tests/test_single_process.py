@@ -114,3 +114,11 @@ def test_cached_state_follows_a_reset() -> None:
     state = _ops._get_state()  # a reset state is created again, not reused empty
     assert state.initialized and state.num_processes == 1
     assert ac.gather_object("x") == ["x"]
+
+
+def test_average_parameters_refuses_integer_tensors_and_keeps_one_process_values() -> None:
+    weights = [torch.tensor([1.0, 2.0]), torch.tensor([[3.0]], dtype=torch.float64)]
+    ac.average_parameters(weights)
+    assert weights[0].tolist() == [1.0, 2.0] and weights[1].tolist() == [[3.0]]
+    with pytest.raises(TypeError, match=r"dtype torch.int64 and shape \(2,\)"):
+        ac.average_parameters([torch.tensor([1, 2])])

@@ -8,6 +8,7 @@ passes compatible data.
 
 from importlib.metadata import version as _version
 
+from ._averaging import average_parameters
 from ._checks import CannotPadNestedTensorWarning, DistributedOperationException
 from ._decorators import chained_operation, verify_operation
 from ._nested import (
@@ -53,6 +54,7 @@ __all__ = [
     "DistributedOperationException",
     "TensorInformation",
     "__version__",
+    "average_parameters",
     "broadcast",
     "broadcast_object_list",
     "concatenate",

@@ -50,11 +50,13 @@ class DataLoaderConfiguration:
     on the DataLoader to overlap the copy with compute)."""
 
     use_stateful_dataloader: bool = False
-    """Whether prepared loaders expose ``state_dict`` / ``load_state_dict`` for mid-epoch resume.
+    """Whether prepared loaders are built on torchdata's ``StatefulDataLoader``.
 
-    Prepared loaders of this package always carry their position (epoch, batches yielded,
-    sampler seed); the flag is kept so that configurations written for the reference library
-    load unchanged.
+    Every prepared loader carries its position (epoch, batches yielded, sampler seed) and
+    resumes mid-epoch in the same order. A stateful one also saves its workers' state (base
+    seed, batches each worker produced, each worker's dataset ``state_dict``), so that a
+    dataset whose workers hold state (augmentation from a worker generator) continues exactly.
+    Needs ``pip install "accel-data[stateful]"``.
     """
 
     def __post_init__(self) -> None:

@@ -62,8 +62,8 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         dataset: The dataset (read by the main process only).
         split_batches: Each batch of the loader is the global batch, cut in equal parts.
         skip_batches: Steps skipped at the start of the first pass only.
-        use_stateful_dataloader: Prepared loaders always carry ``state_dict`` /
-            ``load_state_dict``; True asks for nothing more.
+        use_stateful_dataloader: Set by ``prepare_data_loader``, which builds the stateful
+            variant (on torchdata's ``StatefulDataLoader``) when asked; it records the choice.
         _drop_last: ``drop_last`` of the original DataLoader.
         _non_blocking: Move batches with ``non_blocking=True``.
         slice_fn: ``slice_fn(batch, slice, process_index, num_processes)`` returning the part of
@@ -118,6 +118,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         self._non_blocking = _non_blocking
         self._drop_last = _drop_last
         self._init_position(iteration)
+        self._restore_rng = False
         self.gradient_state = GradientState()
         if skip_batches:
             self.skip_batches = skip_batches
@@ -164,7 +165,13 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
     # ------------------------------------------------------------------- main process
     def _global_batches(self) -> Iterator[tuple[Any, int, int]]:
         """Main process: (global batch, real samples, padded size) per step."""
-        batches = DataLoader.__iter__(self)
+        # Creating the iterator draws its base seed from torch's global generator; a pass
+        # resumed from a state dict drew it before the state was saved (see DataLoaderShard).
+        rng = torch.get_rng_state() if self._restore_rng else None
+        # The next class in line: DataLoader, or StatefulDataLoader for the stateful variant.
+        batches = super().__iter__()
+        if rng is not None:
+            torch.set_rng_state(rng)
         n = 1 if self.split_batches else self.num_processes
         first: Any = None
         while True:
@@ -216,6 +223,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         pending = next(steps, None) if steps is not None else None
         while True:
             if main:
+                self._capture_state()
                 following = next(steps, None) if pending is not None else None  # type: ignore[arg-type]
                 if pending is None:
                     header = _StepHeader(stop=True)
@@ -248,6 +256,7 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         return self.slice_fn(batch, slice(i * per, (i + 1) * per), i, n)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        self._restore_rng, self._position.resumed = self._position.resumed, False
         skip = self._start_pass()
         self.begin()
         position = self._position

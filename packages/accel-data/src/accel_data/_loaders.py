@@ -24,6 +24,7 @@ from torch.utils.data import BatchSampler, DataLoader
 from ._iterable import IterableDatasetShard
 from ._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
 from ._state_mixin import DataLoaderStateMixin
+from ._stateful import STATE_KEY
 
 _STATE_VERSION = 1
 
@@ -39,6 +40,10 @@ class _Position:
     generator_state: torch.Tensor | None = None
     restore_generator: bool = False
     resumed: bool = False
+    worker_state: dict[str, Any] | None = None
+    """Stateful loaders: the ``StatefulDataLoader`` state after the batches yielded so far."""
+    resumed_count: int = 0
+    """Stateful loaders: batches yielded before the loaded state, until the next pass starts."""
 
 
 def _set_loader_attribute(loader: DataLoader, name: str, value: Any) -> None:
@@ -83,6 +88,9 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
     _first_iter_skip: int | None
     _real_remainder: int
     _last_step_size: int
+    use_stateful_dataloader: bool
+    # Skipped batches of a sharded map-style loader are dropped as indices (never loaded).
+    _skip_by_index = True
 
     def _init_position(self, iteration: int = 0) -> None:
         self.end_of_dataloader = False
@@ -91,6 +99,9 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
         self._last_step_size = -1
         self._position = _Position(epoch=int(iteration))
         self._first_iter_skip = None
+
+    def _capture_state(self) -> None:
+        """Record the iterator's state before the next batch is fetched (stateful loaders)."""
 
     # ----------------------------------------------------------------- GradientState hooks
     def _remainder_length(self) -> int:
@@ -115,9 +126,11 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
     @property
     def skip_batches(self) -> int:
         """Batches the next pass skips (from ``skip_batches=``, ``skip_first_batches`` or
-        ``load_state_dict``); the passes after it are whole."""
+        ``load_state_dict``; for a stateful loader, the batches its loaded worker state has
+        yielded); the passes after it are whole."""
         pending = self._first_iter_skip
-        return self._position.pending_skip if pending is None else pending
+        position = self._position
+        return position.pending_skip + position.resumed_count if pending is None else pending
 
     @skip_batches.setter
     def skip_batches(self, count: int) -> None:
@@ -229,6 +242,12 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
         starts after the batches that were already yielded; the passes after it run normally.
         """
         missing = {"epoch", "batches_yielded"} - set(state_dict)
+        if state_dict.get(STATE_KEY) is not None and not self.use_stateful_dataloader:
+            raise ValueError(
+                "a loader prepared without use_stateful_dataloader cannot restore worker state; "
+                f"this state holds {STATE_KEY!r} (saved by a stateful loader). Prepare the "
+                "loader with DataLoaderConfiguration(use_stateful_dataloader=True)."
+            )
         if missing:
             raise KeyError(
                 f"a loader state needs the keys 'epoch' and 'batches_yielded'; {sorted(missing)} "
@@ -272,6 +291,7 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
             self._finish_pass(advance=position.batches_yielded > 0)
             return
         while True:
+            self._capture_state()
             try:
                 following = next(batches)
             except StopIteration:
@@ -307,8 +327,8 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         rng_types: Generators synchronised from the main process at the start of each pass.
         synchronized_generator: The generator of ``"generator"`` in ``rng_types``.
         skip_batches: Batches skipped at the start of the first pass only.
-        use_stateful_dataloader: Prepared loaders always carry ``state_dict`` /
-            ``load_state_dict``; True asks for nothing more.
+        use_stateful_dataloader: Set by ``prepare_data_loader``, which builds the stateful
+            variant (on torchdata's ``StatefulDataLoader``) when asked; it records the choice.
         _drop_last: ``drop_last`` of the original DataLoader, reported as ``drop_last``.
         _non_blocking: Move batches with ``non_blocking=True``.
         torch_device_mesh: Must be None: pass a mesh to ``prepare_data_loader``, which decides
@@ -395,9 +415,10 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         self.begin()
         try:
             shard = self._shard
-            if isinstance(shard, BatchSamplerShard):
+            by_index = self._skip_by_index and isinstance(shard, BatchSamplerShard)
+            if by_index:
                 # Skipped batches are dropped as indices: their samples are never loaded.
-                shard._skip_next = skip
+                shard._skip_next = skip  # type: ignore[union-attr]
             # Creating the iterator draws its base seed from torch's global generator. A pass
             # resumed from a state dict was created (and drew) before the state was saved, so
             # drawing again would shift every later random number of the run.
@@ -405,7 +426,7 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
             batches: Iterator[Any] = super().__iter__()
             if rng is not None:
                 torch.set_rng_state(rng)
-            if not isinstance(shard, BatchSamplerShard):
+            if not by_index:
                 batches = _skip_iter(batches, skip)
             yield from self._with_lookahead(batches, shard)
         finally:

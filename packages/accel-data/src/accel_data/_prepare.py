@@ -16,6 +16,7 @@ from ._iterable import IterableDatasetShard
 from ._loaders import DataLoaderShard
 from ._mesh import mesh_data_ranks
 from ._samplers import BatchSamplerShard, SeedableRandomSampler
+from ._stateful import stateful_class
 
 
 def loader_settings(dataloader: DataLoader) -> dict[str, Any]:
@@ -131,8 +132,11 @@ def prepare_data_loader(
         use_seedable_sampler: Replace a shuffling sampler by ``SeedableRandomSampler``.
         data_seed: Seed of that sampler (default: the main process's initial seed).
         non_blocking: Move batches with ``non_blocking=True`` (with ``pin_memory=True``).
-        use_stateful_dataloader: Prepared loaders always carry ``state_dict`` /
-            ``load_state_dict``; True asks for nothing more.
+        use_stateful_dataloader: Build the loader on torchdata's ``StatefulDataLoader``
+            (``pip install "accel-data[stateful]"``): its ``state_dict`` also holds the workers'
+            state (base seed, batches produced, each worker's dataset ``state_dict``), so an
+            epoch resumed with ``num_workers > 0`` continues exactly. Without it, prepared
+            loaders resume by position only (same order, workers started afresh).
         torch_device_mesh: A ``torch.distributed.DeviceMesh``: the ranks of one tensor- (and
             context-) parallel group read the same batches, the data-parallel dimensions
             (``dp_replicate`` x ``dp_shard``) the different ones. Under DeepSpeed only the
@@ -206,7 +210,8 @@ def prepare_data_loader(
             kwargs.update(batch_size=batch_size, drop_last=dataloader.drop_last)
         else:
             kwargs["batch_sampler"] = batch_sampler
-        return DataLoaderDispatcher(
+        dispatcher = stateful_class(DataLoaderDispatcher) if use_stateful_dataloader else None
+        return (dispatcher or DataLoaderDispatcher)(
             dataset,
             split_batches=split_batches,
             use_stateful_dataloader=use_stateful_dataloader,
@@ -251,7 +256,8 @@ def prepare_data_loader(
             even_batches=even_batches,
         )
         loader_kwargs = dict(settings, batch_sampler=shard)
-    return DataLoaderShard(
+    shard_class = stateful_class(DataLoaderShard) if use_stateful_dataloader else DataLoaderShard
+    return shard_class(  # type: ignore[no-any-return]
         dataset,
         device=target_device,
         rng_types=rng_types,

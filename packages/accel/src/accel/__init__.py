@@ -19,7 +19,8 @@ __all__ = ["__version__", *sorted(_EXPORTS)]
 
 # The reference library's module paths, importable as attributes too (``accel.state``).
 _SUBMODULES = (
-    "big_modeling checkpointing data_loader hooks inference launchers logging optimizer "
+    "big_modeling checkpointing data_loader hooks inference launchers local_sgd logging "
+    "optimizer "
     "scheduler state tracking utils"
 ).split()
 
@@ -78,6 +79,9 @@ if TYPE_CHECKING:
     )
     from accel._checkpoint_sync import (
         CheckpointSyncError,
+    )
+    from accel._local_sgd import (
+        LocalSGD,
     )
     from accel._optim import (
         AcceleratedOptimizer,

@@ -62,6 +62,12 @@ def indexed_name(stem: str, ext: str, index: int) -> str:
     return f"{stem}.{ext}" if index == 0 else f"{stem}_{index}.{ext}"
 
 
+def process_loader_file_name(index: int, rank: int) -> str:
+    """File of the ``index``-th stateful dataloader of process ``rank`` (its workers' state
+    differs per process): ``dataloader_<index>_process_<rank>.bin``."""
+    return f"{SAMPLER_NAME}_{index}_process_{rank}.bin"
+
+
 def weights_file_name(index: int, safe_serialization: bool) -> str:
     """File of the ``index``-th model: ``model[_i].safetensors`` or ``pytorch_model[_i].bin``."""
     if safe_serialization:

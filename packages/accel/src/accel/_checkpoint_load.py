@@ -33,6 +33,7 @@ from ._checkpoint_io import (
     check_weights,
     indexed_name,
     load_object,
+    process_loader_file_name,
     restore_rng_state,
     weights_file_name,
 )
@@ -117,7 +118,10 @@ def read_checkpoint(
 
     plan = LoadPlan(input_dir, manifest, models, trust_pickles=trust_pickles)
     for i, loader in enumerate(loaders):
-        state = read(indexed_name(SAMPLER_NAME, "bin", i))
+        name = process_loader_file_name(i, rank)  # a stateful loader's own state
+        if name not in manifest.files:
+            name = indexed_name(SAMPLER_NAME, "bin", i)
+        state = read(name)
         _check_loader_state(loader, state, i, input_dir)
         plan.loaders.append((loader, state))
     if engine.replicated_states:
@@ -167,6 +171,14 @@ def _check_loader_state(loader: Any, state: Any, index: int, input_dir: str) -> 
         raise KeyError(
             f"a dataloader position holds 'epoch' and 'batches_yielded'; dataloader {index} in "
             f"{input_dir!r} holds {sorted(state)}. The file was replaced: load an earlier one."
+        )
+    if state.get("dataloader_state") is not None and not getattr(
+        loader, "use_stateful_dataloader", False
+    ):
+        raise ValueError(
+            f"dataloader {index} in {input_dir!r} was saved with its workers' state by a "
+            "stateful loader; this run's loader is not stateful. Prepare it with "
+            "DataLoaderConfiguration(use_stateful_dataloader=True), as the run that saved it."
         )
     saved, total = state.get("total_batch_size"), getattr(loader, "total_batch_size", None)
     if saved is not None and total is not None and saved != total:

@@ -6,6 +6,8 @@ Layout of a checkpoint folder (``i`` > 0 for the second and later object of a ki
     optimizer[_i].bin                               optimizer states
     scheduler[_i].bin                               learning-rate scheduler states
     dataloader[_i].bin                              positions of prepared dataloaders
+    dataloader_<i>_process_<rank>.bin               state of a stateful dataloader, per process
+                                                    (with more than one process)
     scaler.pt                                       fp16 grad scaler (when there is one)
     custom_checkpoint_<i>.pkl                       objects of register_for_checkpointing
     random_states_<rank>.pkl                        generator states, one file per process
@@ -42,6 +44,7 @@ from ._checkpoint_io import (
     capture_rng_state,
     check_loadable,
     indexed_name,
+    process_loader_file_name,
     save_object,
     save_weights,
     weights_file_name,
@@ -171,6 +174,12 @@ def write_files(
             what = f"registered object {i} ({type(obj).__name__})"
             _save_checked(obj.state_dict(), os.path.join(stage, f"{CUSTOM_NAME}_{i}.pkl"), what)
     rank = accelerator.process_index
+    if accelerator.num_processes > 1:
+        # A stateful loader's workers hold per-process state: every process saves its own.
+        for i, loader in enumerate(loaders):
+            if getattr(loader, "use_stateful_dataloader", False):
+                path = os.path.join(stage, process_loader_file_name(i, rank))
+                _save_checked(loader.state_dict(), path, f"{SAMPLER_NAME} {i} of process {rank}")
     save_object(capture_rng_state(), os.path.join(stage, f"{RNG_STATE_NAME}_{rank}.pkl"))
     return {
         "models": len(weights) if engine.replicated_states else len(models),

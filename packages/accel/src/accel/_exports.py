@@ -186,6 +186,7 @@ TOP_LEVEL: dict[str, str] = {
     "UnsafeCheckpointError": "accel._checkpoint_io",
     "DataLoaderConfiguration": "accel_data",
     "skip_first_batches": "accel_data",
+    "LocalSGD": "accel._local_sgd",
     "prepare_pippy": "accel_pipeline",
     "is_rich_available": "accel_state",
     "synchronize_rng_states": "accel_state",

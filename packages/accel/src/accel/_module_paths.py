@@ -152,6 +152,11 @@ PATHS: dict[str, dict[str, str]] = {
             """MultiProcessAdapter PartialState get_logger""",
         ),
     },
+    "accel.local_sgd": {
+        **_names("accel._accelerator", "Accelerator"),
+        **_names("accel._local_sgd", "LocalSGD"),
+        **_names("accel_state", "DistributedType"),
+    },
     "accel.optimizer": {
         **_names(
             "accel._optim",
