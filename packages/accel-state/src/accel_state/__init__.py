@@ -85,6 +85,7 @@ _EXPORTS = {
     "get_logger": "._logging",
     "wait_for_everyone": "._process",
     "debug_launcher": "._debug_launcher",
+    "get_current_device_type": "._devices",
     "CUDA_DISTRIBUTED_TYPES": "._constants",
     "STR_OPERATION_TO_FUNC": "._constants",
     "TORCH_DISTRIBUTED_OPERATION_TYPES": "._constants",
@@ -218,6 +219,7 @@ __all__ = [
     "get_logger",
     "wait_for_everyone",
     "debug_launcher",
+    "get_current_device_type",
     "CUDA_DISTRIBUTED_TYPES",
     "STR_OPERATION_TO_FUNC",
     "TORCH_DISTRIBUTED_OPERATION_TYPES",
@@ -296,6 +298,7 @@ if TYPE_CHECKING:
     )
     from ._debug_launcher import debug_launcher
     from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
+    from ._devices import get_current_device_type
     from ._enums import (
         ComputeEnvironment,
         DistributedType,

@@ -17,11 +17,15 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
+    from accel_launch import (
+        notebook_launcher,
+    )
     from accel_state import (
         AcceleratorState,
         PartialState,
         PrecisionType,
         debug_launcher,
+        get_current_device_type,
         is_mps_available,
         is_rocm_available,
         is_torch_version,

@@ -166,6 +166,7 @@ if TYPE_CHECKING:
         deepspeed_required,
         do_nothing,
         find_executable_batch_size,
+        get_current_device_type,
         get_free_port,
         get_int_from_env,
         get_module_class_from_name,

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         check_cuda_fp8_capability,
         clear_environment,
         convert_dict_to_env_variables,
+        get_current_device_type,
         get_int_from_env,
         parse_choice_from_env,
         parse_flag_from_env,
