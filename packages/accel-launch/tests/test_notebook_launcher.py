@@ -4,13 +4,17 @@ the refusals of a parent that already holds a group or an accelerator, and bad a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import types
 
 import pytest
+import torch
 from accel_state.testing import free_port, run_command
 
 from accel_launch import notebook_launcher
+from accel_launch._notebook import check_parent_can_fork
 
 from .conftest import SCRIPTS
 
@@ -104,6 +108,33 @@ def test_an_accelerator_in_the_parent_is_refused(tmp_path):
     assert failure["error_type"] == "ValueError"
     assert "already created in this process" in failure["message"]
     assert "only inside the function you pass to notebook_launcher" in failure["message"]
+
+
+def test_default_on_a_cpu_machine_runs_in_this_process(monkeypatch):
+    monkeypatch.delenv("ACCEL_MIXED_PRECISION", raising=False)
+    seen = []
+    notebook_launcher(
+        lambda x: seen.append((x, os.getpid(), os.environ.get("ACCEL_MIXED_PRECISION"))),
+        args=(5,),
+        mixed_precision="BF16",
+    )
+    assert seen == [(5, os.getpid(), "bf16")]
+    assert "ACCEL_MIXED_PRECISION" not in os.environ
+
+
+def test_initialised_cuda_in_the_parent_is_refused(monkeypatch):
+    # No GPU here: the driver's answer is replaced to reach the check before any fork.
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(RuntimeError, match="got CUDA already initialised in this process"):
+        check_parent_can_fork("cuda")
+    check_parent_can_fork("cpu")
+
+
+def test_a_library_that_touches_the_device_on_import_is_refused(monkeypatch):
+    monkeypatch.setitem(sys.modules, "bitsandbytes", types.ModuleType("bitsandbytes"))
+    with pytest.raises(RuntimeError, match=r"got \['bitsandbytes'\] imported"):
+        check_parent_can_fork("npu")
+    check_parent_can_fork("cpu")
 
 
 @pytest.mark.parametrize(

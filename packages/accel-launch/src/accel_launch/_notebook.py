@@ -11,11 +11,15 @@ driver, which is checked before anything starts.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from accel_state import PrecisionType, get_current_device_type, is_initialized, patch_environment
 from accel_state import environment_variables as contract
+
+# Libraries known to initialise the accelerator's driver when imported.
+_INITIALISE_DEVICE_ON_IMPORT = ("bitsandbytes",)
 
 
 class _Worker:
@@ -73,8 +77,9 @@ def check_parent_can_fork(device_type: str) -> None:
 
     Raises:
         ValueError: if an ``Accelerator`` (accelerator state) exists in this process.
-        RuntimeError: if a ``torch.distributed`` process group exists in this process, or the
-            CUDA driver was initialised here.
+        RuntimeError: if a ``torch.distributed`` process group exists in this process, the
+            CUDA driver was initialised here, or (on an accelerator) a library that initialises
+            the driver on import (bitsandbytes) was imported.
     """
     import torch
 
@@ -94,6 +99,14 @@ def check_parent_can_fork(device_type: str) -> None:
             f"{torch.distributed.get_world_size()}). Call "
             "torch.distributed.destroy_process_group() first, or restart the kernel and "
             "initialise it only inside the function you pass to notebook_launcher."
+        )
+    touching = sorted(name for name in _INITIALISE_DEVICE_ON_IMPORT if name in sys.modules)
+    if device_type != "cpu" and touching:
+        raise RuntimeError(
+            "notebook_launcher forks its processes, so no library that initialises the "
+            f"{device_type.upper()} driver on import may be imported before; got {touching} "
+            "imported in this process. Restart the kernel and import them inside the function "
+            "you pass to notebook_launcher."
         )
     if device_type == "cuda" and torch.cuda.is_initialized():
         raise RuntimeError(
