@@ -9,9 +9,14 @@ import re
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
 from accel_state.testing import free_port, run_command
+
+nbformat = pytest.importorskip(
+    "nbformat", reason="the Jupyter tools are not installed (the workspace's dev group has them)"
+)
+pytest.importorskip("nbclient", reason="nbclient is not installed (the dev group has it)")
+pytest.importorskip("ipykernel", reason="ipykernel is not installed (the dev group has it)")
 
 EXECUTE = Path(__file__).parent / "scripts" / "execute_notebook.py"
 KERNEL = "accel-notebook-test"
