@@ -13,6 +13,7 @@ from ._config import (
 )
 from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
 from ._merge import merge_weights
+from ._notebook import notebook_launcher
 from ._resolve import LaunchPlan, child_environment, resolve
 from ._sagemaker import (
     SAGEMAKER_PARALLEL_EC2_INSTANCES,
@@ -49,6 +50,7 @@ __all__ = [
     "default_config_file",
     "load_config_file",
     "merge_weights",
+    "notebook_launcher",
     "resolve",
     "write_basic_config",
 ]

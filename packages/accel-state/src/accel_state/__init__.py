@@ -89,6 +89,7 @@ _EXPORTS = {
     "get_logger": "._logging",
     "wait_for_everyone": "._process",
     "debug_launcher": "._debug_launcher",
+    "get_current_device_type": "._devices",
     "CUDA_DISTRIBUTED_TYPES": "._constants",
     "STR_OPERATION_TO_FUNC": "._constants",
     "TORCH_DISTRIBUTED_OPERATION_TYPES": "._constants",
@@ -149,7 +150,6 @@ _EXPORTS = {
     "are_libraries_initialized": "._hardware",
     "check_cuda_p2p_ib_support": "._hardware",
     "get_cpu_distributed_information": "._hardware",
-    "get_current_device_type": "._hardware",
     "get_driver_version": "._hardware",
     "get_gpu_info": "._hardware",
     "override_numa_affinity": "._hardware",
@@ -239,6 +239,7 @@ __all__ = [
     "get_logger",
     "wait_for_everyone",
     "debug_launcher",
+    "get_current_device_type",
     "CUDA_DISTRIBUTED_TYPES",
     "STR_OPERATION_TO_FUNC",
     "TORCH_DISTRIBUTED_OPERATION_TYPES",
@@ -299,7 +300,6 @@ __all__ = [
     "are_libraries_initialized",
     "check_cuda_p2p_ib_support",
     "get_cpu_distributed_information",
-    "get_current_device_type",
     "get_driver_version",
     "get_gpu_info",
     "override_numa_affinity",
@@ -331,6 +331,7 @@ if TYPE_CHECKING:
     )
     from ._debug_launcher import debug_launcher
     from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
+    from ._devices import get_current_device_type
     from ._enum_base import BaseEnum, EnumWithContains
     from ._enums import (
         ComputeEnvironment,
@@ -363,7 +364,6 @@ if TYPE_CHECKING:
         are_libraries_initialized,
         check_cuda_p2p_ib_support,
         get_cpu_distributed_information,
-        get_current_device_type,
         get_driver_version,
         get_gpu_info,
         override_numa_affinity,

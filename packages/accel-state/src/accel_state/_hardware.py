@@ -15,14 +15,6 @@ import sys
 from dataclasses import dataclass
 
 from ._environment import get_int_from_env
-from ._imports import is_npu_available
-from ._probes import (
-    is_hpu_available,
-    is_mlu_available,
-    is_musa_available,
-    is_neuron_available,
-    is_sdaa_available,
-)
 
 logger = logging.getLogger("accel_state")
 
@@ -157,40 +149,6 @@ def set_numa_affinity(local_process_index: int, verbose: bool | None = None) -> 
     """:func:`override_numa_affinity`, once per process (later calls with the same arguments
     do nothing; call ``override_numa_affinity`` to pin again)."""
     override_numa_affinity(local_process_index=local_process_index, verbose=verbose)
-
-
-def _cuda_driver_present() -> bool:
-    devices = ("/dev/nvidiactl", "/dev/kfd")
-    return shutil.which("nvidia-smi") is not None or any(os.path.exists(d) for d in devices)
-
-
-def get_current_device_type() -> tuple[str, str]:
-    """``(device type, distributed type)`` of this machine's accelerator, without initialising
-    any device (safe before forking).
-
-    Checked in order: MLU, SDAA, MUSA, NPU, HPU, XPU, Neuron, then CUDA (a CUDA build of torch
-    and an NVIDIA or AMD driver present); ``("cpu", "MULTI_CPU")`` when there is none.
-    """
-    import torch
-
-    if is_mlu_available():
-        return "mlu", "MULTI_MLU"
-    if is_sdaa_available():
-        return "sdaa", "MULTI_SDAA"
-    if is_musa_available():
-        return "musa", "MULTI_MUSA"
-    if is_npu_available():
-        return "npu", "MULTI_NPU"
-    if is_hpu_available():
-        return "hpu", "MULTI_HPU"
-    xpu = getattr(torch, "xpu", None)
-    if xpu is not None and xpu.is_available():
-        return "xpu", "MULTI_XPU"
-    if is_neuron_available():
-        return "neuron", "MULTI_NEURON"
-    if (torch.version.cuda or torch.version.hip) and _cuda_driver_present():
-        return "cuda", "MULTI_GPU"
-    return "cpu", "MULTI_CPU"
 
 
 def are_libraries_initialized(*library_names: str) -> list[str]:

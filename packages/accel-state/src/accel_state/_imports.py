@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.metadata
 import importlib.util
 import operator
@@ -79,23 +80,69 @@ def is_mps_available(min_version: str = "1.12") -> bool:
 
 
 def is_xpu_available(check_device: bool = False) -> bool:
-    """Whether an Intel XPU device can be used.
+    """Whether an Intel XPU can be used through stock torch (``torch.xpu``, torch >= 2.7).
 
     Args:
-        check_device: Accepted for the reference's signature; the answer always comes from
-            ``torch.xpu.is_available()``, which already checks for a device.
+        check_device: Also count the devices, so a broken driver answers False instead of
+            raising.
     """
-    return hasattr(torch, "xpu") and torch.xpu.is_available()
+    if is_torch_version("<", "2.7"):
+        return False
+    return _device_present("xpu", check_device)
 
 
 def is_npu_available(check_device: bool = False) -> bool:
-    """Whether ``torch_npu`` is installed (and, with ``check_device``, a device is present)."""
-    if not _is_package_available("torch_npu"):
+    """Whether Ascend's ``torch_npu`` is installed and an NPU is present.
+
+    An installed ``torch_npu`` that fails to import (a CPU-only container) answers False.
+
+    Args:
+        check_device: Also count the devices, so a broken driver answers False instead of
+            raising.
+    """
+    return _vendor_device_available(
+        "torch_npu", "npu", check_device, import_errors_mean_absent=True
+    )
+
+
+def _vendor_device_available(
+    module: str,
+    attribute: str,
+    check_device: bool,
+    *,
+    import_errors_mean_absent: bool = False,
+) -> bool:
+    """Whether vendor extension ``module`` is installed and ``torch.<attribute>`` has a device.
+
+    Args:
+        module: The extension to import (``"torch_npu"``), which registers ``torch.<attribute>``.
+        attribute: The device family (``"npu"``).
+        check_device: Also count the devices, so a broken driver answers False instead of
+            raising.
+        import_errors_mean_absent: An import that raises answers False instead of raising.
+    """
+    if importlib.util.find_spec(module) is None:
         return False
-    if not check_device:
-        return True
-    npu = getattr(torch, "npu", None)
-    return bool(npu is not None and npu.is_available())
+    try:
+        importlib.import_module(module)
+    except Exception:
+        if import_errors_mean_absent:
+            return False
+        raise
+    return _device_present(attribute, check_device)
+
+
+def _device_present(attribute: str, check_device: bool) -> bool:
+    """Whether ``torch.<attribute>`` exists and reports a device."""
+    family = getattr(torch, attribute, None)
+    if family is None:
+        return False
+    if check_device:
+        try:
+            family.device_count()
+        except RuntimeError:
+            return False
+    return bool(family.is_available())
 
 
 def is_torch_xla_available(check_is_tpu: bool = False, check_is_gpu: bool = False) -> bool:

@@ -10,12 +10,16 @@ from typing import Any
 
 import torch
 
+from ._imports import is_torch_version
+
 _OOM_MESSAGES = (
     "CUDA out of memory.",
     "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.",
     "DefaultCPUAllocator: can't allocate memory",
     "XPU out of memory.",
     "out of memory",
+    "MPS backend out of memory",
+    "FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed",
 )
 
 
@@ -29,13 +33,20 @@ def should_reduce_batch_size(exception: BaseException) -> bool:
 
 
 def clear_device_cache(garbage_collection: bool = False) -> None:
-    """Collect garbage (optionally) and empty the accelerator's allocator cache."""
+    """Collect garbage (optionally) and empty the allocator cache of this machine's
+    accelerator family (``torch.npu.empty_cache()`` on an Ascend machine, ``torch.mps`` on
+    Apple ...). Gaudi HPUs reserve their memory per process and have no cache to empty."""
+    from ._devices import accelerator_module, family_available
+
     if garbage_collection:
         gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    elif hasattr(torch, "xpu") and torch.xpu.is_available():
-        torch.xpu.empty_cache()
+    accelerator = accelerator_module()
+    if accelerator is not None:
+        device, module = accelerator
+        if device != "hpu":
+            module.empty_cache()  # type: ignore[attr-defined]
+    elif family_available("mps") and is_torch_version(">=", "2.0"):
+        torch.mps.empty_cache()
 
 
 def release_memory(*objects: Any) -> list[None]:

@@ -17,7 +17,12 @@ from typing import Any, TypeVar
 
 import torch
 
-from ._imports import _is_at_least, _is_package_available, is_torch_version
+from ._imports import (
+    _is_at_least,
+    _is_package_available,
+    _vendor_device_available,
+    is_torch_version,
+)
 
 
 # ---------------------------------------------------------------------------- libraries
@@ -186,35 +191,50 @@ def check_cuda_fp8_capability() -> bool:
 
 
 # ------------------------------------------------------------------------------- devices
-def _vendor_device(module: str, attribute: str, check_device: bool) -> bool:
-    """Probe a vendor extension: installed, and with ``check_device`` a device is present."""
-    if not _is_package_available(module):
-        return False
-    if not check_device:
-        return True
-    importlib.import_module(module)
-    backend = getattr(torch, attribute, None)
-    return bool(backend is not None and backend.is_available())
-
-
 def is_mlu_available(check_device: bool = False) -> bool:
-    """Whether Cambricon's ``torch_mlu`` is installed (and with ``check_device``, an MLU)."""
-    return _vendor_device("torch_mlu", "mlu", check_device)
+    """Whether Cambricon's ``torch_mlu`` is installed and an MLU is present.
+
+    The check goes through the device-management library (``PYTORCH_CNDEV_BASED_MLU_CHECK=1``),
+    which leaves the MLU driver uninitialised, so processes can still be forked afterwards.
+
+    Args:
+        check_device: Also count the devices, so a broken driver answers False instead of
+            raising.
+    """
+    from ._environment import patch_environment
+
+    with patch_environment(PYTORCH_CNDEV_BASED_MLU_CHECK="1"):
+        return _vendor_device_available("torch_mlu", "mlu", check_device)
 
 
 def is_musa_available(check_device: bool = False) -> bool:
-    """Whether Moore Threads' ``torch_musa`` is installed (and with ``check_device``, a GPU)."""
-    return _vendor_device("torch_musa", "musa", check_device)
+    """Whether Moore Threads' ``torch_musa`` is installed and a MUSA GPU is present.
+
+    Args:
+        check_device: Also count the devices, so a broken driver answers False instead of
+            raising.
+    """
+    return _vendor_device_available("torch_musa", "musa", check_device)
 
 
 def is_sdaa_available(check_device: bool = False) -> bool:
-    """Whether Tecorigin's ``torch_sdaa`` is installed (and with ``check_device``, an SDAA)."""
-    return _vendor_device("torch_sdaa", "sdaa", check_device)
+    """Whether Tecorigin's ``torch_sdaa`` is installed and an SDAA is present.
+
+    Args:
+        check_device: Also count the devices, so a broken driver answers False instead of
+            raising.
+    """
+    return _vendor_device_available("torch_sdaa", "sdaa", check_device)
 
 
 def is_neuron_available(check_device: bool = False) -> bool:
-    """Whether AWS Neuron's ``torch_neuronx`` is installed (and with ``check_device``, a core)."""
-    return _vendor_device("torch_neuronx", "neuron", check_device)
+    """Whether AWS Neuron's ``torch_neuronx`` is installed and a NeuronCore is present.
+
+    Args:
+        check_device: Also count the devices, so a broken driver answers False instead of
+            raising.
+    """
+    return _vendor_device_available("torch_neuronx", "neuron", check_device)
 
 
 def is_hpu_available(init_hccl: bool = False) -> bool:
@@ -225,6 +245,8 @@ def is_hpu_available(init_hccl: bool = False) -> bool:
             creates a process group.
     """
     if importlib.util.find_spec("habana_frameworks") is None:
+        return False
+    if importlib.util.find_spec("habana_frameworks.torch") is None:
         return False
     importlib.import_module("habana_frameworks.torch")
     if init_hccl:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from ._devices import accelerator_module, family_available
 from ._enums import RNGType
 from ._state import PartialState
 
 
 def set_seed(seed: int, device_specific: bool = False, deterministic: bool = False) -> None:
-    """Seed ``random``, ``numpy`` and ``torch`` (every device) for reproducible runs.
+    """Seed ``random``, ``numpy`` and ``torch`` for reproducible runs, and every device of
+    this machine's accelerator family (``torch.npu.manual_seed_all`` on an Ascend machine,
+    ``torch.cuda.manual_seed_all`` on CUDA ...).
 
     Args:
         seed: The seed.
@@ -28,17 +32,46 @@ def set_seed(seed: int, device_specific: bool = False, deterministic: bool = Fal
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+    accelerator = accelerator_module()
+    if accelerator is not None:
+        accelerator[1].manual_seed_all(seed)  # type: ignore[attr-defined]
     if deterministic:
         torch.use_deterministic_algorithms(True)
+
+
+_DEVICE_RNGS = {
+    RNGType.CUDA: "cuda",
+    RNGType.XPU: "xpu",
+    RNGType.NPU: "npu",
+    RNGType.MLU: "mlu",
+    RNGType.SDAA: "sdaa",
+    RNGType.MUSA: "musa",
+    RNGType.HPU: "hpu",
+    RNGType.NEURON: "neuron",
+}
+
+
+def _device_rng(rng_type: RNGType) -> Any:
+    """``torch.<device>`` holding the generator of ``rng_type``, refused when absent here."""
+    device = _DEVICE_RNGS.get(rng_type)
+    if device is None:
+        raise ValueError(
+            f"rng_type must be one of {['torch', 'generator', *_DEVICE_RNGS.values()]}; got "
+            f"{rng_type.value!r}. Pass one of them ('xla' needs TPU support, which this version "
+            "does not have)."
+        )
+    if not family_available(device):
+        raise ValueError(
+            f"rng_type {device!r} synchronises the {device.upper()} generator, and this machine "
+            f"has no {device.upper()} (torch.{device} is not available); got rng_type="
+            f"{device!r}. Use 'torch' or 'generator', or run on a machine with that device."
+        )
+    return getattr(torch, device)
 
 
 def _get_state(rng_type: RNGType, generator: torch.Generator | None) -> torch.Tensor:
     if rng_type is RNGType.TORCH:
         return torch.get_rng_state()
-    if rng_type is RNGType.CUDA:
-        return torch.cuda.get_rng_state()
-    if rng_type is RNGType.XPU:
-        return torch.xpu.get_rng_state()
     if rng_type is RNGType.GENERATOR:
         if generator is None:
             raise ValueError(
@@ -46,21 +79,17 @@ def _get_state(rng_type: RNGType, generator: torch.Generator | None) -> torch.Te
                 "Pass generator=my_generator."
             )
         return generator.get_state()
-    raise ValueError(
-        f"rng_type {rng_type.value!r} is not supported on this machine; "
-        "use 'torch', 'cuda', 'xpu' or 'generator'."
-    )
+    return _device_rng(rng_type).get_rng_state()  # type: ignore[no-any-return]
 
 
 def _set_state(rng_type: RNGType, state: torch.Tensor, generator: torch.Generator | None) -> None:
     if rng_type is RNGType.TORCH:
         torch.set_rng_state(state)
-    elif rng_type is RNGType.CUDA:
-        torch.cuda.set_rng_state(state)
-    elif rng_type is RNGType.XPU:
-        torch.xpu.set_rng_state(state)
-    elif generator is not None:
-        generator.set_state(state)
+    elif rng_type is RNGType.GENERATOR:
+        if generator is not None:
+            generator.set_state(state)
+    else:
+        _device_rng(rng_type).set_rng_state(state)
 
 
 def synchronize_rng_state(
@@ -69,15 +98,19 @@ def synchronize_rng_state(
     """Copy the main process's state of one generator to every process.
 
     Args:
-        rng_type: ``"torch"``, ``"cuda"``, ``"xpu"`` or ``"generator"`` (default ``"torch"``).
+        rng_type: ``"torch"`` (default), ``"generator"``, or the generator of a device family
+            present here: ``"cuda"``, ``"xpu"``, ``"npu"``, ``"mlu"``, ``"sdaa"``, ``"musa"``,
+            ``"hpu"``, ``"neuron"``.
         generator: The generator to synchronise when ``rng_type="generator"``.
     """
     kind = RNGType.parse(rng_type or RNGType.TORCH, "rng_type")
+    rng = _get_state(kind, generator)
     state = PartialState()
     if not state.use_distributed:
         return
-    rng = _get_state(kind, generator)
-    device = state.device if state.backend == "nccl" else torch.device("cpu")
+    # Collective backends of accelerators move device tensors; gloo and MPI move CPU ones.
+    on_cpu = state.backend in ("gloo", "mpi") or state.device.type in ("cpu", "mps")
+    device = torch.device("cpu") if on_cpu else state.device
     rng = rng.to(device)
     dist.broadcast(rng, src=0)
     _set_state(kind, rng.cpu(), generator)

@@ -14,15 +14,14 @@ import torch
 import torch.distributed as dist
 
 from . import environment_variables as env
+from ._devices import default_device, device_for_process, distributed_family
 from ._enums import DistributedType
 from ._environment import detect_world
-from ._imports import is_cuda_available, is_mps_available, is_xpu_available
 from ._split import split_inputs
+from ._support import unsupported_distributed_type
 from ._teardown import register_teardown, teardown_process_group
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_GPU_BACKENDS = {"cuda": "nccl", "xpu": "xccl"}
 
 
 def is_debug_mode() -> bool:
@@ -30,14 +29,12 @@ def is_debug_mode() -> bool:
     return bool(env.read_env(env.ACCEL_DEBUG_MODE, False))
 
 
-def _accelerator_device_type(cpu: bool) -> str:
-    if cpu:
-        return "cpu"
-    if is_cuda_available():
-        return "cuda"
-    if is_xpu_available():
-        return "xpu"
-    return "cpu"
+def _refuse_unsupported(distributed_type: DistributedType, family: str) -> None:
+    message = unsupported_distributed_type(
+        distributed_type.value, f"{distributed_type.value} (torch.{family} devices were detected)"
+    )
+    if message is not None:
+        raise NotImplementedError(message)
 
 
 class PartialState:
@@ -76,11 +73,12 @@ class PartialState:
         """Whether the processes were forked from one parent (``ACCEL_FORK_LAUNCHED``)."""
         self._cpu = cpu
         self.launcher = world.launcher
-        device_type = _accelerator_device_type(cpu)
         backend = kwargs.pop("backend", None)
         if world.world_size > 1 or dist.is_initialized():
+            family = distributed_family(cpu)
+            _refuse_unsupported(family.distributed_type, family.device)
             if not dist.is_initialized():
-                backend = backend or _GPU_BACKENDS.get(device_type, "gloo")
+                backend = backend or family.backend
                 if world.master_addr is not None:
                     os.environ.setdefault("MASTER_ADDR", world.master_addr)
                 if world.master_port is not None:
@@ -97,17 +95,8 @@ class PartialState:
             self.process_index = dist.get_rank()
             self.local_process_index = world.local_rank
             self.num_processes_per_node = world.local_world_size
-            if device_type == "cpu":
-                self.distributed_type = DistributedType.MULTI_CPU
-                self.device = torch.device("cpu")
-            else:
-                self.distributed_type = (
-                    DistributedType.MULTI_GPU
-                    if device_type == "cuda"
-                    else DistributedType.MULTI_XPU
-                )
-                self.device = torch.device(device_type, self.local_process_index)
-                getattr(torch, device_type).set_device(self.device)
+            self.distributed_type = family.distributed_type
+            self.device = device_for_process(family.device, self.local_process_index)
         else:
             self.backend = None
             self.num_processes = 1
@@ -115,9 +104,9 @@ class PartialState:
             self.local_process_index = 0
             self.num_processes_per_node = 1
             self.distributed_type = DistributedType.NO
-            if device_type == "cpu" and not cpu and is_mps_available():
-                device_type = "mps"
-            self.device = torch.device(device_type)
+            self.device = default_device(cpu)
+            if self.device.type == "mps":
+                os.environ["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"
         self._is_initialized = True
 
     # ----------------------------------------------------------------- properties
@@ -128,11 +117,9 @@ class PartialState:
 
     @property
     def default_device(self) -> torch.device:
-        """The device this process would use without ``cpu=True``: MPS, else CUDA, else an
-        Intel XPU, else the CPU (the device type only, no index)."""
-        if is_mps_available():
-            return torch.device("mps")
-        return torch.device(_accelerator_device_type(cpu=False))
+        """The device this process would use without ``cpu=True``: MPS, else the first
+        accelerator family present, else the CPU (the device type only, no index)."""
+        return default_device(cpu=False)
 
     @property
     def use_distributed(self) -> bool:
@@ -260,7 +247,7 @@ class PartialState:
 
     def set_device(self) -> None:
         """Make ``self.device`` the current device of its backend (no-op on CPU)."""
-        if self.device.type in ("cuda", "xpu"):
+        if self.device.type not in ("cpu", "mps", "hpu", "neuron"):
             getattr(torch, self.device.type).set_device(self.device)
 
     def destroy_process_group(self, group: Any = None) -> None:

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
         DataLoaderConfiguration,
         skip_first_batches,
     )
+    from accel_launch import (
+        notebook_launcher,
+    )
     from accel_pipeline import (
         prepare_pippy,
     )

@@ -52,6 +52,7 @@ DEEPSPEED.update(
 )
 
 LAUNCH = _names("accel_launch", "write_basic_config prepare_sagemager_args_inputs")
+LAUNCH.update(_names("accel_state", "get_current_device_type"))
 
 FACADE = _names("accel._accelerator", "Accelerator")
 FACADE.update(_names("accel._optim", "AcceleratedOptimizer AcceleratedScheduler"))
@@ -191,6 +192,7 @@ TOP_LEVEL: dict[str, str] = {
     "is_rich_available": "accel_state",
     "synchronize_rng_states": "accel_state",
     "debug_launcher": "accel_state",
+    "notebook_launcher": "accel_launch",
     "find_executable_batch_size": "accel_state",
     "DeepSpeedPlugin": "accel_state",
     **{

@@ -138,7 +138,12 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_state",
             """AcceleratorState PartialState PrecisionType debug_launcher
-                is_mps_available is_rocm_available is_torch_version patch_environment""",
+                get_current_device_type is_mps_available is_rocm_available is_torch_version
+                patch_environment""",
+        ),
+        **_names(
+            "accel_launch",
+            """notebook_launcher""",
         ),
         **_names(
             "accel_state",
@@ -357,7 +362,7 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_state",
             """check_cuda_fp8_capability clear_environment
-                convert_dict_to_env_variables get_int_from_env parse_choice_from_env
+                convert_dict_to_env_variables get_current_device_type get_int_from_env parse_choice_from_env
                 parse_flag_from_env patch_environment purge_accelerate_environment
                 str_to_bool""",
         ),

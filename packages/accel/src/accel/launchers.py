@@ -17,6 +17,9 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
+    from accel_launch import (
+        notebook_launcher,
+    )
     from accel_state import (
         AcceleratorState,
         PartialState,
