@@ -17,6 +17,7 @@ from . import environment_variables as env
 from ._enums import DistributedType
 from ._environment import detect_world
 from ._imports import is_cuda_available, is_mps_available, is_xpu_available
+from ._process_group import init_default_group
 from ._split import split_inputs
 from ._teardown import register_teardown, teardown_process_group
 
@@ -86,9 +87,7 @@ class PartialState:
                 if isinstance(kwargs.get("timeout"), (int, float)):
                     kwargs["timeout"] = datetime.timedelta(seconds=kwargs["timeout"])
                 kwargs = {k: v for k, v in kwargs.items() if v is not None}
-                dist.init_process_group(
-                    backend=backend, rank=world.rank, world_size=world.world_size, **kwargs
-                )
+                init_default_group(backend, world, kwargs)
                 register_teardown()
             self.backend = str(dist.get_backend())
             self.num_processes = dist.get_world_size()
