@@ -17,6 +17,7 @@ from typing import Any
 import torch.distributed as dist
 
 from ._environment import WorldInfo
+from .hang_watchdog import hang_timeout, start_watchdog
 
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
 
@@ -31,7 +32,8 @@ def attempt_prefix() -> str | None:
 
 
 def init_default_group(backend: str, world: WorldInfo, kwargs: dict[str, Any]) -> None:
-    """Call ``init_process_group`` for ``world``, in this attempt's own part of the store.
+    """Call ``init_process_group`` for ``world``, in this attempt's own part of the store,
+    then start the hang watchdog (:mod:`accel_state.hang_watchdog`).
 
     Args:
         backend: ``gloo``, ``nccl`` ...
@@ -52,3 +54,11 @@ def init_default_group(backend: str, world: WorldInfo, kwargs: dict[str, Any]) -
         )
         kwargs = {**kwargs, "store": dist.PrefixStore(prefix, client)}
     dist.init_process_group(backend=backend, rank=world.rank, world_size=world.world_size, **kwargs)
+    start_watchdog(
+        world.rank,
+        world.world_size,
+        world.master_addr,
+        world.master_port,
+        prefix or "accel/",
+        hang_timeout(kwargs.get("timeout")),
+    )

@@ -20,6 +20,7 @@ from ._imports import is_cuda_available, is_mps_available, is_xpu_available
 from ._process_group import init_default_group
 from ._split import split_inputs
 from ._teardown import register_teardown, teardown_process_group
+from .hang_watchdog import collective
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -162,7 +163,8 @@ class PartialState:
     def wait_for_everyone(self) -> None:
         """Block until every process has reached this point."""
         if self.use_distributed:
-            dist.barrier()
+            with collective("barrier"):
+                dist.barrier()
 
     @contextlib.contextmanager
     def _first(self, is_first: bool) -> Iterator[None]:
