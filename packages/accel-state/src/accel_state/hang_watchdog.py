@@ -251,7 +251,14 @@ def format_report(
         f"{head.get('op')} #{head.get('seq')} (shapes {head.get('shapes')})"
         + (f"; {why}" if why else "")
     ]
-    out += [f"  STUCK: {line}" for line in _stuck(reports, world, alarmer)]
+    stuck = _stuck(reports, world, alarmer)
+    out += [f"  STUCK: {line}" for line in stuck]
+    if not stuck:
+        out.append(
+            "  every process waits in this same collective: the backend itself is stuck, or a "
+            "process is also waiting in a collective accel does not record (DDP's backward, a "
+            "direct torch.distributed call)"
+        )
     for rank in sorted(reports):
         where = reports[rank]
         if "op" in where:
