@@ -1,6 +1,6 @@
 """Cost of the hang watchdog's record around each collective, on 2 gloo processes.
 
-    uv run python -m torch.distributed.run --nproc_per_node 2 \
+    uv run python -m torch.distributed.run --nproc_per_node 2 --master_port 29533 \
         benchmarks/collectives/bench_watchdog.py [--iters 400] [--out PATH]
 
 ``PartialState`` starts the watchdog thread (it wakes once a second). Each iteration runs a
