@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from accel_state.hang_watchdog import collective
 
 from ._nested import iter_leaves
 
@@ -96,7 +97,8 @@ def verify_operation(
     """
     local = describe(data)
     everyone: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, local)
+    with collective("debug check"):
+        dist.all_gather_object(everyone, local)
     reference = everyone[0]
     problems = []
     for rank, other in enumerate(everyone[1:], start=1):
@@ -122,7 +124,8 @@ def verify_same_length(operation: str, object_list: list[Any]) -> None:
         DistributedOperationException: on every process, if the lengths differ.
     """
     lengths: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(lengths, len(object_list))
+    with collective("debug check"):
+        dist.all_gather_object(lengths, len(object_list))
     if len(set(lengths)) > 1:
         lines = "\n".join(f"  process {r}: a list of {n} objects" for r, n in enumerate(lengths))
         raise DistributedOperationException(

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from accel_state import PartialState
+from accel_state.hang_watchdog import collective
 
 from ._checks import CannotPadNestedTensorWarning, verify_operation, verify_same_length
 from ._nested import iter_leaves, recursively_apply
@@ -86,7 +87,8 @@ def _gather_one(tensor: torch.Tensor, state: PartialState) -> torch.Tensor:
     try:
         if backend not in _NO_SINGLE_GATHER:
             try:
-                _all_gather_single(out, tensor)
+                with collective("gather", tensor):
+                    _all_gather_single(out, tensor)
                 return out
             except (RuntimeError, NotImplementedError) as err:
                 if not _is_unsupported(err):
@@ -94,7 +96,8 @@ def _gather_one(tensor: torch.Tensor, state: PartialState) -> torch.Tensor:
                 # Every process fails the same way before any data moves: fall back for good.
                 _NO_SINGLE_GATHER.add(str(backend))
         # Each process's share is written straight into its slice of ``out``.
-        dist.all_gather(list(out.chunk(n)), tensor)
+        with collective("gather", tensor):
+            dist.all_gather(list(out.chunk(n)), tensor)
         return out
     except RuntimeError as err:
         raise RuntimeError(
@@ -168,7 +171,8 @@ def gather_object(object: Any) -> list[Any]:
     if state.num_processes == 1:
         return list(object) if isinstance(object, list) else [object]
     received: list[Any] = [None] * state.num_processes
-    dist.all_gather_object(received, object)
+    with collective("gather_object", object):
+        dist.all_gather_object(received, object)
     result: list[Any] = []
     for item in received:
         if isinstance(item, list):
@@ -181,7 +185,8 @@ def gather_object(object: Any) -> list[Any]:
 # ------------------------------------------------------------------------------ broadcast
 def _broadcast_one(tensor: torch.Tensor, from_process: int, state: PartialState) -> torch.Tensor:
     buffer = _comm_tensor(tensor, state)
-    dist.broadcast(buffer, src=from_process)
+    with collective("broadcast", buffer):
+        dist.broadcast(buffer, src=from_process)
     if buffer is not tensor and buffer.device == tensor.device:
         # A non-contiguous input: write the result back so the call stays in place.
         tensor.copy_(buffer)
@@ -248,7 +253,8 @@ def broadcast_object_list(object_list: list[Any], from_process: int = 0) -> list
         return object_list
     if state.debug:
         verify_same_length("broadcast_object_list", object_list)
-    dist.broadcast_object_list(object_list, src=from_process)
+    with collective("broadcast_object_list"):
+        dist.broadcast_object_list(object_list, src=from_process)
     return object_list
 
 
@@ -277,7 +283,8 @@ def copy_tensor_to_devices(tensor: torch.Tensor | None = None) -> torch.Tensor:
         return tensor
     meta = None if tensor is None else (tuple(tensor.shape), tensor.dtype)
     metas: list[Any] = [None] * state.num_processes
-    dist.all_gather_object(metas, meta)
+    with collective("copy_tensor_to_devices"):
+        dist.all_gather_object(metas, meta)
     holders = [rank for rank, m in enumerate(metas) if m is not None]
     if not holders:
         raise ValueError(
@@ -292,7 +299,8 @@ def copy_tensor_to_devices(tensor: torch.Tensor | None = None) -> torch.Tensor:
         shape, dtype = metas[source]
         device = state.device if state.backend in _DEVICE_BACKENDS else torch.device("cpu")
         buffer = torch.empty(shape, dtype=dtype, device=device)
-    dist.broadcast(buffer, src=source)
+    with collective("copy_tensor_to_devices", buffer):
+        dist.broadcast(buffer, src=source)
     return buffer
 
 
@@ -308,7 +316,8 @@ def _reduce_one(
         moved = _comm_tensor(tensor, state)
         # Reduce into a copy: the caller's tensor is left alone.
         out = moved.clone() if moved is tensor else moved
-        dist.all_reduce(out, _REDUCE_OPS.get(reduction, dist.ReduceOp.SUM))
+        with collective("reduce", out):
+            dist.all_reduce(out, _REDUCE_OPS.get(reduction, dist.ReduceOp.SUM))
     else:
         out = tensor.clone(memory_format=torch.contiguous_format)
     exact = out.is_floating_point() or out.is_complex()

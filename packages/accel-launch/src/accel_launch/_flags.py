@@ -234,6 +234,13 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         help="Seconds between two health checks of the workers.",
     )
     dist.add_argument(
+        "--hang_timeout",
+        type=finite,
+        default=None,
+        help="Seconds a process may wait in one collective before every process reports its "
+        "position and stack and the job exits (ACCEL_HANG_TIMEOUT; 0 turns the watchdog off).",
+    )
+    dist.add_argument(
         "--mpirun_hostfile",
         default=None,
         help="Start the processes with mpirun on the hosts of this hostfile.",

@@ -165,6 +165,19 @@ def build_command(
     return Command("torchrun", _torchrun_argv(config, port, target, module, no_python), env)
 
 
+def _hang_timeout(command: Command, args: argparse.Namespace) -> None:
+    """Pass ``--hang_timeout`` to the processes as ``ACCEL_HANG_TIMEOUT``."""
+    value = getattr(args, "hang_timeout", None)
+    if value is None:
+        return
+    if value < 0:
+        raise ConfigError(
+            "--hang_timeout is the seconds a process may wait in one collective and must be "
+            f">= 0; got {value}. Use e.g. --hang_timeout 60, or 0 to turn the watchdog off."
+        )
+    command.env[contract.ACCEL_HANG_TIMEOUT] = f"{value:g}"
+
+
 def launch(args: argparse.Namespace) -> int:
     """Run ``accel launch`` with parsed arguments; return the exit code."""
     sagemaker = sagemaker_config_path(args)
@@ -178,6 +191,7 @@ def launch(args: argparse.Namespace) -> int:
             target, module, no_python = _target(args)
             command = build_command(plan, target, module, no_python, _port(plan))
             add_torchrun_options(command.launcher, command.argv, args)
+            _hang_timeout(command, args)
             print(f"\nlauncher: {command.launcher}\ncommand: {command.display()}")
             print("environment of the processes:")
             for name, value in sorted(command.env.items()):
@@ -188,6 +202,7 @@ def launch(args: argparse.Namespace) -> int:
     port = _port(plan)
     command = build_command(plan, target, module, no_python, port)
     add_torchrun_options(command.launcher, command.argv, args)
+    _hang_timeout(command, args)
     if command.launcher in ("python", "torchrun", "slurm-task"):  # runs on this machine
         check_target(target[0], module, no_python)
     if command.launcher == "mpirun":

@@ -18,6 +18,8 @@ import sys
 from types import FrameType
 from typing import Any
 
+from accel_state.hang_watchdog import HANG_EXIT_CODE
+
 from ._errors import ConfigError
 
 _STOP_GRACE = 30
@@ -174,6 +176,8 @@ def _report_failure(err: Any) -> int:
     if not reason or reason.startswith("To enable traceback"):
         # torchrun's placeholder: the real traceback was printed by the process itself.
         reason = "see its traceback above"
+    if failure.exitcode == HANG_EXIT_CODE:
+        reason = "stopped by the hang doctor; its report is above"
     if failure.exitcode is not None and failure.exitcode < 0:
         reason = f"killed by signal {-failure.exitcode}; {reason}"
     print(

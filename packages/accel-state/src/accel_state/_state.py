@@ -17,9 +17,11 @@ from . import environment_variables as env
 from ._devices import default_device, device_for_process, distributed_family
 from ._enums import DistributedType
 from ._environment import detect_world
+from ._process_group import init_default_group
 from ._split import split_inputs
 from ._support import unsupported_distributed_type
 from ._teardown import register_teardown, teardown_process_group
+from .hang_watchdog import collective
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -86,9 +88,7 @@ class PartialState:
                 if isinstance(kwargs.get("timeout"), (int, float)):
                     kwargs["timeout"] = datetime.timedelta(seconds=kwargs["timeout"])
                 kwargs = {k: v for k, v in kwargs.items() if v is not None}
-                dist.init_process_group(
-                    backend=backend, rank=world.rank, world_size=world.world_size, **kwargs
-                )
+                init_default_group(backend, world, kwargs)
                 register_teardown()
             self.backend = str(dist.get_backend())
             self.num_processes = dist.get_world_size()
@@ -160,7 +160,8 @@ class PartialState:
     def wait_for_everyone(self) -> None:
         """Block until every process has reached this point."""
         if self.use_distributed:
-            dist.barrier()
+            with collective("barrier"):
+                dist.barrier()
 
     @contextlib.contextmanager
     def _first(self, is_first: bool) -> Iterator[None]:

@@ -452,6 +452,18 @@ ACCEL_CHECKPOINT_TIMEOUT: Final = EnvironmentVariable(
 )
 """Seconds a collective of ``save_state`` / ``load_state`` waits for the other processes."""
 
+ACCEL_HANG_TIMEOUT: Final = EnvironmentVariable(
+    "ACCEL_HANG_TIMEOUT",
+    "float",
+    minimum=0,
+    written_by="the user, or ``accel launch`` ``--hang_timeout``",
+    read_by="``PartialState`` (the hang watchdog, ``accel_state.hang_watchdog``)",
+)
+"""Seconds a process may wait inside one collective before every process reports where it is
+(operation, sequence number, shapes, Python stack) and the job exits with code 124. Unset: 80 %
+of the process group's timeout (``InitProcessGroupKwargs(timeout=...)``, else torch's 30
+minutes); 0 turns the watchdog off."""
+
 ACCEL_IGNORE_SLURM: Final = EnvironmentVariable(
     "ACCEL_IGNORE_SLURM",
     "bool",
@@ -580,6 +592,7 @@ __all__ = [
     "ACCEL_LOG_LEVEL",
     "ACCEL_TEARDOWN_TIMEOUT",
     "ACCEL_CHECKPOINT_TIMEOUT",
+    "ACCEL_HANG_TIMEOUT",
     "ACCEL_IGNORE_SLURM",
     "ACCEL_CONFIG_HOME",
     "ACCEL_RDZV_ID",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import Callable
@@ -12,11 +13,19 @@ from torch.utils.hooks import RemovableHandle
 
 from ._checkpoint_load import load_checkpoint
 from ._checkpoint_sync import Rendezvous
-from ._checkpointing import resolve_input_dir, resolve_output_dir, save_checkpoint
+from ._checkpointing import (
+    LATEST,
+    latest_checkpoint,
+    resolve_input_dir,
+    resolve_output_dir,
+    save_checkpoint,
+)
 from ._save_model import save, save_model_files
 
 if TYPE_CHECKING:
     from ._accelerator import Accelerator
+
+_logger = logging.getLogger("accel.checkpointing")
 
 
 class CheckpointingMixin:
@@ -159,7 +168,11 @@ class CheckpointingMixin:
 
         Args:
             input_dir: The folder; None loads the latest complete
-                ``checkpoints/checkpoint_<i>`` of the project (automatic naming).
+                ``checkpoints/checkpoint_<i>`` of the project (automatic naming) and fails
+                when there is none. ``"latest"`` loads that same newest complete checkpoint
+                of ``<project_dir>/checkpoints`` and, when there is none, logs a warning and
+                returns with nothing changed (a fresh start): one line that makes a script
+                resume after a restart.
             load_kwargs: Extra ``torch.load`` arguments for non-weight files (they are read
                 with ``weights_only=True`` unless ``trust_pickles``).
             trust_pickles: Unpickle the checkpoint's files with no restriction. Without it no
@@ -177,14 +190,22 @@ class CheckpointingMixin:
                 (refused without running it).
         """
         rendezvous = Rendezvous("load_state")
+        latest = isinstance(input_dir, str) and input_dir == LATEST
         try:
-            path = resolve_input_dir(self, input_dir)
+            path = latest_checkpoint(self) if latest else resolve_input_dir(self, input_dir)
         except Exception as exc:
             rendezvous.meet("enter", error=f"{type(exc).__name__}: {exc}")
             raise
-        chosen = rendezvous.meet("enter", payload=path)
-        if input_dir is None:
+        chosen = rendezvous.meet("enter", payload=path or "")
+        if input_dir is None or latest:
             path = chosen[0]  # every process loads the checkpoint the main process found
+        if not path:
+            folder = os.path.join(str(self.project_configuration.project_dir), "checkpoints")
+            if self.is_main_process:
+                _logger.warning(
+                    "load_state('latest'): no complete checkpoint in %s; starting fresh.", folder
+                )
+            return
         hooks = list(self._load_model_state_pre_hook.values())
         load_checkpoint(
             self,

@@ -93,6 +93,34 @@ def resolve_output_dir(accelerator: Accelerator, output_dir: str | os.PathLike[s
     return os.path.abspath(os.fspath(output_dir))
 
 
+LATEST = "latest"
+"""``load_state("latest")``: the newest complete checkpoint, or a fresh start when none."""
+
+
+def latest_checkpoint(accelerator: Accelerator) -> str | None:
+    """The newest complete ``checkpoints/checkpoint_<i>`` of the project, or None.
+
+    Raises:
+        ValueError: the project has no ``project_dir`` to look in.
+        FileExistsError: a folder named ``latest`` exists here, which the keyword would hide.
+    """
+    if os.path.lexists(LATEST):
+        raise FileExistsError(
+            f'load_state("latest") loads the newest checkpoint of the project, but a folder '
+            f"named 'latest' exists in {os.getcwd()!r} and may be what you meant. Pass "
+            "'./latest' to load that folder, or rename it."
+        )
+    config = accelerator.project_configuration
+    if config.project_dir is None:
+        raise ValueError(
+            'load_state("latest") looks in <project_dir>/checkpoints; got project_dir=None. '
+            "Pass ProjectConfiguration(project_dir=..., automatic_checkpoint_naming=True)."
+        )
+    folder = os.path.join(config.project_dir, "checkpoints")
+    found = checkpoints_in(folder)
+    return found[-1][1] if found else None
+
+
 def resolve_input_dir(accelerator: Accelerator, input_dir: str | os.PathLike[str] | None) -> str:
     """The folder ``load_state`` reads: ``input_dir`` or the latest complete checkpoint."""
     if input_dir is not None:
@@ -112,7 +140,8 @@ def resolve_input_dir(accelerator: Accelerator, input_dir: str | os.PathLike[str
     if not found:
         raise FileNotFoundError(
             f"load_state() without a folder loads the latest complete checkpoint_<i> in "
-            f"{folder!r}; there is none. Save one with save_state() first."
+            f"{folder!r}; there is none. Save one with save_state() first, or call "
+            'load_state("latest"), which starts fresh when there is none.'
         )
     return found[-1][1]
 
