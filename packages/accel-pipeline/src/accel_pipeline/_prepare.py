@@ -191,11 +191,25 @@ def prepare_pippy(
     ``config.use_cache = False`` (a key/value cache cannot cross stages). Put the model in eval
     mode first: tracing records dropout as it is at that time.
 
-    On a single process the model is not split and runs whole (same input checks).
+    On several processes, each process keeps only its stage's weights: every parameter and
+    buffer outside the stage is replaced by a ``meta`` tensor on ``model`` and its storage is
+    freed (shrunk to zero bytes, so memory returns even where the traced program still refers to
+    it). A tensor two stages share, such as an output head tied to the token embedding, is held
+    by both. ``model`` can then no longer run whole on any process.
+
+    A model too big for one process is built under ``init_empty_weights()`` and given a
+    ``checkpoint``: the example forward and the trace run on placeholders (one zero per tensor,
+    expanded to its shape: no weight memory), then each process reads only its stage's tensors
+    from the (sharded) safetensors checkpoint with accel-bigmodel's streaming loader, each
+    straight into its own memory. Buffers computed in ``__init__`` (rotary frequencies) keep
+    their values, so build without ``include_buffers=True``.
+
+    On a single process the model is not split and runs whole (same input checks); a
+    ``checkpoint`` is loaded whole.
 
     Args:
         model: The model, with its weights on the CPU (each stage moves to its process's
-            device).
+            device), or built under ``init_empty_weights()`` with ``checkpoint`` given.
         split_points: ``"auto"`` finds balanced split points from the module sizes of
             :func:`accel_bigmodel.compute_module_sizes` (one stage per process); otherwise a list
             of module names, each starting a stage (one fewer than the number of processes).
@@ -206,14 +220,24 @@ def prepare_pippy(
         num_chunks: Chunks each pipeline step cuts its batch into; defaults to the number of
             processes.
         gather_output: Send the output from the last process to every process.
+        checkpoint: A safetensors file, index ``.json`` or folder (``save_pretrained`` output)
+            holding the model's weights; required when the model has ``meta`` tensors. Each
+            process loads only the tensors of its stage; a stage tensor built on ``meta`` that
+            the checkpoint lacks is an error, raised before anything is loaded.
 
     Returns:
         ``model`` itself, whose ``forward`` now runs the pipeline. The original forward is kept as
-        ``model._original_forward``; ``model.pippy_split_points`` and ``model.pippy_stage``
-        describe the split.
+        ``model._original_forward`` (it runs only on a single process: elsewhere the weights
+        outside the stage are released); ``model.pippy_split_points`` and ``model.pippy_stage``
+        describe the split, and on several processes ``model.pippy_stage_weights`` tells what
+        this process kept (``kept``, ``released``, ``stage_bytes``, ``loaded_from``).
 
     Raises:
-        ValueError: On invalid split points, ``num_chunks`` or example inputs.
+        ValueError: On invalid split points, ``num_chunks`` or example inputs, or a model with
+            ``meta`` tensors and no ``checkpoint``.
+        FileNotFoundError: When ``checkpoint`` does not exist (checked before tracing).
+        accel_bigmodel.CheckpointKeysError: When the checkpoint lacks tensors of this stage
+            that were built on ``meta``.
         PipelineTraceError: When the forward pass cannot be traced; names the failing module.
         ImportError: When torch has no ``torch.distributed.pipelining``.
     """
