@@ -59,18 +59,18 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="folder of a saved LlamaForCausalLM")
     args = parser.parse_args()
     state = PartialState()
+    config = CONFIG if args.checkpoint is None else LlamaConfig.from_pretrained(args.checkpoint)
+    prompts = torch.randint(
+        3, config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0)
+    )
     checkpoint = args.checkpoint
     if checkpoint is None:
         # The same path on every process of this machine.
         checkpoint = os.path.join(tempfile.gettempdir(), "accel_pippy_llama_example")
-        save_random_model(state, checkpoint)
-    config = CONFIG if args.checkpoint is None else LlamaConfig.from_pretrained(checkpoint)
+        save_random_model(state, checkpoint, prompts)
     with init_empty_weights():
         model = LlamaForCausalLM(config).eval()  # no memory for weights
 
-    prompts = torch.randint(
-        3, config.vocab_size, (4, 32), generator=torch.Generator().manual_seed(0)
-    )
     mask = torch.ones_like(prompts)
     # Keyword inputs: every call must pass the same keywords as the example.
     model = prepare_pippy(

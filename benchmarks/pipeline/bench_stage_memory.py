@@ -6,7 +6,7 @@ Run from the repository root (``--group bench`` adds the reference library):
 
 The table replaces its own section of ``benchmarks/results/pipeline.md``.
 
-A Llama decoder built from a config (random weights, about 440 MB in float32) is saved once as a
+A Llama decoder built from a config (random weights, about 250 MB in float32) is saved once as a
 sharded safetensors checkpoint. Then, each in fresh processes:
 
 - ``whole``: one process builds the model under ``init_empty_weights`` and loads the whole
@@ -44,11 +44,11 @@ HEADING = "## Memory per process: stage-only loading vs the whole model"
 BATCH, SEQ = 4, 32
 CONFIG = dict(
     vocab_size=8000,
-    hidden_size=1024,
-    intermediate_size=2816,
+    hidden_size=768,
+    intermediate_size=2048,
     num_hidden_layers=8,
-    num_attention_heads=16,
-    num_key_value_heads=8,
+    num_attention_heads=12,
+    num_key_value_heads=4,
     max_position_embeddings=SEQ,
     tie_word_embeddings=False,
     use_cache=False,

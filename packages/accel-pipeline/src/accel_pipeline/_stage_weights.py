@@ -170,15 +170,19 @@ def _load_stage(
     checkpoint: PathLike,
     unset: set[str],
     device: torch.device,
+    loadable: set[str],
 ) -> dict[str, torch.Tensor]:
     """Reads the values of ``kept`` (and their tied aliases) from ``checkpoint``.
 
     The tensors are placed in a bare module tree named like the model, so the streaming loader of
     accel-bigmodel reads only these keys, each straight into its own memory. Tensors named in
     ``unset`` (built on ``meta``) must be in the checkpoint; others keep their values if absent.
+    Only ``loadable`` names (in the model's ``state_dict``) are read.
     """
     view = nn.Module()
     for name, tensor in kept.items():
+        if name not in loadable:
+            continue  # a non-persistent buffer: checkpoints do not hold it
         if name in unset:
             tensor = _on_meta(tensor)
         for alias in aliases.get(name, [name]):
@@ -204,13 +208,13 @@ def _load_stage(
             os.fspath(checkpoint),
             report.missing_keys[:10],
         )
-    loaded = {}
-    for name in kept:
+    loaded = dict(kept)
+    for name in loadable:
         owner, leaf = _owner(view, name)
-        loaded[name] = (
-            owner._parameters[leaf] if leaf in owner._parameters else owner._buffers[leaf]
-        )
-    return loaded  # type: ignore[return-value]
+        value = owner._parameters[leaf] if leaf in owner._parameters else owner._buffers[leaf]
+        assert value is not None
+        loaded[name] = value
+    return loaded
 
 
 def _free_storages(dropped: list[torch.Tensor], kept: list[torch.Tensor]) -> None:
@@ -273,7 +277,11 @@ def keep_only_stage(
         in_model.append((owner, leaf, canonical))
     if checkpoint is not None:
         unset_canonical = {aliases[n][0] for n in unset if n in aliases}
-        kept = _load_stage(kept, aliases, checkpoint, unset_canonical, torch.device(device))
+        persistent = set(model.state_dict().keys())
+        loadable = {n for n in kept if any(a in persistent for a in aliases[n])}
+        kept = _load_stage(
+            kept, aliases, checkpoint, unset_canonical, torch.device(device), loadable
+        )
     for owner, leaf, canonical in in_model:
         _put(owner, leaf, kept[canonical])
     result = StageWeights(kept=sorted(kept))
