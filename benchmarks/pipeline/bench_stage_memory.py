@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -148,9 +149,14 @@ def _run(mode: str, checkpoint: str, iters: int) -> list[dict[str, Any]] | str:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", *script]
     env = dict(os.environ, OMP_NUM_THREADS="1", ACCEL_USE_CPU="true", ACCELERATE_USE_CPU="true")
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env, cwd=ROOT)
-    rows = [json.loads(line[4:]) for line in done.stdout.splitlines() if line.startswith("ROW ")]
+    # Two processes may print on one line: each row is a flat JSON object after "ROW ".
+    rows = [json.loads(found) for found in re.findall(r"ROW (\{[^{}]*\})", done.stdout)]
     if done.returncode != 0 or not rows:
-        errors = [line for line in done.stderr.splitlines() if "Error" in line]
+        errors = [
+            line
+            for line in done.stderr.splitlines()
+            if "Error" in line and "elastic" not in line and "ChildFailedError" not in line
+        ]
         return errors[-1].strip() if errors else f"exit code {done.returncode}"
     return rows
 
