@@ -42,6 +42,16 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Memory per process: stage-only loading vs the whole model"
+NOTE = (
+    "Reading the table: each pipelined process holds half the weights (`weights held`, the "
+    "distinct storages of its stage). Its peak RSS also holds what tracing costs "
+    "(`torch.export` and its compiler stack are imported and run once; this table does not "
+    "separate that cost from the weights), so the gap to the whole model's peak is smaller than "
+    "the weights saved; it grows with the model, since tracing does not. The reference's "
+    "`prepare_pippy` needs the whole model with real weights in every process, so its peak per "
+    "process is at least the whole model's; when it fails, the line above is the last error line "
+    "its processes printed (here a peer crashed without printing its own cause)."
+)
 BATCH, SEQ = 4, 32
 CONFIG = dict(
     vocab_size=8000,
@@ -226,6 +236,7 @@ def main() -> None:
                 f"| {row['peak_rss_mb']:.0f} | {row['peak_rss_mb'] - row['baseline_mb']:.0f} | "
                 f"{row['seconds']:.2f} | {BATCH / row['seconds']:.1f} |"
             )
+    notes.append(NOTE)
     lines += ["", *notes]
     out = Path(args.out)
     previous = out.read_text() if out.exists() else ""
