@@ -25,8 +25,12 @@ def test_prepare_pippy_signature_matches_the_reference() -> None:
         "example_kwargs",
         "num_chunks",
         "gather_output",
+        "checkpoint",
     ]
-    defaults = {n: p.default for n, p in params.items() if n != "model"}
+    # The one addition is keyword-only with a default, so every reference call still works.
+    assert params["checkpoint"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["checkpoint"].default is None
+    defaults = {n: p.default for n, p in params.items() if n not in ("model", "checkpoint")}
     assert defaults == {
         "split_points": "auto",
         "no_split_module_classes": None,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
+import os
 from collections.abc import Sequence
 from typing import Any, Union
 
 import torch
+from accel_bigmodel import load_checkpoint_in_model
 from accel_collectives import broadcast, broadcast_object_list, send_to_device
 from accel_state import PartialState
 from torch import nn
@@ -26,6 +29,12 @@ from ._split_points import (
     check_split_points,
     find_split_points,
     probe_forward,
+)
+from ._stage_weights import (
+    install_placeholders,
+    keep_only_stage,
+    meta_tensor_names,
+    restore,
 )
 from ._trace import pipelining_api, trace_pipeline
 
@@ -162,6 +171,8 @@ def prepare_pippy(
     example_kwargs: dict[str, Any] | None = None,
     num_chunks: int | None = None,
     gather_output: bool | None = False,
+    *,
+    checkpoint: Union[str, os.PathLike[str], None] = None,
 ) -> nn.Module:
     """Wraps ``model`` for pipeline-parallel inference: one stage of the model per process.
 
@@ -180,11 +191,25 @@ def prepare_pippy(
     ``config.use_cache = False`` (a key/value cache cannot cross stages). Put the model in eval
     mode first: tracing records dropout as it is at that time.
 
-    On a single process the model is not split and runs whole (same input checks).
+    On several processes, each process keeps only its stage's weights: every parameter and
+    buffer outside the stage is replaced by a ``meta`` tensor on ``model`` and its storage is
+    freed (shrunk to zero bytes, so memory returns even where the traced program still refers to
+    it). A tensor two stages share, such as an output head tied to the token embedding, is held
+    by both. ``model`` can then no longer run whole on any process.
+
+    A model too big for one process is built under ``init_empty_weights()`` and given a
+    ``checkpoint``: the example forward and the trace run on placeholders (one zero per tensor,
+    expanded to its shape: no weight memory), then each process reads only its stage's tensors
+    from the (sharded) safetensors checkpoint with accel-bigmodel's streaming loader, each
+    straight into its own memory. Buffers computed in ``__init__`` (rotary frequencies) keep
+    their values, so build without ``include_buffers=True``.
+
+    On a single process the model is not split and runs whole (same input checks); a
+    ``checkpoint`` is loaded whole.
 
     Args:
         model: The model, with its weights on the CPU (each stage moves to its process's
-            device).
+            device), or built under ``init_empty_weights()`` with ``checkpoint`` given.
         split_points: ``"auto"`` finds balanced split points from the module sizes of
             :func:`accel_bigmodel.compute_module_sizes` (one stage per process); otherwise a list
             of module names, each starting a stage (one fewer than the number of processes).
@@ -195,14 +220,24 @@ def prepare_pippy(
         num_chunks: Chunks each pipeline step cuts its batch into; defaults to the number of
             processes.
         gather_output: Send the output from the last process to every process.
+        checkpoint: A safetensors file, index ``.json`` or folder (``save_pretrained`` output)
+            holding the model's weights; required when the model has ``meta`` tensors. Each
+            process loads only the tensors of its stage; a stage tensor built on ``meta`` that
+            the checkpoint lacks is an error, raised before anything is loaded.
 
     Returns:
         ``model`` itself, whose ``forward`` now runs the pipeline. The original forward is kept as
-        ``model._original_forward``; ``model.pippy_split_points`` and ``model.pippy_stage``
-        describe the split.
+        ``model._original_forward`` (it runs only on a single process: elsewhere the weights
+        outside the stage are released); ``model.pippy_split_points`` and ``model.pippy_stage``
+        describe the split, and on several processes ``model.pippy_stage_weights`` tells what
+        this process kept (``kept``, ``released``, ``stage_bytes``, ``loaded_from``).
 
     Raises:
-        ValueError: On invalid split points, ``num_chunks`` or example inputs.
+        ValueError: On invalid split points, ``num_chunks`` or example inputs, or a model with
+            ``meta`` tensors and no ``checkpoint``.
+        FileNotFoundError: When ``checkpoint`` does not exist (checked before tracing).
+        accel_bigmodel.CheckpointKeysError: When the checkpoint lacks tensors of this stage
+            that were built on ``meta``.
         PipelineTraceError: When the forward pass cannot be traced; names the failing module.
         ImportError: When torch has no ``torch.distributed.pipelining``.
     """
@@ -211,7 +246,76 @@ def prepare_pippy(
     args = tuple(send_to_device(tuple(example_args or ()), "cpu"))
     kwargs = dict(send_to_device(dict(example_kwargs or {}), "cpu"))
     signature = input_signature(args, kwargs)
+    unset = _check_weights(model, checkpoint)
     _disable_cache(model)
+    if state.num_processes == 1 and checkpoint is not None:
+        load_checkpoint_in_model(model, checkpoint)
+        unset = []
+    placeholders = install_placeholders(model) if unset else []
+    try:
+        names, probe = _plan(model, split_points, no_split_module_classes, args, kwargs, state)
+        chunk_size = math.ceil(signature.batch_size / num_chunks)
+        if state.num_processes == 1:
+            schedule: Any = None
+            stage: Any = None
+        else:
+            stage, schedule = _build_stage(
+                model, names, (args, kwargs), chunk_size, num_chunks, checkpoint, set(unset), state
+            )
+    except BaseException:
+        restore(placeholders)
+        raise
+    original_forward = model.forward
+    model._original_forward = original_forward  # type: ignore[assignment]
+    model.pippy_split_points = names  # type: ignore[assignment]
+    model.pippy_stage = stage  # type: ignore[assignment]
+    model.forward = PipelinedForward(  # type: ignore[method-assign]
+        schedule=schedule,
+        original_forward=original_forward,
+        state=state,
+        signature=signature,
+        round_size=chunk_size * num_chunks,
+        num_chunks=num_chunks,
+        output_example=probe.output,
+        gather_output=bool(gather_output),
+    )
+    return model
+
+
+def _check_weights(model: nn.Module, checkpoint: Any) -> list[str]:
+    """Names of the model's ``meta`` tensors; checks that a checkpoint provides them."""
+    if checkpoint is not None:
+        if not isinstance(checkpoint, (str, os.PathLike)):
+            raise TypeError(
+                "checkpoint must be the path of a safetensors file, an index .json or a folder; "
+                f"got a {type(checkpoint).__name__} ({checkpoint!r}). Pass a path."
+            )
+        if not os.path.exists(checkpoint):
+            raise FileNotFoundError(
+                f"checkpoint must be an existing file or folder; {os.fspath(checkpoint)!r} does "
+                "not exist. Pass the folder the model was saved to (model.save_pretrained(...) "
+                "or accel_bigmodel.shard_checkpoint writes one)."
+            )
+    unset = meta_tensor_names(model)
+    if unset and checkpoint is None:
+        raise ValueError(
+            "prepare_pippy needs values for every weight of the model, but "
+            f"{len(unset)} tensors are on the meta device (built under init_empty_weights): "
+            f"{unset[:5]}{' ...' if len(unset) > 5 else ''}. Pass checkpoint='path/to/weights' so "
+            "that each process loads only its stage's weights, or load the weights first."
+        )
+    return unset
+
+
+def _plan(
+    model: nn.Module,
+    split_points: Union[str, list[str]],
+    no_split_module_classes: list[str] | None,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    state: PartialState,
+) -> tuple[list[str], Any]:
+    """Split points, and one eager forward on the example inputs (output shapes, call counts)."""
     if split_points == "auto":
         names = find_split_points(
             model,
@@ -225,34 +329,36 @@ def prepare_pippy(
     watch = {name: model.get_submodule(name) for name in names}
     probe = probe_forward(model, args, kwargs, watch)
     check_called_once(probe, names)
-    chunk_size = math.ceil(signature.batch_size / num_chunks)
-    original_forward = model.forward
-    model._original_forward = original_forward  # type: ignore[assignment]
-    model.pippy_split_points = names  # type: ignore[assignment]
-    if state.num_processes == 1:
-        schedule: Any = None
-        model.pippy_stage = None  # type: ignore[assignment]
-    else:
-        pipelining = pipelining_api()
-        chunk_args, chunk_kwargs = _chunk_of((args, kwargs), chunk_size)
-        pipe = trace_pipeline(model, names, chunk_args, chunk_kwargs)
-        if pipe.num_stages != state.num_processes:
-            raise ValueError(
-                f"There is one pipeline stage per process; tracing with split points {names} "
-                f"gave {pipe.num_stages} stages for {state.num_processes} processes. Choose "
-                "split points that are called in the forward pass, one fewer than the processes."
-            )
-        stage = pipe.build_stage(state.process_index, device=state.device)
-        schedule = pipelining.ScheduleGPipe(stage, n_microbatches=num_chunks)
-        model.pippy_stage = stage  # type: ignore[assignment]
-    model.forward = PipelinedForward(  # type: ignore[method-assign]
-        schedule=schedule,
-        original_forward=original_forward,
-        state=state,
-        signature=signature,
-        round_size=chunk_size * num_chunks,
-        num_chunks=num_chunks,
-        output_example=probe.output,
-        gather_output=bool(gather_output),
+    return names, probe
+
+
+def _build_stage(
+    model: nn.Module,
+    names: list[str],
+    example: tuple[tuple[Any, ...], dict[str, Any]],
+    chunk_size: int,
+    num_chunks: int,
+    checkpoint: Any,
+    unset: set[str],
+    state: PartialState,
+) -> tuple[Any, Any]:
+    """Traces and cuts the model, keeps this process's stage and releases every other weight."""
+    pipelining = pipelining_api()
+    chunk_args, chunk_kwargs = _chunk_of(example, chunk_size)
+    pipe = trace_pipeline(model, names, chunk_args, chunk_kwargs)
+    if pipe.num_stages != state.num_processes:
+        raise ValueError(
+            f"There is one pipeline stage per process; tracing with split points {names} "
+            f"gave {pipe.num_stages} stages for {state.num_processes} processes. Choose "
+            "split points that are called in the forward pass, one fewer than the processes."
+        )
+    stage = pipe.build_stage(state.process_index, device=state.device)
+    others = [child for child in pipe.split_gm.children() if child is not stage.submod]
+    weights = keep_only_stage(
+        model, stage.submod, others, checkpoint, unset=unset, device=state.device
     )
-    return model
+    del pipe, others
+    gc.collect()
+    model.pippy_stage_weights = weights  # type: ignore[assignment]
+    schedule = pipelining.ScheduleGPipe(stage, n_microbatches=num_chunks)
+    return stage, schedule

@@ -1,0 +1,249 @@
+"""Peak memory per process and throughput: a model loaded stage by stage vs whole.
+
+Run from the repository root (``--group bench`` adds the reference library):
+
+    uv run --group bench python benchmarks/pipeline/bench_stage_memory.py [--iters 3] [--out PATH]
+
+The table replaces its own section of ``benchmarks/results/pipeline.md``.
+
+A Llama decoder built from a config (random weights, about 250 MB in float32) is saved once as a
+sharded safetensors checkpoint. Then, each in fresh processes:
+
+- ``whole``: one process builds the model under ``init_empty_weights`` and loads the whole
+  checkpoint with ``accel_bigmodel.load_checkpoint_in_model``;
+- ``accel``: 2 gloo processes build it on meta and call
+  ``prepare_pippy(..., checkpoint=...)``: each loads only its stage;
+- ``accelerate``: the reference library's ``prepare_pippy`` on 2 processes; it needs the whole
+  model with real weights in every process (loaded the same way as ``whole``), or the exact
+  reason it cannot run here.
+
+Every process reports its peak resident memory (``ru_maxrss``), its resident memory after the
+imports (the baseline the libraries cost before any weight), and the median time of ``--iters``
+calls after one warm-up call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+HEADING = "## Memory per process: stage-only loading vs the whole model"
+NOTE = (
+    "Reading the table: each pipelined process holds half the weights (`weights held`, the "
+    "distinct storages of its stage). Its peak RSS also holds what tracing costs "
+    "(`torch.export` and its compiler stack are imported and run once; this table does not "
+    "separate that cost from the weights), so the gap to the whole model's peak is smaller than "
+    "the weights saved; it grows with the model, since tracing does not. The reference's "
+    "`prepare_pippy` needs the whole model with real weights in every process, so its peak per "
+    "process is at least the whole model's; when it fails, the line above is the last error line "
+    "its processes printed (here a peer crashed without printing its own cause)."
+)
+BATCH, SEQ = 4, 32
+CONFIG = dict(
+    vocab_size=8000,
+    hidden_size=768,
+    intermediate_size=2048,
+    num_hidden_layers=8,
+    num_attention_heads=12,
+    num_key_value_heads=4,
+    max_position_embeddings=SEQ,
+    tie_word_embeddings=False,
+    use_cache=False,
+)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _empty_model() -> Any:
+    from accel_bigmodel import init_empty_weights
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    with init_empty_weights():
+        return LlamaForCausalLM(LlamaConfig(**CONFIG)).eval()
+
+
+def _batch() -> torch.Tensor:
+    generator = torch.Generator().manual_seed(1)
+    return torch.randint(3, CONFIG["vocab_size"], (BATCH, SEQ), generator=generator)
+
+
+def _time(call: Any, iters: int, sync: Any) -> float:
+    call()
+    times = []
+    for _ in range(iters):
+        sync()
+        start = time.perf_counter()
+        call()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def worker(mode: str, checkpoint: str, iters: int) -> None:
+    """One measurement in this process (and its peer, for the 2-process modes)."""
+    import transformers  # noqa: F401  (imported before the baseline is read)
+    from accel_bigmodel import load_checkpoint_in_model
+    from accel_state import PartialState
+
+    state = PartialState()
+    baseline = _rss_mb()
+    ids = _batch()
+    model = _empty_model()
+    whole_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    if mode == "whole":
+        load_checkpoint_in_model(model, checkpoint, mmap=False)
+        held = whole_bytes
+
+        def call() -> Any:
+            with torch.no_grad():
+                return model(ids)
+
+        sync: Any = lambda: None  # noqa: E731
+    else:
+        if mode == "accel":
+            from accel.inference import prepare_pippy
+
+            model = prepare_pippy(model, example_args=(ids,), num_chunks=2, checkpoint=checkpoint)
+            held = model.pippy_stage_weights.stage_bytes
+        else:
+            from accelerate.inference import prepare_pippy as reference_prepare_pippy
+
+            load_checkpoint_in_model(model, checkpoint, mmap=False)
+            held = whole_bytes
+            model = reference_prepare_pippy(model, example_args=(ids,), num_chunks=2)
+
+        def call() -> Any:
+            with torch.no_grad():
+                return model(ids)
+
+        sync = state.wait_for_everyone
+    seconds = _time(call, iters, sync)
+    row = {
+        "mode": mode,
+        "rank": state.process_index,
+        "baseline_mb": round(baseline, 1),
+        "peak_rss_mb": round(_peak_mb(), 1),
+        "held_mb": round(held / 2**20, 1),
+        "whole_mb": round(whole_bytes / 2**20, 1),
+        "seconds": seconds,
+    }
+    print("ROW " + json.dumps(row), flush=True)
+
+
+def _run(mode: str, checkpoint: str, iters: int) -> list[dict[str, Any]] | str:
+    script = [str(Path(__file__).resolve()), "--worker", mode, checkpoint, "--iters", str(iters)]
+    if mode == "whole":
+        command = [sys.executable, *script]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", *script]
+    env = dict(os.environ, OMP_NUM_THREADS="1", ACCEL_USE_CPU="true", ACCELERATE_USE_CPU="true")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, env=env, cwd=ROOT)
+    # Two processes may print on one line: each row is a flat JSON object after "ROW ".
+    rows = [json.loads(found) for found in re.findall(r"ROW (\{[^{}]*\})", done.stdout)]
+    if done.returncode != 0 or not rows:
+        errors = [
+            line
+            for line in done.stderr.splitlines()
+            if "Error" in line and "elastic" not in line and "ChildFailedError" not in line
+        ]
+        return errors[-1].strip() if errors else f"exit code {done.returncode}"
+    return rows
+
+
+def _save_checkpoint(folder: str) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(**CONFIG)).save_pretrained(folder, max_shard_size="100MB")
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [f"torch {torch.__version__}"]
+    for name in ("transformers", "accelerate"):
+        try:
+            parts.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            parts.append(f"{name} not installed")
+    return ", ".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iters", type=int, default=3)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/pipeline.md"))
+    parser.add_argument("--worker", nargs=2, metavar=("MODE", "CHECKPOINT"))
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker[0], args.worker[1], args.iters)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        _save_checkpoint(folder)
+        shards = len(list(Path(folder).glob("*.safetensors")))
+        results = {
+            mode: _run(mode, folder, args.iters) for mode in ("whole", "accel", "accelerate")
+        }
+    load = os.getloadavg()
+    lines = [
+        HEADING,
+        "",
+        f"{platform.machine()}, {os.cpu_count()} cores shared with other work, {_versions()}, "
+        f"gloo, 1 thread per process. Load average at the end: {load[0]:.1f} / {load[1]:.1f} / "
+        f"{load[2]:.1f}. Model: `LlamaForCausalLM` from a config ({CONFIG['num_hidden_layers']} "
+        f"layers, hidden {CONFIG['hidden_size']}, vocab {CONFIG['vocab_size']}, untied), float32, "
+        f"saved as {shards} safetensors shards. Batch {BATCH} x {SEQ} tokens, median of "
+        f"{args.iters} calls after a warm-up.",
+        "",
+        "| setup | process | weights held (MB) | RSS after imports (MB) | peak RSS (MB) | "
+        "peak - imports (MB) | s / batch | samples / s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    notes = []
+    names = {
+        "whole": "whole model, 1 process",
+        "accel": "accel prepare_pippy(checkpoint=...), 2 processes",
+        "accelerate": "reference prepare_pippy, 2 processes",
+    }
+    for mode, rows in results.items():
+        if isinstance(rows, str):
+            notes.append(f"The reference library's `prepare_pippy` did not run here: `{rows}`")
+            continue
+        for row in sorted(rows, key=lambda r: r["rank"]):
+            lines.append(
+                f"| {names[mode]} | {row['rank']} | {row['held_mb']:.0f} | {row['baseline_mb']:.0f} "
+                f"| {row['peak_rss_mb']:.0f} | {row['peak_rss_mb'] - row['baseline_mb']:.0f} | "
+                f"{row['seconds']:.2f} | {BATCH / row['seconds']:.1f} |"
+            )
+    notes.append(NOTE)
+    lines += ["", *notes]
+    out = Path(args.out)
+    previous = out.read_text() if out.exists() else ""
+    previous = previous.split(HEADING)[0].rstrip()
+    out.write_text((previous + "\n\n" if previous else "") + "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
