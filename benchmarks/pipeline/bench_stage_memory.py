@@ -2,9 +2,9 @@
 
 Run from the repository root (``--group bench`` adds the reference library):
 
-    uv run --group bench python benchmarks/pipeline/bench_stage_memory.py [--iters 3] [--out PATH]
+    uv run --group bench python benchmarks/pipeline/bench_stage_memory.py [--iters 3] [--layers 8]
 
-The table replaces its own section of ``benchmarks/results/pipeline.md``.
+The table replaces its own section (one per model size) of ``benchmarks/results/pipeline.md``.
 
 A Llama decoder built from a config (random weights, about 250 MB in float32) is saved once as a
 sharded safetensors checkpoint. Then, each in fresh processes:
@@ -18,7 +18,7 @@ sharded safetensors checkpoint. Then, each in fresh processes:
   reason it cannot run here.
 
 Every process reports its peak resident memory (``ru_maxrss``), its resident memory after the
-imports (the baseline the libraries cost before any weight), and the median time of ``--iters``
+imports, the empty model and the tracing modules (the baseline: everything but the weights), and the median time of ``--iters``
 calls after one warm-up call.
 """
 
@@ -43,14 +43,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Memory per process: stage-only loading vs the whole model"
 NOTE = (
-    "Reading the table: each pipelined process holds half the weights (`weights held`, the "
-    "distinct storages of its stage). Its peak RSS also holds what tracing costs "
-    "(`torch.export` and its compiler stack are imported and run once; this table does not "
-    "separate that cost from the weights), so the gap to the whole model's peak is smaller than "
-    "the weights saved; it grows with the model, since tracing does not. The reference's "
-    "`prepare_pippy` needs the whole model with real weights in every process, so its peak per "
-    "process is at least the whole model's; when it fails, the line above is the last error line "
-    "its processes printed (here a peer crashed without printing its own cause)."
+    "Reading the table: `RSS before weights` is measured after the imports, the empty model and "
+    "the tracing modules, so `peak - before weights` is what the weights and running cost. The "
+    "whole model pays its weights plus about one shard (read before it is copied into the "
+    "model); each pipelined process pays only its stage (`weights held`, the distinct storages "
+    "it keeps) plus the same shard buffer, one layer's working copy and the trace. The "
+    "reference's `prepare_pippy` needs the whole model with real weights in every process, so "
+    "its peak per process is at least the whole model's; when it fails, the line above is the "
+    "last error line its processes printed (here a peer crashed without printing its own cause)."
 )
 BATCH, SEQ = 4, 32
 CONFIG = dict(
@@ -73,6 +73,24 @@ def _rss_mb() -> float:
 
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _set_layers(layers: int) -> None:
+    CONFIG["num_hidden_layers"] = layers
+
+
+def _heading() -> str:
+    return f"{HEADING} ({CONFIG['num_hidden_layers']} layers)"
+
+
+def _replace_section(text: str, heading: str, section: str) -> str:
+    """``text`` with the section under ``heading`` (up to the next ``## `` line) replaced."""
+    if heading not in text:
+        return (text.rstrip() + "\n\n" if text.strip() else "") + section
+    before, after = text.split(heading, 1)
+    rest = after.split("\n## ", 1)
+    tail = "\n## " + rest[1] if len(rest) == 2 else ""
+    return before + section.rstrip("\n") + "\n" + tail
 
 
 def _empty_model() -> Any:
@@ -107,9 +125,14 @@ def worker(mode: str, checkpoint: str, iters: int) -> None:
     from accel_state import PartialState
 
     state = PartialState()
-    baseline = _rss_mb()
     ids = _batch()
     model = _empty_model()
+    # Everything but the weights is loaded before the baseline: the model's code and the
+    # tracing/pipelining modules, so that peak - baseline is what weights and running cost.
+    import torch.distributed.pipelining
+    import torch.export
+
+    baseline = _rss_mb()
     whole_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     if mode == "whole":
         load_checkpoint_in_model(model, checkpoint, mmap=False)
@@ -153,6 +176,7 @@ def worker(mode: str, checkpoint: str, iters: int) -> None:
 
 def _run(mode: str, checkpoint: str, iters: int) -> list[dict[str, Any]] | str:
     script = [str(Path(__file__).resolve()), "--worker", mode, checkpoint, "--iters", str(iters)]
+    script += ["--layers", str(CONFIG["num_hidden_layers"])]
     if mode == "whole":
         command = [sys.executable, *script]
     else:
@@ -194,8 +218,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/pipeline.md"))
+    parser.add_argument("--layers", type=int, default=8, help="decoder layers (~30 MB each)")
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "CHECKPOINT"))
     args = parser.parse_args()
+    _set_layers(args.layers)
     if args.worker:
         worker(args.worker[0], args.worker[1], args.iters)
         return
@@ -207,7 +233,7 @@ def main() -> None:
         }
     load = os.getloadavg()
     lines = [
-        HEADING,
+        _heading(),
         "",
         f"{platform.machine()}, {os.cpu_count()} cores shared with other work, {_versions()}, "
         f"gloo, 1 thread per process. Load average at the end: {load[0]:.1f} / {load[1]:.1f} / "
@@ -216,8 +242,8 @@ def main() -> None:
         f"saved as {shards} safetensors shards. Batch {BATCH} x {SEQ} tokens, median of "
         f"{args.iters} calls after a warm-up.",
         "",
-        "| setup | process | weights held (MB) | RSS after imports (MB) | peak RSS (MB) | "
-        "peak - imports (MB) | s / batch | samples / s |",
+        "| setup | process | weights held (MB) | RSS before weights (MB) | peak RSS (MB) | "
+        "peak - before weights (MB) | s / batch | samples / s |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     notes = []
@@ -240,8 +266,7 @@ def main() -> None:
     lines += ["", *notes]
     out = Path(args.out)
     previous = out.read_text() if out.exists() else ""
-    previous = previous.split(HEADING)[0].rstrip()
-    out.write_text((previous + "\n\n" if previous else "") + "\n".join(lines) + "\n")
+    out.write_text(_replace_section(previous, _heading(), "\n".join(lines) + "\n"))
     print("\n".join(lines))
 
 
