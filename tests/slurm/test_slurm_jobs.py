@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -62,7 +63,9 @@ TRAIN = str(EXAMPLES / "train.py")
 
 
 def results(text: str) -> list[dict]:
-    rows = [json.loads(line[7:]) for line in text.splitlines() if line.startswith("RESULT ")]
+    # Two ranks may write into one line of the shared output: decode each object after its tag.
+    decoder = json.JSONDecoder()
+    rows = [decoder.raw_decode(text, found.end())[0] for found in re.finditer(r"RESULT ", text)]
     return sorted(rows, key=lambda row: row["rank"])
 
 

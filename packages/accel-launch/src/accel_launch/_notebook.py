@@ -100,14 +100,6 @@ def check_parent_can_fork(device_type: str) -> None:
             "torch.distributed.destroy_process_group() first, or restart the kernel and "
             "initialise it only inside the function you pass to notebook_launcher."
         )
-    touching = sorted(name for name in _INITIALISE_DEVICE_ON_IMPORT if name in sys.modules)
-    if device_type != "cpu" and touching:
-        raise RuntimeError(
-            "notebook_launcher forks its processes, so no library that initialises the "
-            f"{device_type.upper()} driver on import may be imported before; got {touching} "
-            "imported in this process. Restart the kernel and import them inside the function "
-            "you pass to notebook_launcher."
-        )
     if device_type == "cuda" and torch.cuda.is_initialized():
         raise RuntimeError(
             "notebook_launcher forks its processes, and CUDA cannot be used in a process "
@@ -115,6 +107,14 @@ def check_parent_can_fork(device_type: str) -> None:
             "(a tensor was moved to the GPU, or a library touched it on import). Restart the "
             "kernel and keep every CUDA call (and imports such as bitsandbytes) inside the "
             "function you pass to notebook_launcher."
+        )
+    touching = sorted(name for name in _INITIALISE_DEVICE_ON_IMPORT if name in sys.modules)
+    if device_type != "cpu" and touching:
+        raise RuntimeError(
+            "notebook_launcher forks its processes, so no library that initialises the "
+            f"{device_type.upper()} driver on import may be imported before; got {touching} "
+            "imported in this process. Restart the kernel and import them inside the function "
+            "you pass to notebook_launcher."
         )
 
 
