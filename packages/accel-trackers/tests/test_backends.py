@@ -261,6 +261,12 @@ def test_aim_local_repo(tmp_path):
     assert "skip_me" not in series
 
 
+_CLEARML_FRAMEWORKS = (
+    "matplotlib tensorflow tensorboard pytorch xgboost scikit fastai lightgbm hydra "
+    "detect_repository tfdefines joblib megengine catboost gradio jsonargparse"
+).split()
+
+
 @needs("clearml")
 @pytest.mark.timeout(150)  # ClearML's own shutdown once hung past 300 s in a loaded full run
 def test_clearml_offline_session(tmp_path, monkeypatch):
@@ -274,7 +280,9 @@ def test_clearml_offline_session(tmp_path, monkeypatch):
             "clearml": {
                 "offline": True,
                 "task_name": "t1",
-                "auto_connect_frameworks": False,
+                # No framework hooks, and no scan of the repository and its packages: that scan
+                # runs at close and, on a large workspace under load, outlasts the test.
+                "auto_connect_frameworks": dict.fromkeys(_CLEARML_FRAMEWORKS, False),
                 "auto_resource_monitoring": False,
                 "auto_connect_arg_parser": False,
                 "auto_connect_streams": False,
