@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import importlib.util
 import io
 from pathlib import Path
 
@@ -47,6 +48,13 @@ def fresh_state():
     reset_state()
 
 
+_needs_tqdm = pytest.mark.skipif(
+    importlib.util.find_spec("tqdm") is None,
+    reason="tqdm is not installed: accel-state does not depend on it (install tqdm to draw bars)",
+)
+
+
+@_needs_tqdm
 def test_tqdm_draws_on_a_single_process(fresh_state) -> None:
     out = io.StringIO()
     bar = tqdm(range(4), file=out, desc="single")
@@ -60,7 +68,16 @@ def test_tqdm_refuses_a_bool_first_argument() -> None:
         tqdm(True, range(3))
 
 
+@_needs_tqdm
 @pytest.mark.multiprocess
 def test_tqdm_draws_on_the_main_process_only() -> None:
     result = run_distributed(SCRIPTS / "tqdm_checks.py", num_processes=2, timeout=150)
     assert "rank 0 OK" in result.stdout and "rank 1 OK" in result.stdout
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tqdm") is not None, reason="checks the error given without tqdm"
+)
+def test_tqdm_without_tqdm_names_the_install(fresh_state) -> None:
+    with pytest.raises(ImportError, match="pip install tqdm"):
+        tqdm(range(2))
