@@ -77,7 +77,7 @@ from ._safe_pickle import (
     safe_dcp_load,
     safe_torch_load,
 )
-from ._safetensors_io import CorruptSafetensorsError, write_safetensors
+from ._safetensors_io import CorruptSafetensorsError, SafetensorsFile, write_safetensors
 from ._sharding import shard_checkpoint
 from ._sizes import (
     calculate_maximum_sizes,
@@ -174,6 +174,7 @@ __all__ = [
     "save_offload_index",
     "set_module_tensor_to_device",
     "shard_checkpoint",
+    "SafetensorsFile",
     "write_safetensors",
     "SAFE_MODEL_NAME",
     "SAFE_WEIGHTS_PATTERN_NAME",

@@ -22,10 +22,11 @@ from accel_bigmodel import (
     SAFE_WEIGHTS_NAME,
     WEIGHTS_INDEX_NAME,
     WEIGHTS_NAME,
+    SafetensorsFile,
     UntrustedPickleError,
     safe_torch_load,
+    write_safetensors,
 )
-from accel_bigmodel._safetensors_io import SafetensorsFile, write_safetensors
 
 MODEL_NAME = "pytorch_model"
 OPTIMIZER_NAME = "optimizer"

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Union
 
 import torch
-from accel_bigmodel import shard_checkpoint
-from accel_bigmodel._safetensors_io import write_safetensors
+from accel_bigmodel import shard_checkpoint, write_safetensors
 from accel_state import PartialState
 
 from ._checkpoint_io import (
