@@ -9,7 +9,7 @@ from typing import IO, Any, Union
 
 import numpy as np
 import torch
-from accel_bigmodel import UntrustedPickleError
+from accel_bigmodel import UntrustedPickleError, safe_torch_load
 
 
 def _numpy_globals() -> list[Any]:
@@ -50,18 +50,25 @@ def load(
     kwargs.setdefault("weights_only", True)
     if kwargs["weights_only"] is False:
         return torch.load(f, map_location=map_location, **kwargs)
+    if isinstance(f, (str, os.PathLike)):
+        kwargs.pop("weights_only")
+        kwargs.setdefault("mmap", False)
+        return safe_torch_load(
+            f,
+            allowed_globals=TORCH_SAFE_GLOBALS,
+            opt_in="weights_only=False",
+            map_location=map_location,
+            **kwargs,
+        )
     try:
         with torch.serialization.safe_globals(TORCH_SAFE_GLOBALS):
             return torch.load(f, map_location=map_location, **kwargs)
-    except UntrustedPickleError:
-        raise
     except pickle.UnpicklingError as err:
-        where = os.fspath(f) if isinstance(f, (str, os.PathLike)) else ""
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UntrustedPickleError(
             "load reads with torch.load(weights_only=True), which allows tensors, numbers, "
-            f"strings, containers and numpy arrays only; {where or 'the file object'} holds "
-            f"more ({first_line}). If you trust the file, pass weights_only=False; better, "
+            f"strings, containers and numpy arrays only; the file object holds more "
+            f"({first_line}). If you trust the file, pass weights_only=False; better, "
             "save plain state dicts.",
-            path=str(where),
+            path="",
         ) from None
