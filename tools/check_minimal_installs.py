@@ -59,6 +59,9 @@ SCRIPT_TIMEOUT = 900
 # uv reads pyproject.toml of the folder it runs in: the workspace's [tool.uv] constraints
 # (torch==2.13.0) would silently apply to every install, the lowest job included.
 NO_CONFIG = ["--quiet", "--no-config"]
+# The pytest plugin that records passed tests (--record-passed) and the variable it reads.
+PLUGINS = ROOT / "tools" / "pytest_plugins"
+RECORD_PASSED = "ACCEL_RECORD_PASSED"
 TESTS_TIMEOUT = 3600
 
 
@@ -206,9 +209,18 @@ def _freeze(uv: str, python: Path, path: Path, extra: list[str]) -> Path:
 
 
 def check(
-    package: str, job: Job, wheels_by_name: dict[str, Path], constraints: list[str], root: Path
+    package: str,
+    job: Job,
+    wheels_by_name: dict[str, Path],
+    constraints: list[str],
+    root: Path,
+    record_passed: Path | None = None,
 ) -> tuple[bool, str]:
-    """Return (ok, summary) for one package in one job."""
+    """Return (ok, summary) for one package in one job.
+
+    With ``record_passed``, the tests that pass are appended to that file (see
+    ``tools/pytest_plugins/accel_run_once.py``) so the workspace suite need not run them again.
+    """
     uv = _uv()
     slug = f"{package}-{job.label.replace(' ', '-')}"
     workdir = root / slug
@@ -265,11 +277,18 @@ def check(
             "the test group cannot be installed without changing a runtime version:\n"
             f"{install.stderr[-4000:]}"
         )
+    test_env = dict(env)
+    recorder: list[str] = []
+    if record_passed is not None:
+        test_env["PYTHONPATH"] = str(PLUGINS)
+        test_env[RECORD_PASSED] = str(record_passed)
+        recorder = ["-p", "accel_run_once"]
     result = _run(
         [
             str(python),
             "-m",
             "pytest",
+            *recorder,
             str(tests),
             "-q",
             "-p",
@@ -285,7 +304,7 @@ def check(
         ],
         timeout=TESTS_TIMEOUT,
         cwd=run_dir,
-        env=env,
+        env=test_env,
     )
     last = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
     if result.returncode not in (0, 5):
@@ -318,6 +337,13 @@ def main() -> int:
         action="store_true",
         help="Run the lowest-direct job (on this Python) for each package.",
     )
+    parser.add_argument(
+        "--record-passed",
+        type=Path,
+        metavar="FILE",
+        help="Append the tests that pass in the regular job on this Python to FILE, for the "
+        "workspace suite to leave out (ACCEL_SKIP_PASSED).",
+    )
     args = parser.parse_args()
     every = sorted(p.name for p in PACKAGES.iterdir() if p.is_dir())
     names = args.packages or every
@@ -348,7 +374,11 @@ def main() -> int:
         for job in jobs:
             for name in names:
                 start = time.perf_counter()
-                ok, summary = check(name, job, wheels_by_name, constraints, workdir)
+                here = not job.lowest and _python_version(job.python) == _python_version(
+                    sys.executable
+                )
+                record = args.record_passed if here else None
+                ok, summary = check(name, job, wheels_by_name, constraints, workdir, record)
                 runs += 1
                 failures += not ok
                 status = "ok  " if ok else "FAIL"
