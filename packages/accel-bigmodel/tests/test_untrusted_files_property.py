@@ -16,7 +16,9 @@ _IDENT = st.from_regex(r"[a-z_][a-z0-9_]{0,12}", fullmatch=True)
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     module=st.one_of(st.sampled_from(["os", "posix", "subprocess", "builtins", "torch"]), _IDENT),

@@ -9,7 +9,7 @@ from toy_models import ToyLM, toy_inputs
 from accel_pipeline._split_points import check_called_once, check_split_points, probe_forward
 
 pytest.importorskip("hypothesis", reason="property-based tests need hypothesis (dev group)")
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 
@@ -22,7 +22,8 @@ _TOY = ToyLM()
 _NAMES = [n for n, _ in _TOY.named_modules() if n]
 
 
-@settings(max_examples=150, deadline=None)
+# No timing checks: a loaded machine must not fail a test about inputs.
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     points=st.lists(
         st.one_of(

@@ -29,7 +29,9 @@ JSON = st.recursive(
 )
 KEYS = ["format_version", "world_size", "step", "files", "checksums", "models", "optimizers"]
 SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
 
