@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 import torch
 from accel_state import (
@@ -32,6 +32,22 @@ from ._accelerator_training import TrainingMixin
 from ._engines import engine_for
 from ._engines._deepspeed import resolve_deepspeed_plugins
 from ._engines._fsdp import resolve_parallel_plugins, shards_data
+
+if TYPE_CHECKING:
+    from accel_data import DataLoaderConfiguration
+    from accel_state import (
+        DeepSpeedPlugin,
+        FullyShardedDataParallelPlugin,
+        ParallelismConfig,
+        TorchTensorParallelPlugin,
+    )
+    from accel_trackers import GeneralTracker, LoggerType
+
+    # What ``log_with`` accepts: a tracker name, a LoggerType, a tracker object, or a list.
+    LogWith = Union[
+        str, LoggerType, GeneralTracker, Sequence[Union[str, LoggerType, GeneralTracker]]
+    ]
+    DeepSpeedPlugins = Union[DeepSpeedPlugin, dict[str, DeepSpeedPlugin]]
 
 _UNSET: Any = object()
 _KNOWN_HANDLERS = (
@@ -96,13 +112,13 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         mixed_precision: str | None = None,
         gradient_accumulation_steps: int = 1,
         cpu: bool = False,
-        dataloader_config: Any = None,
-        deepspeed_plugin: Any = None,
-        fsdp_plugin: Any = None,
-        torch_tp_plugin: Any = None,
+        dataloader_config: DataLoaderConfiguration | None = None,
+        deepspeed_plugin: DeepSpeedPlugins | None = None,
+        fsdp_plugin: FullyShardedDataParallelPlugin | None = None,
+        torch_tp_plugin: TorchTensorParallelPlugin | None = None,
         megatron_lm_plugin: Any = None,
         rng_types: list[str] | None = None,
-        log_with: Any = None,
+        log_with: LogWith | None = None,
         project_dir: str | os.PathLike[str] | None = None,
         project_config: ProjectConfiguration | None = None,
         gradient_accumulation_plugin: GradientAccumulationPlugin | None = None,
@@ -110,8 +126,8 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         kwargs_handlers: Sequence[KwargsHandler] | None = None,
         dynamo_backend: str | None = None,
         dynamo_plugin: TorchDynamoPlugin | None = None,
-        deepspeed_plugins: Any = None,
-        parallelism_config: Any = None,
+        deepspeed_plugins: DeepSpeedPlugins | None = None,
+        parallelism_config: ParallelismConfig | None = None,
     ) -> None:
         _refuse_unsupported_engines(megatron_lm_plugin)
         ds_plugins = resolve_deepspeed_plugins(deepspeed_plugin, deepspeed_plugins)
