@@ -23,7 +23,7 @@ LAUNCH_LINE = re.compile(r"accel launch: (\d+) processes on \d+ machine\(s\) via
 CHILD_LINE = re.compile(r"CHILD rank=(\d) of=(\d) type=(\w+)")
 NEEDS_DEEPSPEED = pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None,
-    reason="needs deepspeed: pip install 'accel[deepspeed]'",
+    reason="needs deepspeed: pip install 'accel-torch[deepspeed]'",
 )
 
 

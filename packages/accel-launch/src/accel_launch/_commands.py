@@ -304,7 +304,7 @@ def _test(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("accel") is None:
         raise ConfigError(
             "accel test runs a script of the `accel` package, which is not installed. "
-            "Install it with `pip install accel`."
+            "Install it with `pip install accel-torch`."
         )
     from ._launch import launch
 
