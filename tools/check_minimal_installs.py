@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Container
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -168,8 +169,9 @@ def workspace_constraints() -> list[str]:
     return list(root["tool"]["uv"].get("constraint-dependencies", []))
 
 
-def _local_closure(package: str, wheels_by_name: dict[str, Path]) -> list[str]:
-    """``package`` and every workspace package it depends on, directly or not."""
+def local_closure(package: str, wheels_by_name: Container[str]) -> list[str]:
+    """``package`` and every workspace package among ``wheels_by_name`` it depends on,
+    directly or not."""
     seen: list[str] = []
     todo = [package]
     while todo:
@@ -197,7 +199,7 @@ def _as_wheel(requirement: str, wheels_by_name: dict[str, Path]) -> str:
 
 def runtime_requirements(package: str, job: Job, wheels_by_name: dict[str, Path]) -> list[str]:
     """What ``pip install <package>`` asks for in this job."""
-    local = _local_closure(package, wheels_by_name)
+    local = local_closure(package, wheels_by_name)
     if not job.lowest:
         return [str(wheels_by_name[name]) for name in local]
     project = _pyproject(package)["project"]
@@ -339,7 +341,7 @@ def check(
 def _versions(uv: str, python: Path, package: str, wheels_by_name: dict[str, Path]) -> str:
     """The installed versions of the third-party packages the job's packages declare."""
     wanted = set()
-    for name in _local_closure(package, wheels_by_name):
+    for name in local_closure(package, wheels_by_name):
         meta = _pyproject(name)["project"]
         declared = [*meta.get("dependencies", [])]
         declared += [r for reqs in meta.get("optional-dependencies", {}).values() for r in reqs]
