@@ -5,7 +5,10 @@ existing file, ``accel test --help`` and a bad ``accel test`` flag."""
 
 from __future__ import annotations
 
+import io
+import re
 import sys
+import time
 from importlib.metadata import version
 
 import yaml
@@ -83,3 +86,23 @@ def test_nvidia_driver_is_read_from_proc(tmp_path):
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 2024\n"
     )
     assert nvidia_driver(tmp_path) == "550.54.15, 2 GPU(s)"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_status_spins_on_a_terminal_and_prints_one_line_elsewhere():
+    from accel_launch._status import status
+
+    piped = io.StringIO()
+    with status("loading", stream=piped):
+        pass
+    assert piped.getvalue() == "loading\n"
+    terminal = _Terminal()
+    with status("loading", stream=terminal, interval=0.01):
+        time.sleep(0.05)
+    frames = terminal.getvalue().split("\r")[1:]
+    assert frames[0] == "loading |" and len(frames) >= 3
+    assert re.fullmatch(r"loading \(\d+\.\ds\)\n", frames[-1])
