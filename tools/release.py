@@ -148,7 +148,8 @@ def build_changelog(root: Path, folder: str, dist: str, version: Version, draft:
             "none. Add one per change, e.g. changes/+my-change.added.md (types: added, "
             "changed, fixed, removed)."
         )
-    command = ["towncrier", "build", "--config", str(root / "towncrier.toml"), "--dir"]
+    command = [sys.executable, "-m", "towncrier", "build", "--config", str(root / "towncrier.toml")]
+    command += ["--dir"]
     command += [str(package), "--name", dist, "--version", str(version)]
     result = _run([*command, "--draft" if draft else "--yes"], cwd=root)
     if draft:
