@@ -11,7 +11,7 @@ Steps:
 
 1. the new version must be newer than the current one, and every sibling that depends on the
    package must accept it through its declared range (``accel-state>=0.1,<0.2``);
-2. the version in ``packages/<folder>/pyproject.toml`` is bumped;
+2. the version in ``packages/<folder>/pyproject.toml`` is bumped (and in ``uv.lock``);
 3. the news fragments of ``packages/<folder>/changes/`` become a section of its CHANGELOG.md
    (``towncrier build``; ``--draft`` in a dry run);
 4. ``uv build --package`` builds the package's sdist and wheel, and a wheel of each workspace
@@ -226,6 +226,8 @@ def release(folder: str, wanted: str | None, dry_run: bool, tag: str | None, out
     with workspace_copy() if dry_run else _here() as root, tempfile.TemporaryDirectory() as tmp:
         if tag is None:
             bump(root / "packages" / folder / "pyproject.toml", version)
+            if not dry_run:  # uv.lock records each workspace package's version
+                _run(["uv", "lock", "--quiet"], cwd=root)
             step("changelog")
             print(build_changelog(root, folder, dist, version, draft=dry_run))
         step("build")
