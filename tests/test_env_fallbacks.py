@@ -211,7 +211,7 @@ def test_fsdp_precision_dynamo_and_debug_options_reach_every_process(monkeypatch
 @pytest.mark.timeout(700)
 @pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None,
-    reason="needs deepspeed: pip install 'accel[deepspeed]'",
+    reason="needs deepspeed: pip install 'accel-torch[deepspeed]'",
 )
 def test_deepspeed_options_reach_every_process(monkeypatch, tmp_path):
     _clean_environment(monkeypatch)

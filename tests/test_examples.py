@@ -1,5 +1,6 @@
 """The README's main job and the seed examples run end to end through the launcher."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -39,3 +40,9 @@ def test_accel_test_command_on_two_processes():
     )
     assert "[process 0/2, MULTI_CPU, cpu] all checks passed" in result.stdout
     assert "accel test: all checks passed." in result.stdout
+    # It says what it is doing: the start, the launch line, each check as it passes.
+    assert result.stdout.startswith("accel test: starting the processes")
+    assert "accel launch: 2 processes on 1 machine via torchrun, MULTI_CPU" in result.stderr
+    assert "accel test: 2 process(es) ready (MULTI_CPU, cpu); 4 checks" in result.stdout
+    for check in ("state", "process_control", "split_between_processes", "collectives"):
+        assert re.search(rf"accel test: ok   {check} \(\d+\.\d\ds\)", result.stdout), check

@@ -19,11 +19,11 @@ SCRIPT = Path(__file__).parent / "scripts" / "report_distributed_type.py"
 EXTENSIONS = os.environ.get(
     "TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/accel/torch_extensions")
 )
-LAUNCH_LINE = re.compile(r"accel launch: (\d+) processes on \d+ machine\(s\) via (\S+), (\w+),")
+LAUNCH_LINE = re.compile(r"accel launch: (\d+) process(?:es)? on \d+ machines? via (\S+), (\w+),")
 CHILD_LINE = re.compile(r"CHILD rank=(\d) of=(\d) type=(\w+)")
 NEEDS_DEEPSPEED = pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None,
-    reason="needs deepspeed: pip install 'accel[deepspeed]'",
+    reason="needs deepspeed: pip install 'accel-torch[deepspeed]'",
 )
 
 

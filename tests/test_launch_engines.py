@@ -29,7 +29,7 @@ def _launch(*flags: str) -> str:
 @pytest.mark.timeout(700)
 @pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None,
-    reason="needs deepspeed: pip install 'accel[deepspeed]'",
+    reason="needs deepspeed: pip install 'accel-torch[deepspeed]'",
 )
 def test_use_deepspeed_flags_pick_the_engine():
     out = _launch("--use_deepspeed", "--zero_stage", "3", "--gradient_accumulation_steps", "2")

@@ -43,7 +43,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Container
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 try:
@@ -130,8 +132,49 @@ def _name(requirement: str) -> str:
     return re.split(r"[<>=!~\[; @]", requirement.strip(), maxsplit=1)[0].lower()
 
 
-def _local_closure(package: str, wheels_by_name: dict[str, Path]) -> list[str]:
-    """``package`` and every workspace package it depends on, directly or not."""
+@cache
+def folders_by_distribution() -> dict[str, str]:
+    """Each workspace distribution name -> its folder under ``packages/``.
+
+    The two differ for the meta-package only (distribution ``accel-torch``, folder ``accel``).
+    """
+    return {
+        tomllib.loads((path / "pyproject.toml").read_text())["project"]["name"]: path.name
+        for path in sorted(PACKAGES.iterdir())
+        if (path / "pyproject.toml").is_file()
+    }
+
+
+def distribution(package: str) -> str:
+    """The distribution name of the package in folder ``packages/<package>``."""
+    return str(_pyproject(package)["project"]["name"])
+
+
+def _workspace(requirement: str) -> str | None:
+    """The folder of the workspace package a requirement names, None for a third-party one."""
+    return folders_by_distribution().get(_name(requirement))
+
+
+def wheels_in(folder: Path) -> dict[str, Path]:
+    """The workspace wheels built into ``folder``, by package folder name."""
+    folders = folders_by_distribution()
+    found = {}
+    for path in folder.glob("*.whl"):
+        dist = path.name.split("-")[0].replace("_", "-").lower()
+        if dist in folders:
+            found[folders[dist]] = path
+    return found
+
+
+def workspace_constraints() -> list[str]:
+    """The root ``[tool.uv] constraint-dependencies`` (``torch==2.13.0``)."""
+    root = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return list(root["tool"]["uv"].get("constraint-dependencies", []))
+
+
+def local_closure(package: str, wheels_by_name: Container[str]) -> list[str]:
+    """``package`` and every workspace package among ``wheels_by_name`` it depends on,
+    directly or not."""
     seen: list[str] = []
     todo = [package]
     while todo:
@@ -140,29 +183,31 @@ def _local_closure(package: str, wheels_by_name: dict[str, Path]) -> list[str]:
             continue
         seen.append(name)
         for req in _pyproject(name)["project"].get("dependencies", []):
-            if _name(req) in wheels_by_name:
-                todo.append(_name(req))
+            folder = _workspace(req)
+            if folder is not None and folder in wheels_by_name:
+                todo.append(folder)
     return seen
 
 
 def _as_wheel(requirement: str, wheels_by_name: dict[str, Path]) -> str:
     """A requirement on a workspace package points at its built wheel (keeping its extras):
     a name alone could resolve to an unrelated project of the same name on the index."""
-    name = _name(requirement)
-    if name not in wheels_by_name:
+    folder = _workspace(requirement)
+    if folder is None or folder not in wheels_by_name:
         return requirement
     extras = re.search(r"\[[^\]]*\]", requirement)
-    return f"{name}{extras.group(0) if extras else ''} @ {wheels_by_name[name].as_uri()}"
+    wheel = wheels_by_name[folder].as_uri()
+    return f"{distribution(folder)}{extras.group(0) if extras else ''} @ {wheel}"
 
 
 def runtime_requirements(package: str, job: Job, wheels_by_name: dict[str, Path]) -> list[str]:
     """What ``pip install <package>`` asks for in this job."""
-    local = _local_closure(package, wheels_by_name)
+    local = local_closure(package, wheels_by_name)
     if not job.lowest:
         return [str(wheels_by_name[name]) for name in local]
     project = _pyproject(package)["project"]
     extras = sorted(project.get("optional-dependencies", {}))
-    own = f"{package}[{','.join(extras)}]" if extras else package
+    own = distribution(package) + (f"[{','.join(extras)}]" if extras else "")
     requirements = [_as_wheel(own, wheels_by_name)]
     requirements += [str(wheels_by_name[name]) for name in local if name != package]
     # Direct requirements are what lowest-direct lowers: list each declared range explicitly.
@@ -171,7 +216,7 @@ def runtime_requirements(package: str, job: Job, wheels_by_name: dict[str, Path]
         declared = list(meta.get("dependencies", []))
         if name == package:
             declared += [r for reqs in meta.get("optional-dependencies", {}).values() for r in reqs]
-        requirements += [r for r in declared if _name(r) not in wheels_by_name]
+        requirements += [r for r in declared if _workspace(r) is None]
     return requirements
 
 
@@ -315,11 +360,11 @@ def check(
 def _versions(uv: str, python: Path, package: str, wheels_by_name: dict[str, Path]) -> str:
     """The installed versions of the third-party packages the job's packages declare."""
     wanted = set()
-    for name in _local_closure(package, wheels_by_name):
+    for name in local_closure(package, wheels_by_name):
         meta = _pyproject(name)["project"]
         declared = [*meta.get("dependencies", [])]
         declared += [r for reqs in meta.get("optional-dependencies", {}).values() for r in reqs]
-        wanted |= {_name(r) for r in declared if _name(r) not in wheels_by_name}
+        wanted |= {_name(r) for r in declared if _workspace(r) is None}
     frozen = _run([uv, "pip", "freeze", "--python", str(python)]).stdout.splitlines()
     pins = [line for line in frozen if line.split("==")[0].lower() in wanted]
     return ", ".join(pins) if pins else "no third-party dependency"
@@ -365,12 +410,8 @@ def main() -> int:
         if build.returncode != 0:
             print(build.stderr)
             return 1
-        constraints = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"].get(
-            "constraint-dependencies", []
-        )
-        wheels_by_name = {
-            path.name.split("-")[0].replace("_", "-"): path for path in wheels.glob("*.whl")
-        }
+        constraints = workspace_constraints()
+        wheels_by_name = wheels_in(wheels)
         for job in jobs:
             for name in names:
                 start = time.perf_counter()

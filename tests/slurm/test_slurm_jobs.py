@@ -119,7 +119,7 @@ def test_sbatch_without_topology_flags(job_env, tmp_path):
     )
     text = output.read_text()
     check_two_ranks(results(text), "torchrun", text)
-    assert "2 processes on 1 machine(s) via torchrun" in text
+    assert "2 processes on 1 machine via torchrun" in text
 
 
 def test_sbatch_multinode_template_on_one_machine(job_env, tmp_path):

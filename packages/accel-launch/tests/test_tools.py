@@ -60,8 +60,17 @@ def test_estimate_memory_from_config_without_transformers(tmp_path):
 def test_estimate_memory_from_transformers_config(tmp_path):
     config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100}
     (tmp_path / "config.json").write_text(json.dumps(config))
-    rows = json.loads(accel("estimate-memory", str(tmp_path), "--json").stdout)
+    result = accel("estimate-memory", str(tmp_path), "--json")
+    rows = json.loads(result.stdout)
     assert rows[0]["dtype"] == "float32" and rows[0]["total_size"] > 64 * 100 * 4
+    # It says what it is doing, and nothing torch or its extensions log on import; what
+    # transformers says about this config (token ids outside the tiny vocabulary) stays.
+    status, *rest = result.stderr.strip().splitlines()
+    assert status == (
+        f"accel estimate-memory: building {tmp_path} on the meta device (no weights; importing "
+        "torch and transformers first takes a few seconds)"
+    )
+    assert rest and all(line.startswith("[transformers] Model config: ") for line in rest), rest
 
 
 @pytest.mark.multiprocess

@@ -84,7 +84,7 @@ def test_missing_deepspeed_names_the_install_command(monkeypatch):
     from accel._engines._deepspeed import import_deepspeed
 
     monkeypatch.setitem(sys.modules, "deepspeed", None)  # what an absent package looks like
-    with pytest.raises(ImportError, match=r'pip install "accel\[deepspeed\]"'):
+    with pytest.raises(ImportError, match=r'pip install "accel-torch\[deepspeed\]"'):
         import_deepspeed()
 
 
@@ -92,7 +92,7 @@ def test_missing_deepspeed_names_the_install_command(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.timeout(1600)  # two 2-process runs (up to 900 s + 600 s, ops compiled once)
 def test_zero_stages_match_ddp_save_and_resume(tmp_path):
-    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel[deepspeed]'")
+    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel-torch[deepspeed]'")
     env = {"TORCH_EXTENSIONS_DIR": EXTENSIONS}
     script = SCRIPTS / "ds_checks.py"
     first = run_distributed(script, str(tmp_path), "train", timeout=900, env=env)

@@ -57,7 +57,7 @@ def _pair(optimizer_class, **kwargs):
     ("torch_class", "adamw_mode"), [(torch.optim.Adam, False), (torch.optim.AdamW, True)]
 )
 def test_adam_and_adamw_become_cpu_adam_and_train_the_same(torch_class, adamw_mode):
-    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel[deepspeed]'")
+    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel-torch[deepspeed]'")
     from deepspeed.ops.adam import DeepSpeedCPUAdam
 
     model, reference, twin = _pair(torch_class, lr=0.05, weight_decay=0.1, betas=(0.8, 0.9))
@@ -74,7 +74,7 @@ def test_adam_and_adamw_become_cpu_adam_and_train_the_same(torch_class, adamw_mo
 def test_adagrad_is_mapped_to_cpu_adagrad():
     # The class choice only: building DeepSpeedCPUAdagrad compiles another C++ op (many
     # minutes on a loaded machine), and its arithmetic is DeepSpeed's own.
-    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel[deepspeed]'")
+    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel-torch[deepspeed]'")
     from deepspeed.ops.adagrad import DeepSpeedCPUAdagrad
 
     from accel._deepspeed_helpers import _deepspeed_class

@@ -1,4 +1,4 @@
-"""Pin what the accel meta-package requires: every accel package by minor range, and DeepSpeed
+"""Pin what the accel meta-package (distribution `accel-torch`) requires: every accel package by minor range, and DeepSpeed
 only as an extra."""
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ def _names(requirements: list[str], extra: str | None = None) -> set[str]:
 
 
 def test_required_dependencies() -> None:
-    assert _names(requires("accel") or []) == SIBLINGS | {"numpy", "safetensors", "torch"}
+    assert _names(requires("accel-torch") or []) == SIBLINGS | {"numpy", "safetensors", "torch"}
 
 
 def test_siblings_are_pinned_to_a_minor_range() -> None:
     for sibling in SIBLINGS:
-        spec = next(r for r in requires("accel") or [] if _names([r]) == {sibling})
+        spec = next(r for r in requires("accel-torch") or [] if _names([r]) == {sibling})
         assert ">=0.1" in spec and "<0.2" in spec, spec
 
 
 def test_deepspeed_is_an_extra() -> None:
-    assert _names(requires("accel") or [], extra="deepspeed") == {"deepspeed"}
+    assert _names(requires("accel-torch") or [], extra="deepspeed") == {"deepspeed"}

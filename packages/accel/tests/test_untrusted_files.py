@@ -130,7 +130,7 @@ def test_trust_pickles_is_keyword_only_and_documented():
 @pytest.mark.slow
 @pytest.mark.timeout(960)
 def test_deepspeed_checkpoint_payloads_are_refused_before_deepspeed_reads_them(tmp_path):
-    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel[deepspeed]'")
+    pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel-torch[deepspeed]'")
     env = {"TORCH_EXTENSIONS_DIR": EXTENSIONS}
     result = run_distributed(
         SCRIPT, str(tmp_path), "deepspeed", num_processes=1, timeout=900, env=env

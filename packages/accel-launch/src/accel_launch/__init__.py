@@ -1,56 +1,79 @@
 """The ``accel`` and ``accel-launch`` commands: config, launch, test, env, estimate-memory,
-merge-weights."""
+merge-weights.
 
+Importing this package imports neither torch nor yaml: each name loads its module on first use,
+so ``accel --version``, ``accel --help`` and ``accel env`` answer without paying for torch.
+"""
+
+from importlib import import_module as _import_module
 from importlib.metadata import version as _version
+from typing import TYPE_CHECKING, Any
 
-from ._config import (
-    ConfigError,
-    LaunchConfig,
-    config_from_dict,
-    default_config_file,
-    load_config_file,
-    write_basic_config,
-)
-from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
-from ._merge import merge_weights
-from ._notebook import notebook_launcher
-from ._resolve import LaunchPlan, child_environment, resolve
-from ._sagemaker import (
-    SAGEMAKER_PARALLEL_EC2_INSTANCES,
-    SAGEMAKER_PYTHON_VERSION,
-    SAGEMAKER_PYTORCH_VERSION,
-    SAGEMAKER_TRANSFORMERS_VERSION,
-    SageMakerConfig,
-    build_estimator,
-    prepare_sagemager_args_inputs,
-)
-from ._to_fsdp2 import convert_to_fsdp2
+# Public name -> private module, loaded on first use.
+_EXPORTS = {
+    "SAGEMAKER_PARALLEL_EC2_INSTANCES": "._sagemaker",
+    "SAGEMAKER_PYTHON_VERSION": "._sagemaker",
+    "SAGEMAKER_PYTORCH_VERSION": "._sagemaker",
+    "SAGEMAKER_TRANSFORMERS_VERSION": "._sagemaker",
+    "SageMakerConfig": "._sagemaker",
+    "build_estimator": "._sagemaker",
+    "prepare_sagemager_args_inputs": "._sagemaker",
+    "ConfigError": "._config",
+    "DeepSpeedConfig": "._engines",
+    "DynamoConfig": "._engines",
+    "FSDPConfig": "._engines",
+    "LaunchConfig": "._config",
+    "MegatronLMConfig": "._engines",
+    "LaunchPlan": "._resolve",
+    "child_environment": "._resolve",
+    "config_from_dict": "._config",
+    "convert_to_fsdp2": "._to_fsdp2",
+    "default_config_file": "._config",
+    "load_config_file": "._config",
+    "merge_weights": "._merge",
+    "notebook_launcher": "._notebook",
+    "resolve": "._resolve",
+    "write_basic_config": "._config",
+}
 
 __version__ = _version("accel-launch")
 
-__all__ = [
-    "SAGEMAKER_PARALLEL_EC2_INSTANCES",
-    "SAGEMAKER_PYTHON_VERSION",
-    "SAGEMAKER_PYTORCH_VERSION",
-    "SAGEMAKER_TRANSFORMERS_VERSION",
-    "SageMakerConfig",
-    "build_estimator",
-    "prepare_sagemager_args_inputs",
-    "ConfigError",
-    "DeepSpeedConfig",
-    "DynamoConfig",
-    "FSDPConfig",
-    "LaunchConfig",
-    "MegatronLMConfig",
-    "LaunchPlan",
-    "__version__",
-    "child_environment",
-    "config_from_dict",
-    "convert_to_fsdp2",
-    "default_config_file",
-    "load_config_file",
-    "merge_weights",
-    "notebook_launcher",
-    "resolve",
-    "write_basic_config",
-]
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'accel_launch' has no attribute {name!r}")
+    value = getattr(_import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:
+    from ._config import (
+        ConfigError,
+        LaunchConfig,
+        config_from_dict,
+        default_config_file,
+        load_config_file,
+        write_basic_config,
+    )
+    from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
+    from ._merge import merge_weights
+    from ._notebook import notebook_launcher
+    from ._resolve import LaunchPlan, child_environment, resolve
+    from ._sagemaker import (
+        SAGEMAKER_PARALLEL_EC2_INSTANCES,
+        SAGEMAKER_PYTHON_VERSION,
+        SAGEMAKER_PYTORCH_VERSION,
+        SAGEMAKER_TRANSFORMERS_VERSION,
+        SageMakerConfig,
+        build_estimator,
+        prepare_sagemager_args_inputs,
+    )
+    from ._to_fsdp2 import convert_to_fsdp2

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import platform
 import shutil
 import sys
 from pathlib import Path
@@ -16,10 +15,10 @@ from ._comments import has_comments
 from ._config import (
     config_from_dict,
     default_config_file,
-    load_config_file,
     read_raw,
     write_basic_config,
 )
+from ._env_cmd import env_command
 from ._errors import ConfigError
 from ._estimate_cmd import add_estimate_arguments, estimate_memory_command
 from ._flags import add_launch_arguments, integer
@@ -117,19 +116,55 @@ def add_subcommands(sub: Any) -> None:
     p.set_defaults(func=to_fsdp2_command)
 
     p = sub.add_parser("env", help="Print versions and the resolved config, for bug reports.")
-    p.add_argument("--config_file", default=None)
-    p.set_defaults(func=_env)
+    p.add_argument(
+        "--config_file", default=None, help="The config file to show (default: the default one)."
+    )
+    p.set_defaults(func=env_command)
 
     p = sub.add_parser(
-        "test", help="Check state, process control and collectives on the configured processes."
+        "test",
+        help="Check state, process control and collectives on the configured processes.",
+        description="Start the processes the config file (or these flags) describes and run "
+        "every check on them: process state, process control, splitting work, collectives. "
+        "Each check is named as it passes; the exit code is 0 when all pass.",
     )
-    p.add_argument("--config_file", default=None)
-    p.add_argument("--num_processes", type=integer, default=None)
-    p.add_argument("--num_machines", type=integer, default=None)
-    p.add_argument("--machine_rank", type=integer, default=None)
-    p.add_argument("--main_process_ip", default=None)
-    p.add_argument("--main_process_port", type=integer, default=None)
-    p.add_argument("--cpu", action="store_true", default=None)
+    p.add_argument(
+        "--config_file",
+        default=None,
+        help="Config file to test (default: the default config file, as `accel launch`).",
+    )
+    p.add_argument(
+        "--num_processes",
+        type=integer,
+        default=None,
+        help="Total number of processes over all machines (overrides the config file).",
+    )
+    p.add_argument(
+        "--num_machines", type=integer, default=None, help="Number of machines (default 1)."
+    )
+    p.add_argument(
+        "--machine_rank",
+        type=integer,
+        default=None,
+        help="This machine's rank, 0 to num_machines - 1 (several machines).",
+    )
+    p.add_argument(
+        "--main_process_ip",
+        default=None,
+        help="Address of machine 0 (several machines).",
+    )
+    p.add_argument(
+        "--main_process_port",
+        type=integer,
+        default=None,
+        help="Rendezvous port (absent: a free port on one machine, 29500 on several).",
+    )
+    p.add_argument(
+        "--cpu",
+        action="store_true",
+        default=None,
+        help="Run on CPU processes even when accelerators are present.",
+    )
     p.set_defaults(func=_test)
 
 
@@ -261,50 +296,11 @@ def _config_default(args: argparse.Namespace) -> int:
     return 0
 
 
-def _env(args: argparse.Namespace) -> int:
-    import torch
-
-    lines = [
-        f"- platform: {platform.platform()}",
-        f"- python: {platform.python_version()}",
-        f"- torch: {torch.__version__} (cuda available: {torch.cuda.is_available()})",
-    ]
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in (
-        "accel",
-        "accel-state",
-        "accel-collectives",
-        "accel-data",
-        "accel-bigmodel",
-        "accel-pipeline",
-        "accel-precision",
-        "accel-trackers",
-        "accel-launch",
-        "numpy",
-        "safetensors",
-        "deepspeed",
-        "transformers",
-    ):
-        try:
-            lines.append(f"- {dist}: {version(dist)}")
-        except PackageNotFoundError:
-            pass
-    path = Path(args.config_file) if args.config_file else default_config_file()
-    lines.append(f"- config file: {path} ({'found' if path.is_file() else 'absent'})")
-    print("\n".join(lines))
-    if path.is_file():
-        config = load_config_file(path)
-        for key, value in config.to_dict().items():
-            print(f"    {key}: {value}")
-    return 0
-
-
 def _test(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("accel") is None:
         raise ConfigError(
             "accel test runs a script of the `accel` package, which is not installed. "
-            "Install it with `pip install accel`."
+            "Install it with `pip install accel-torch`."
         )
     from ._launch import launch
 
@@ -325,6 +321,10 @@ def _test(args: argparse.Namespace) -> int:
     if args.cpu:
         argv.append("--cpu")
     launch_args = parser.parse_args([*argv, "--module", TEST_MODULE])
+    print(
+        "accel test: starting the processes (each imports torch first: a few seconds)",
+        flush=True,
+    )
     code = launch(launch_args)
     print(
         "accel test: " + ("all checks passed." if code == 0 else f"FAILED (exit code {code})."),

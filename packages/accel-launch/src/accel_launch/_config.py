@@ -302,11 +302,11 @@ def write_basic_config(
     Returns:
         The path written, or ``False`` when a file already exists there (it is left untouched).
     """
-    import torch
-
     target = Path(save_location) if save_location is not None else default_config_file()
     if target.exists():
         return False
+    import torch  # only to count devices, once something will be written
+
     precision = PrecisionType.parse(mixed_precision, "mixed_precision").value
     config = LaunchConfig(mixed_precision=precision)
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:

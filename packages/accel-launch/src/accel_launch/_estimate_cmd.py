@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ._errors import ConfigError
+from ._status import status
 
 DTYPES = ("float32", "float16", "bfloat16", "int8", "int4")
 
@@ -85,21 +90,49 @@ def _remote_code_model(model: str, trust: bool) -> Any:
     )
 
 
+@contextmanager
+def library_noise_silenced() -> Iterator[None]:
+    """Silence what torch and its extensions report while transformers imports them.
+
+    Such messages (torch's logger on Enum registrations by torchao, deprecation warnings of
+    torch modules) are about the installed libraries, not the user's model; transformers' own
+    messages about the config stay.
+    """
+    import torch  # noqa: F401  (torch configures its logger when imported)
+
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"(torch|torchao)(\.|$)")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def estimate_memory_command(args: argparse.Namespace) -> int:
     """Print the estimate of ``args.model`` for each dtype."""
-    from accel_bigmodel import estimate_memory, format_memory_table
-
     if args.library_name == "timm":
         raise ConfigError(
             "accel estimate-memory builds transformers configs and 'package.module:Class' paths; "
             "got --library_name timm, which this version does not support. Pass "
             "'package.module:Class' for a class built with no arguments."
         )
+    message = (
+        f"accel estimate-memory: building {args.model} on the meta device (no weights; "
+        "importing torch and transformers first takes a few seconds)"
+    )
     try:
-        built = _remote_code_model(args.model, args.trust_remote_code)
-        rows = estimate_memory(args.model if built is None else built, dtypes=args.dtypes)
+        with status(message), library_noise_silenced():
+            from accel_bigmodel import estimate_memory
+
+            built = _remote_code_model(args.model, args.trust_remote_code)
+            rows = estimate_memory(args.model if built is None else built, dtypes=args.dtypes)
     except (FileNotFoundError, ValueError, ImportError) as err:
         raise ConfigError(str(err)) from None
+    from accel_bigmodel import format_memory_table
+
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
     else:

@@ -219,9 +219,9 @@ def launch(args: argparse.Namespace) -> int:
     quiet = bool(args.quiet)
     if not quiet and command.launcher != "python":
         print(
-            f"accel launch: {config.num_processes} processes on {config.num_machines} "
-            f"machine(s) via {command.launcher}, {config.distributed_type}, mixed precision "
-            f"{config.mixed_precision}",
+            f"accel launch: {_count(config.num_processes, 'process', 'processes')} on "
+            f"{_count(config.num_machines, 'machine', 'machines')} via {command.launcher}, "
+            f"{config.distributed_type}, mixed precision {config.mixed_precision}",
             file=sys.stderr,
         )
     if command.launcher == "torchrun":
@@ -235,6 +235,11 @@ def launch(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return code
+
+
+def _count(number: int, one: str, many: str) -> str:
+    """``1 process``, ``2 processes``."""
+    return f"{number} {one if number == 1 else many}"
 
 
 def _binds_port_here(plan: LaunchPlan) -> bool:

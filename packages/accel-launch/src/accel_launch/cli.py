@@ -14,9 +14,24 @@ def build_parser() -> argparse.ArgumentParser:
     from ._flags import FlagParser
 
     parser = FlagParser(prog="accel", description="Launch and configure accel jobs.")
+    parser.add_argument(
+        "--version", action="version", version=version_line(), help="Print the version and exit."
+    )
     sub = parser.add_subparsers(dest="command", metavar="command")
     add_subcommands(sub)
     return parser
+
+
+def version_line() -> str:
+    """``accel-launch 0.1.0`` (and the meta-package's version when it is installed), read from
+    the installed distributions' metadata: nothing is imported."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    line = f"accel-launch {version('accel-launch')}"
+    try:
+        return f"{line} (accel-torch {version('accel-torch')})"
+    except PackageNotFoundError:
+        return line
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -72,8 +87,12 @@ _LEFT = {
 
 
 def launch_main(argv: list[str] | None = None) -> int:
-    """``accel-launch ...`` (the same as ``accel launch ...``)."""
-    return main(["launch", *(sys.argv[1:] if argv is None else argv)])
+    """``accel-launch ...`` (the same as ``accel launch ...``); ``accel-launch --version``."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words == ["--version"]:
+        print(version_line())
+        return 0
+    return main(["launch", *words])
 
 
 if __name__ == "__main__":

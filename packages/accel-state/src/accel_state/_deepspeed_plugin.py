@@ -510,7 +510,7 @@ def _zero3_init(plugin: DeepSpeedPlugin) -> Iterator[None]:
         import deepspeed
     except ImportError as err:
         raise ImportError(
-            'zero3_init needs DeepSpeed, which is not installed; run pip install "accel[deepspeed]".'
+            'zero3_init needs DeepSpeed, which is not installed; run pip install "accel-torch[deepspeed]".'
         ) from err
     from ._accelerator_state import AcceleratorState
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ._exports import TOP_LEVEL as _EXPORTS
 from ._lazy import lazy_module
 
-__version__ = _version("accel")
+__version__ = _version("accel-torch")
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 

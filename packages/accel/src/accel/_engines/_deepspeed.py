@@ -44,7 +44,7 @@ def import_deepspeed() -> Any:
     except ImportError as err:
         raise ImportError(
             "training with DeepSpeed needs the deepspeed package, which is not installed; got "
-            f'ImportError({err}). Run: pip install "accel[deepspeed]"'
+            f'ImportError({err}). Run: pip install "accel-torch[deepspeed]"'
         ) from err
     return deepspeed
 

@@ -4,6 +4,7 @@ collective on however many processes it was launched with, and prints a clear ve
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from collections.abc import Callable
 
@@ -77,13 +78,26 @@ def collectives(s: PartialState) -> None:
 
 def main() -> int:
     s = PartialState()
+    if s.is_main_process:
+        print(
+            f"accel test: {s.num_processes} process(es) ready ({s.distributed_type.value}, "
+            f"{s.device}); {len(CHECKS)} checks",
+            flush=True,
+        )
     failures = []
     for name, function in CHECKS:
+        start = time.perf_counter()
         try:
             function(s)
         except Exception:
             failures.append(name)
             traceback.print_exc()
+        # A check passes when it passed on every process; the main process names it.
+        passed = gather_object([name not in failures])
+        if s.is_main_process:
+            status = "ok  " if all(passed) else "FAIL"
+            seconds = time.perf_counter() - start
+            print(f"accel test: {status} {name} ({seconds:.2f}s)", flush=True)
     if s.is_main_process or failures:
         verdict = "FAIL " + ", ".join(failures) if failures else "all checks passed"
         print(

@@ -1,0 +1,147 @@
+"""Wall time of each ``accel`` command against the reference's same command, in one run.
+
+Every command runs as a user runs it (a fresh process through the installed console script),
+alternating accel and the reference (``accelerate``, in the bench group) on each repetition so
+both see the same machine load; the table reports the median and the range. The config homes
+are temporary folders, so no user file is read or written.
+
+Commands: ``--help``; ``--version`` (the reference has none); ``env``; ``config default`` when
+the file already exists (nothing is written); ``estimate-memory`` on a local transformers
+config.json (a 4-layer Llama; offline); ``test`` on 2 CPU processes.
+
+Run: ``uv run --no-sync python benchmarks/cli/bench_cli.py [--runs 3] [--out FILE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+BIN = Path(sys.executable).parent
+LLAMA = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 256,
+    "intermediate_size": 688,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 32000,
+}
+
+
+def commands(model: Path, reference_config: Path) -> dict[str, tuple[list[str], list[str] | None]]:
+    """Row name -> (accel's command, the reference's command or None)."""
+    return {
+        "--help": (["accel", "--help"], ["accelerate", "--help"]),
+        "--version": (["accel", "--version"], None),
+        "env": (["accel", "env"], ["accelerate", "env"]),
+        "config default (file exists)": (
+            ["accel", "config", "default"],
+            ["accelerate", "config", "default"],
+        ),
+        "estimate-memory (local config.json)": (
+            ["accel", "estimate-memory", str(model)],
+            ["accelerate", "estimate-memory", str(model)],
+        ),
+        "test (2 CPU processes)": (
+            ["accel", "test", "--num_processes", "2", "--cpu"],
+            ["accelerate", "test", "--config_file", str(reference_config)],
+        ),
+    }
+
+
+def run(command: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """Seconds taken by ``command`` and its exit code."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [str(BIN / command[0]), *command[1:]], env=env, capture_output=True, timeout=900
+    )
+    return time.perf_counter() - start, done.returncode
+
+
+def _cell(samples: list[float]) -> str:
+    return f"{statistics.median(samples):.1f} ({min(samples):.1f}-{max(samples):.1f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="Repetitions of each command.")
+    parser.add_argument("--out", type=Path, default=None, help="Also write the table here.")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="accel-bench-cli-") as tmp:
+        root = Path(tmp)
+        model = root / "llama"
+        model.mkdir()
+        (model / "config.json").write_text(json.dumps(LLAMA))
+        reference_config = root / "reference_2cpu.yaml"
+        reference_config.write_text(
+            yaml.safe_dump(
+                {
+                    "compute_environment": "LOCAL_MACHINE",
+                    "distributed_type": "MULTI_CPU",
+                    "num_processes": 2,
+                    "num_machines": 1,
+                    "machine_rank": 0,
+                    "mixed_precision": "no",
+                    "use_cpu": True,
+                }
+            )
+        )
+        env = {
+            **os.environ,
+            "ACCEL_CONFIG_HOME": str(root / "accel-home"),
+            "HF_HOME": str(root / "hf-home"),
+            "HF_HUB_OFFLINE": "1",
+        }
+        # `config default` is measured when the file exists: write it once first.
+        for command in (["accel", "config", "default"], ["accelerate", "config", "default"]):
+            run(command, env)
+        rows = commands(model, reference_config)
+        times: dict[str, dict[str, list[float]]] = {name: {"ours": [], "ref": []} for name in rows}
+        failures: list[str] = []
+        for repetition in range(args.runs):
+            for name, (ours, reference) in rows.items():
+                pairs = [("ours", ours), ("ref", reference)]
+                for side, command in pairs if repetition % 2 == 0 else pairs[::-1]:
+                    if command is None:
+                        continue
+                    seconds, code = run(command, env)
+                    times[name][side].append(seconds)
+                    if code != 0:
+                        failures.append(f"`{' '.join(command)}` exited with {code}")
+                    print(f"{name:<38} {side:<4} {seconds:6.1f}s", file=sys.stderr, flush=True)
+        shutil.rmtree(root / "hf-home", ignore_errors=True)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines = [
+        f"Wall time in seconds, median (min-max) of {args.runs} runs, accel and the reference "
+        f"alternating; {platform.machine()}, {os.cpu_count()} cores shared with other jobs "
+        f"(load average at the end: {load}); Python {platform.python_version()}.",
+        "",
+        "| command | accel (s) | accelerate (s) |",
+        "| --- | ---: | ---: |",
+    ]
+    for name, sides in times.items():
+        ref = _cell(sides["ref"]) if sides["ref"] else "n/a (no such command)"
+        lines.append(f"| `{name}` | {_cell(sides['ours'])} | {ref} |")
+    if failures:
+        lines += ["", "Commands that failed:", *sorted({f"- {f}" for f in failures})]
+    table = "\n".join(lines)
+    print(table)
+    if args.out is not None:
+        args.out.write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()

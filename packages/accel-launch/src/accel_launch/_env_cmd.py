@@ -1,0 +1,72 @@
+"""``accel env``: versions, devices and the resolved config file, for bug reports.
+
+Every version comes from the installed distributions' metadata, so the command answers without
+importing torch (which takes seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from ._config import default_config_file, load_config_file
+
+ACCEL_DISTRIBUTIONS = (
+    "accel-torch",
+    "accel-state",
+    "accel-collectives",
+    "accel-data",
+    "accel-bigmodel",
+    "accel-pipeline",
+    "accel-precision",
+    "accel-trackers",
+    "accel-launch",
+)
+"""Every package of accel, by distribution name: each is listed, installed or not."""
+
+THIRD_PARTY = ("torch", "numpy", "safetensors", "pyyaml", "deepspeed", "transformers")
+"""Other distributions listed when they are installed."""
+
+NVIDIA_DRIVER = Path("/proc/driver/nvidia")
+
+
+def nvidia_driver(root: Path = NVIDIA_DRIVER) -> str:
+    """The NVIDIA kernel driver's version and GPU count, read from ``/proc`` (Linux)."""
+    if platform.system() != "Linux":
+        return f"not checked on {platform.system()}"
+    try:
+        text = (root / "version").read_text()
+    except OSError:
+        return f"none ({root} is absent)"
+    found = re.search(r"Kernel Module\s+(\S+)", text)
+    gpus = len(list((root / "gpus").iterdir())) if (root / "gpus").is_dir() else 0
+    return f"{found.group(1) if found else 'unknown version'}, {gpus} GPU(s)"
+
+
+def _installed(dist: str) -> str | None:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def env_command(args: argparse.Namespace) -> int:
+    """Print the report; the config file's settings follow when there is one."""
+    lines = [
+        f"- platform: {platform.platform()}",
+        f"- python: {platform.python_version()}",
+        f"- NVIDIA driver: {nvidia_driver()}",
+    ]
+    lines += [f"- {dist}: {_installed(dist) or 'not installed'}" for dist in ACCEL_DISTRIBUTIONS]
+    lines += [f"- {d}: {v}" for d in THIRD_PARTY if (v := _installed(d)) is not None]
+    path = Path(args.config_file) if args.config_file else default_config_file()
+    lines.append(f"- config file: {path} ({'found' if path.is_file() else 'absent'})")
+    print("\n".join(lines))
+    if path.is_file():
+        config = load_config_file(path)
+        for key, value in config.to_dict().items():
+            print(f"    {key}: {value}")
+    return 0

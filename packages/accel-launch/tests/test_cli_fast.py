@@ -1,0 +1,108 @@
+"""Commands that do not need torch answer without importing it (torch's import is refused in
+the process that runs them), report versions from the installed metadata, and explain
+themselves: ``accel --version``, ``accel --help``, ``accel env``, ``accel config default`` on an
+existing file, ``accel test --help`` and a bad ``accel test`` flag."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+import time
+from importlib.metadata import version
+
+import yaml
+
+from .conftest import SCRIPTS, run_command
+
+
+def _outputs(stdout: str) -> dict[str, str]:
+    sections: dict[str, str] = {}
+    for block in stdout.split("=== ")[1:]:
+        head, _, body = block.partition("\n")
+        sections[head.rsplit(" -> ", 1)[0] if " -> " in head else head] = head + "\n" + body
+    return sections
+
+
+def test_commands_without_torch_do_not_import_it(isolated_config_home):
+    isolated_config_home.mkdir()
+    config = isolated_config_home / "default_config.yaml"
+    config.write_text(yaml.safe_dump({"num_processes": 2, "mixed_precision": "bf16"}))
+    before = config.read_text()
+    result = run_command(
+        [sys.executable, str(SCRIPTS / "commands_without_torch.py")], timeout=120, check=True
+    )
+    out = _outputs(result.stdout)
+    launch_version = version("accel-launch")
+    assert out["--version"].startswith("--version -> 0\n")
+    assert (
+        f"accel-launch {launch_version} (accel-torch {version('accel-torch')})" in out["--version"]
+    )
+    assert out["launch-version"].startswith("launch-version -> 0\n")
+    assert f"accel-launch {launch_version}" in out["launch-version"]
+    assert "-> 0" in out["--help"] and "estimate-memory" in out["--help"]
+    # env: every accel package and torch's version, from metadata; the config file's settings.
+    env = out["env"]
+    assert env.startswith("env -> 0\n"), env
+    for dist in ("accel-torch", "accel-state", "accel-bigmodel", "accel-launch"):
+        assert f"- {dist}: {version(dist)}" in env
+    assert f"- torch: {version('torch')}" in env and "- NVIDIA driver: " in env
+    assert "mixed_precision: bf16" in env and "(found)" in env
+    # config default leaves an existing file as it was.
+    assert (
+        "config default -> 0" in out["config default"] and "left unchanged" in out["config default"]
+    )
+    assert config.read_text() == before
+    # test --help describes every option; a bad value is one line plus that flag's usage.
+    helped = " ".join(out["test --help"].split())
+    for described in (
+        "--config_file CONFIG_FILE Config file to test",
+        "--num_processes NUM_PROCESSES Total number of processes over all machines",
+        "--num_machines NUM_MACHINES Number of machines",
+        "--machine_rank MACHINE_RANK This machine's rank",
+        "--main_process_ip MAIN_PROCESS_IP Address of machine 0",
+        "--main_process_port MAIN_PROCESS_PORT Rendezvous port",
+        "--cpu Run on CPU processes",
+        "Each check is named as it passes",
+    ):
+        assert described in helped, f"{described!r} is not in:\n{out['test --help']}"
+    bad = out["test --num_processes two"].strip().splitlines()
+    assert bad == [
+        "test --num_processes two -> 2",
+        "accel test: error: argument --num_processes: expected a whole number like 2, got 'two'",
+        "usage: accel test --num_processes NUM_PROCESSES  (Total number of processes over all "
+        "machines (overrides the config file))",
+    ]
+    assert result.stdout.rstrip().endswith("=== torch imported: False")
+
+
+def test_nvidia_driver_is_read_from_proc(tmp_path):
+    from accel_launch._env_cmd import nvidia_driver
+
+    assert nvidia_driver(tmp_path / "absent").startswith("none (")
+    (tmp_path / "gpus" / "0000:01:00.0").mkdir(parents=True)
+    (tmp_path / "gpus" / "0000:02:00.0").mkdir()
+    (tmp_path / "version").write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 2024\n"
+    )
+    assert nvidia_driver(tmp_path) == "550.54.15, 2 GPU(s)"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_status_spins_on_a_terminal_and_prints_one_line_elsewhere():
+    from accel_launch._status import status
+
+    piped = io.StringIO()
+    with status("loading", stream=piped):
+        pass
+    assert piped.getvalue() == "loading\n"
+    terminal = _Terminal()
+    with status("loading", stream=terminal, interval=0.01):
+        time.sleep(0.05)
+    frames = terminal.getvalue().split("\r")[1:]
+    assert frames[0] == "loading |" and len(frames) >= 3
+    assert re.fullmatch(r"loading \(\d+\.\ds\)\n", frames[-1])
