@@ -176,15 +176,22 @@ def take_snapshot(
             now.
         safe_serialization: Weights as safetensors (else ``torch.save``).
         hooks: The save-state pre-hooks.
-        copy: None to keep references to the live states (they are written at once); else
-            the function that copies each state to host memory, and sharding engines snapshot
-            their shards instead of writing them (the writes become :attr:`Snapshot.jobs`).
+        copy: None to write each file as soon as its state is taken (a synchronous save:
+            the snapshot comes back empty but for its counts); else the function that copies
+            each state to host memory for a later :func:`write_snapshot`, and sharding
+            engines snapshot their shards instead of writing them (:attr:`Snapshot.jobs`).
     """
-    keep = copy or (lambda state: state)
+    snapshot = Snapshot()
+
+    def add(name: str, state: Any, kind: str) -> None:
+        if copy is None:
+            write_file(stage, name, state, kind, safe_serialization)  # synchronous: at once
+        else:
+            snapshot.files.append((name, copy(state), kind))
+
     engine = accelerator.engine
     models = list(accelerator._models)
     optimizers = list(accelerator._optimizers)
-    snapshot = Snapshot()
     if engine.replicated_states:
         weights = [engine.model_state_dict(model) for model in models]
     elif copy is not None:
@@ -203,30 +210,28 @@ def take_snapshot(
     schedulers = stateful(accelerator._schedulers)
     loaders = stateful(accelerator._dataloaders)
     customs = list(accelerator._custom_objects)
-    files = snapshot.files
     if is_writer(accelerator):
         for i, state in enumerate(weights):
-            files.append((weights_file_name(i, safe_serialization), keep(state), "weights"))
+            add(weights_file_name(i, safe_serialization), state, "weights")
         for i, opt in enumerate(optimizers if engine.replicated_states else []):
-            state = keep(engine.optimizer_state_dict(opt))
-            files.append((indexed_name(OPTIMIZER_NAME, "bin", i), state, "object"))
+            add(indexed_name(OPTIMIZER_NAME, "bin", i), engine.optimizer_state_dict(opt), "object")
         groups = ((SCHEDULER_NAME, schedulers), (SAMPLER_NAME, loaders))
         for stem, objects in groups:
             for i, obj in enumerate(objects):
-                files.append((indexed_name(stem, "bin", i), keep(obj.state_dict()), f"{stem} {i}"))
+                add(indexed_name(stem, "bin", i), obj.state_dict(), f"{stem} {i}")
         if accelerator.scaler is not None:
-            files.append((SCALER_NAME, keep(accelerator.scaler.state_dict()), "the grad scaler"))
+            add(SCALER_NAME, accelerator.scaler.state_dict(), "the grad scaler")
         for i, obj in enumerate(customs):
             what = f"registered object {i} ({type(obj).__name__})"
-            files.append((f"{CUSTOM_NAME}_{i}.pkl", keep(obj.state_dict()), what))
+            add(f"{CUSTOM_NAME}_{i}.pkl", obj.state_dict(), what)
     rank = accelerator.process_index
     if accelerator.num_processes > 1:
         # A stateful loader's workers hold per-process state: every process saves its own.
         for i, loader in enumerate(loaders):
             if getattr(loader, "use_stateful_dataloader", False):
                 what = f"{SAMPLER_NAME} {i} of process {rank}"
-                files.append((process_loader_file_name(i, rank), keep(loader.state_dict()), what))
-    files.append((f"{RNG_STATE_NAME}_{rank}.pkl", keep(capture_rng_state()), "object"))
+                add(process_loader_file_name(i, rank), loader.state_dict(), what)
+    add(f"{RNG_STATE_NAME}_{rank}.pkl", capture_rng_state(), "object")
     snapshot.counts = {
         "models": len(weights) if engine.replicated_states else len(models),
         "optimizers": len(optimizers),
@@ -239,16 +244,21 @@ def take_snapshot(
     return snapshot
 
 
+def write_file(stage: str, name: str, state: Any, kind: str, safe_serialization: bool) -> None:
+    """Write one file of a snapshot (see :attr:`Snapshot.files`) into ``stage``."""
+    path = os.path.join(stage, name)
+    if kind == "weights":
+        save_weights(state, path, safe_serialization)
+    else:
+        save_object(state, path)
+        if kind != "object":
+            check_loadable(path, kind)
+
+
 def write_snapshot(snapshot: Snapshot, stage: str, safe_serialization: bool) -> None:
     """Write the files of ``snapshot`` into ``stage`` and run its engine jobs."""
     for name, state, kind in snapshot.files:
-        path = os.path.join(stage, name)
-        if kind == "weights":
-            save_weights(state, path, safe_serialization)
-        else:
-            save_object(state, path)
-            if kind != "object":
-                check_loadable(path, kind)
+        write_file(stage, name, state, kind, safe_serialization)
     for job in snapshot.jobs:
         job()
 
@@ -341,9 +351,7 @@ def save_checkpoint(
     stage = open_stage(plan, rendezvous)
 
     def write() -> dict[str, Any]:
-        snapshot = take_snapshot(accelerator, stage, safe_serialization, hooks)
-        write_snapshot(snapshot, stage, safe_serialization)
-        return snapshot.counts
+        return take_snapshot(accelerator, stage, safe_serialization, hooks).counts
 
     finish_save(plan, rendezvous, write)
     return output_dir
