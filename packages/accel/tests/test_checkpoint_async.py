@@ -210,3 +210,4 @@ def test_two_processes_ddp_and_fsdp_resume_exactly_from_async_saves(tmp_path):
             assert f"PASSED check_{check} rank={rank}" in result.stdout, (
                 result.stdout + result.stderr
             )
+    assert (tmp_path / "at_exit" / "accel_checkpoint.json").is_file()  # committed before exit

@@ -4,6 +4,7 @@ DDP: a run saves asynchronously mid-epoch (through ``ProjectConfiguration.async_
 trains on while the files are written; a fresh run loads that checkpoint and must see the same
 batches and end with bit-identical weights. FSDP2 (sharded and full state dicts): the same
 with ``save_state(folder, async_save=True)``, comparing every later loss and the final weights.
+Last, a save is started and the script ends at once: it must still be committed.
 """
 
 import os
@@ -87,3 +88,7 @@ checks = [
 for name, check in checks:
     check()
     print(f"PASSED check_{name} rank={dist.get_rank()}", flush=True)
+
+# The interpreter does not exit before a save in flight is committed (checked by the test).
+acc, model, opt, batches = fsdp_run("SHARDED_STATE_DICT", seed=0)
+acc.save_state(os.path.join(OUT, "at_exit"), async_save=True)
