@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Union
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from ._checkpoint_async import AsyncCheckpoint, start_async_save
+from ._checkpoint_async import AsyncCheckpoint, HostBuffers, start_async_save
 from ._checkpoint_load import load_checkpoint
 from ._checkpoint_sync import Rendezvous
 from ._checkpointing import (
@@ -36,6 +36,8 @@ class CheckpointingMixin:
     _load_model_state_pre_hook: dict[Any, Any]
     _pending_save: AsyncCheckpoint | None = None
     """The asynchronous save still writing (or not yet waited for), if any."""
+    _save_buffers: HostBuffers | None = None
+    """Host memory of the asynchronous saves, reused by the next one until end_training."""
 
     # --------------------------------------------------------------------- registration
     def register_for_checkpointing(self: Accelerator, *objects: Any) -> None:
@@ -133,7 +135,8 @@ class CheckpointingMixin:
                 every process has written its files, so a crash during the write keeps the
                 previous checkpoint. Memory cost: one host copy of what this process writes
                 (the main process holds the full weights and optimizer state with one process
-                or DDP; each process its shards with FSDP) until the files are on disk. The
+                or DDP; each process its shards with FSDP), kept after the commit for the next
+                asynchronous save until ``end_training``. The
                 next ``save_state``, ``load_state`` and ``end_training`` wait for it, and so
                 does the interpreter's exit; ``wait_for_everyone`` does not. DeepSpeed
                 engines refuse it.
@@ -156,16 +159,26 @@ class CheckpointingMixin:
         hooks = list(self._save_model_state_pre_hook.values())
         result: Any = path
         if async_save:
-            result = self._pending_save = start_async_save(self, path, safe_serialization, hooks)
+            if self._save_buffers is None:
+                self._save_buffers = HostBuffers()
+            result = self._pending_save = start_async_save(
+                self, path, safe_serialization, hooks, self._save_buffers
+            )
         else:
             save_checkpoint(self, path, safe_serialization, hooks)
         if self.project_configuration.automatic_checkpoint_naming:
             self.project_configuration.iteration += 1
         return result
 
-    def _wait_for_pending_save(self: Accelerator) -> None:
-        """Wait for the asynchronous save in flight; raise its error if it failed (once)."""
+    def _wait_for_pending_save(self: Accelerator, release: bool = False) -> None:
+        """Wait for the asynchronous save in flight; raise its error if it failed (once).
+
+        Args:
+            release: Also drop the host memory kept for the next asynchronous save.
+        """
         pending, self._pending_save = self._pending_save, None
+        if release:
+            self._save_buffers = None
         if pending is not None and not pending._reported:
             pending.wait()
 

@@ -30,7 +30,10 @@ files are on disk. With replicated states (one process, DDP) the main process ho
 the full model weights and the full optimizer state (for Adam, three times the weights), the
 others only their random states. With FSDP each process holds a copy of its own shards (the
 full state on process 0 with ``FULL_STATE_DICT``). Tensors on an accelerator are copied into
-pinned host memory. A later save waits for the previous one, so at most one copy is alive.
+pinned host memory. A later save waits for the previous one, so at most one copy is alive;
+its memory is kept after the commit and reused by the next asynchronous save of the run
+(fresh memory would cost more than the copy: the system maps and zeroes each page on first
+touch), until ``end_training``.
 """
 
 from __future__ import annotations
@@ -71,8 +74,11 @@ class AsyncCheckpoint:
         path: The folder the checkpoint appears at once it is complete.
     """
 
-    def __init__(self, path: str, target: Callable[[], None]) -> None:
+    def __init__(
+        self, path: str, target: Callable[[], None], on_done: Callable[[], None] | None = None
+    ) -> None:
         self.path = path
+        self._on_done = on_done
         self._error: BaseException | None = None
         self._reported = False
         self._thread = threading.Thread(
@@ -88,6 +94,9 @@ class AsyncCheckpoint:
         except BaseException as exc:  # kept for the caller of wait()
             self._error = exc
             _logger.error("asynchronous save_state of %s failed: %s", self.path, exc)
+        finally:
+            if self._on_done is not None:
+                self._on_done()
 
     def done(self) -> bool:
         """Whether the background write has finished (committed or failed)."""
@@ -136,12 +145,21 @@ def start_async_save(
     output_dir: str,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],
+    buffers: HostBuffers | None = None,
 ) -> AsyncCheckpoint:
     """Snapshot every state now and write the checkpoint on a background thread.
 
-    Call it on every process, as ``save_state``. Errors before the background write starts
-    (a refused target, a state that cannot be copied, an engine that cannot save
-    asynchronously) are raised here, with nothing committed.
+    Call it on every process, as ``save_state``, and only once the previous asynchronous
+    save of the run is finished. Errors before the background write starts (a refused target,
+    a state that cannot be copied, an engine that cannot save asynchronously) are raised here,
+    with nothing committed.
+
+    Args:
+        accelerator: The accelerator.
+        output_dir: The checkpoint folder.
+        safe_serialization: Weights as safetensors (else ``torch.save``).
+        hooks: The save-state pre-hooks.
+        buffers: Host memory of the previous asynchronous saves, reused for this copy.
     """
     engine = accelerator.engine
     if not engine.replicated_states:
@@ -149,28 +167,72 @@ def start_async_save(
     rendezvous = Rendezvous("save_state")
     plan = CommitPlan.of(accelerator, output_dir)
     stage = open_stage(plan, rendezvous)
+    pool = buffers if buffers is not None else HostBuffers()
     pin = torch.cuda.is_available()
     try:
         snapshot = take_snapshot(
-            accelerator, stage, safe_serialization, hooks, copy=lambda s: host_copy(s, pin)
+            accelerator, stage, safe_serialization, hooks, copy=lambda s: host_copy(s, pool, pin)
         )
+        if pin and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
     except BaseException as exc:
+        pool.reclaim()
         # The others learn it at the "written" meeting, as in a synchronous save.
         rendezvous.meet("written", error=f"{type(exc).__name__}: {exc}")
         raise
-    if pin and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
 
     def write() -> dict[str, Any]:
         write_snapshot(snapshot, stage, safe_serialization)
         return snapshot.counts
 
-    handle = AsyncCheckpoint(output_dir, lambda: finish_save(plan, rendezvous, write, poll=True))
+    def finish() -> None:
+        finish_save(plan, rendezvous, write, poll=True)
+
+    handle = AsyncCheckpoint(output_dir, finish, on_done=pool.reclaim)
     handle._start()
     return handle
 
 
-def host_copy(state: Any, pin: bool = False) -> Any:
+class HostBuffers:
+    """Host tensors that hold the copies of asynchronous saves, kept from one save to the next.
+
+    Allocating gigabytes of fresh memory for every save costs more than the copy itself (the
+    operating system maps and zeroes every page on first touch); a run saves the same shapes
+    each time, so the next save copies into the tensors of the previous one once it has been
+    written. Only one save of a run is in flight at a time, so the tensors lent to it are all
+    free again when it finishes (:meth:`reclaim`).
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[tuple[Any, ...], list[torch.Tensor]] = {}
+        self._lent: list[torch.Tensor] = []
+        self._lock = threading.Lock()
+
+    def take(self, shape: torch.Size, dtype: torch.dtype, pinned: bool) -> torch.Tensor:
+        """A contiguous host tensor of that shape and dtype (its content is undefined)."""
+        key = (tuple(shape), dtype, pinned)
+        with self._lock:
+            free = self._free.get(key)
+            tensor = free.pop() if free else torch.empty(shape, dtype=dtype, pin_memory=pinned)
+            self._lent.append(tensor)
+        return tensor
+
+    def reclaim(self) -> None:
+        """Make every lent tensor free again (the save that used them has finished)."""
+        with self._lock:
+            for tensor in self._lent:
+                key = (tuple(tensor.shape), tensor.dtype, tensor.is_pinned())
+                self._free.setdefault(key, []).append(tensor)
+            self._lent.clear()
+
+    def nbytes(self) -> int:
+        """Bytes held, lent or free."""
+        with self._lock:
+            tensors = self._lent + [t for free in self._free.values() for t in free]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def host_copy(state: Any, buffers: HostBuffers | None = None, pin: bool = False) -> Any:
     """A copy of ``state`` whose tensors live in host memory and share nothing with it.
 
     Tensors that are views of the same memory (tied weights) stay one tensor in the copy, so
@@ -179,28 +241,31 @@ def host_copy(state: Any, pin: bool = False) -> Any:
 
     Args:
         state: A state dict (nested dicts, lists, tuples of tensors and plain values).
+        buffers: Where the host tensors come from (fresh ones when None).
         pin: Copy accelerator tensors into pinned host memory.
     """
-    return _copy(state, {}, pin)
+    return _copy(state, {}, buffers or HostBuffers(), pin)
 
 
-def _copy(value: Any, memo: dict[tuple[Any, ...], torch.Tensor], pin: bool) -> Any:
+def _copy(
+    value: Any, memo: dict[tuple[Any, ...], torch.Tensor], pool: HostBuffers, pin: bool
+) -> Any:
     if isinstance(value, torch.Tensor):
-        return _copy_tensor(value, memo, pin)
+        return _copy_tensor(value, memo, pool, pin)
     if isinstance(value, (str, bytes, int, float, bool, type(None))):
         return value
     if isinstance(value, dict):
         out = copy.copy(value)  # keeps the kind of dict (OrderedDict ...)
         for key, item in value.items():
-            out[key] = _copy(item, memo, pin)
+            out[key] = _copy(item, memo, pool, pin)
         return out
     if type(value) in (list, tuple):
-        return type(value)(_copy(item, memo, pin) for item in value)
+        return type(value)(_copy(item, memo, pool, pin) for item in value)
     return copy.deepcopy(value)
 
 
 def _copy_tensor(
-    tensor: torch.Tensor, memo: dict[tuple[Any, ...], torch.Tensor], pin: bool
+    tensor: torch.Tensor, memo: dict[tuple[Any, ...], torch.Tensor], pool: HostBuffers, pin: bool
 ) -> torch.Tensor:
     if tensor.device.type == "meta":
         return tensor
@@ -214,7 +279,7 @@ def _copy_tensor(
         result = source.clone()
     else:
         pinned = pin and source.device.type != "cpu"
-        result = torch.empty(source.shape, dtype=source.dtype, pin_memory=pinned)
+        result = pool.take(source.shape, source.dtype, pinned)
         result.copy_(source, non_blocking=pinned)
     memo[key] = result
     return result
