@@ -88,14 +88,15 @@ def worker(kind: str, mode: str, folder: str) -> dict[str, float]:
 def _run(kind: str, mode: str) -> dict[str, float]:
     folder = tempfile.mkdtemp(prefix="accel_bench_async_")
     try:
-        out = subprocess.run(
+        done = subprocess.run(
             [sys.executable, __file__, "--worker", kind, mode, folder],
             capture_output=True,
             text=True,
-            check=True,
             env={**os.environ, "OMP_NUM_THREADS": "1"},
-        ).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"worker {kind} {mode} exited {done.returncode}:\n{done.stderr}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
