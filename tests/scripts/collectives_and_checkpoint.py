@@ -19,4 +19,7 @@ for _ in range(5):
     reduce(value)
 accelerator.save_state()
 accelerator.wait_for_everyone()
-print("done", accelerator.process_index, flush=True)
+# One write of one line: both processes share the launcher's stdout, and print() with several
+# arguments writes them one by one, so two processes' words could interleave ("donedone 0 1").
+sys.stdout.write(f"done {accelerator.process_index}\n")
+sys.stdout.flush()

@@ -100,6 +100,10 @@ class ProjectConfiguration:
     """Index of the next automatic checkpoint."""
     save_on_each_node: bool = False
     """Write shared files once per machine instead of once per job (no shared filesystem)."""
+    async_save: bool = False
+    """``save_state`` copies the states to host memory and writes the files on a background
+    thread while training goes on (an accel extension; ``save_state(async_save=...)`` decides
+    per call)."""
 
     def __post_init__(self) -> None:
         if self.logging_dir is None:

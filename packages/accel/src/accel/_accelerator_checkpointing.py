@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Union
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from ._checkpoint_async import AsyncCheckpoint, HostBuffers, start_async_save
 from ._checkpoint_load import load_checkpoint
 from ._checkpoint_sync import Rendezvous
 from ._checkpointing import (
@@ -33,6 +34,10 @@ class CheckpointingMixin:
 
     _save_model_state_pre_hook: dict[Any, Any]
     _load_model_state_pre_hook: dict[Any, Any]
+    _pending_save: AsyncCheckpoint | None = None
+    """The asynchronous save still writing (or not yet waited for), if any."""
+    _save_buffers: HostBuffers | None = None
+    """Host memory of the asynchronous saves, reused by the next one until end_training."""
 
     # --------------------------------------------------------------------- registration
     def register_for_checkpointing(self: Accelerator, *objects: Any) -> None:
@@ -102,8 +107,10 @@ class CheckpointingMixin:
         self: Accelerator,
         output_dir: str | os.PathLike[str] | None = None,
         safe_serialization: bool = True,
+        *,
+        async_save: bool | None = None,
         **save_model_func_kwargs: Any,
-    ) -> str:
+    ) -> Any:
         """Save models, optimizers, schedulers, grad scaler, dataloader positions, random
         states, ``step`` and registered objects to a folder.
 
@@ -122,22 +129,58 @@ class CheckpointingMixin:
                 file, a symlink or a folder of other files is refused before anything is
                 written.
             safe_serialization: Write weights as safetensors (else ``torch.save``).
+            async_save: Copy every state to host memory now and write the files on a
+                background thread while training goes on (None: the project configuration's
+                ``async_save``). The checkpoint is committed (manifest and rename) only once
+                every process has written its files, so a crash during the write keeps the
+                previous checkpoint. Memory cost: one host copy of what this process writes
+                (the main process holds the full weights and optimizer state with one process
+                or DDP; each process its shards with FSDP), kept after the commit for the next
+                asynchronous save until ``end_training``. The
+                next ``save_state``, ``load_state`` and ``end_training`` wait for it, and so
+                does the interpreter's exit; ``wait_for_everyone`` does not. DeepSpeed
+                engines refuse it.
             **save_model_func_kwargs: Not used by this engine; rejected when given.
 
         Returns:
-            The folder written.
+            The folder written; with ``async_save``, an :class:`AsyncCheckpoint` handle
+            (``.path``, ``.wait()``, ``.done()``, ``.exception()``) whose ``wait()`` raises
+            ``AsyncSaveError`` naming the checkpoint if the background write failed.
         """
         if save_model_func_kwargs:
             raise TypeError(
                 "save_state passes no extra arguments to the weight writer of this engine; got "
                 f"{sorted(save_model_func_kwargs)}. Remove them."
             )
+        if async_save is None:
+            async_save = self.project_configuration.async_save
+        self._wait_for_pending_save()
         path = resolve_output_dir(self, output_dir)
         hooks = list(self._save_model_state_pre_hook.values())
-        save_checkpoint(self, path, safe_serialization, hooks)
+        result: Any = path
+        if async_save:
+            if self._save_buffers is None:
+                self._save_buffers = HostBuffers()
+            result = self._pending_save = start_async_save(
+                self, path, safe_serialization, hooks, self._save_buffers
+            )
+        else:
+            save_checkpoint(self, path, safe_serialization, hooks)
         if self.project_configuration.automatic_checkpoint_naming:
             self.project_configuration.iteration += 1
-        return path
+        return result
+
+    def _wait_for_pending_save(self: Accelerator, release: bool = False) -> None:
+        """Wait for the asynchronous save in flight; raise its error if it failed (once).
+
+        Args:
+            release: Also drop the host memory kept for the next asynchronous save.
+        """
+        pending, self._pending_save = self._pending_save, None
+        if release:
+            self._save_buffers = None
+        if pending is not None and not pending._reported:
+            pending.wait()
 
     def load_state(
         self: Accelerator,
@@ -189,6 +232,7 @@ class CheckpointingMixin:
             accel_bigmodel.UntrustedPickleError: a file names a global outside the allow-list
                 (refused without running it).
         """
+        self._wait_for_pending_save()
         rendezvous = Rendezvous("load_state")
         latest = isinstance(input_dir, str) and input_dir == LATEST
         try:

@@ -62,7 +62,13 @@ class TrackingMixin:
         return self._tracker_set.get(name, unwrap=unwrap)
 
     def end_training(self: Accelerator) -> None:
-        """Finish every tracker. Never raises because a backend already finished; a second
-        call does nothing."""
-        if self._tracker_set is not None:
-            self._tracker_set.finish()
+        """Finish every tracker, wait for an asynchronous ``save_state`` still writing and free
+        the host memory kept for the next one.
+
+        Never raises because a backend already finished; a second call does nothing. Raises
+        ``AsyncSaveError`` (after the trackers are finished) if that save failed."""
+        try:
+            if self._tracker_set is not None:
+                self._tracker_set.finish()
+        finally:
+            self._wait_for_pending_save(release=True)

@@ -150,6 +150,18 @@ def load_object(path: str, trust_pickles: bool = False, **load_kwargs: Any) -> A
 
 
 # --------------------------------------------------------------------------- weights
+def view_key(tensor: torch.Tensor) -> tuple[Any, ...]:
+    """What makes two tensors the same view of the same memory (tied weights)."""
+    return (
+        tensor.device,
+        tensor.untyped_storage().data_ptr(),
+        tensor.storage_offset(),
+        tuple(tensor.shape),
+        tuple(tensor.stride()),
+        tensor.dtype,
+    )
+
+
 def tied_aliases(state_dict: Mapping[str, torch.Tensor]) -> dict[str, str]:
     """Map each name whose tensor shares memory with an earlier name to that earlier name."""
     seen: dict[tuple[Any, ...], str] = {}
@@ -157,14 +169,7 @@ def tied_aliases(state_dict: Mapping[str, torch.Tensor]) -> dict[str, str]:
     for name, tensor in state_dict.items():
         if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta":
             continue
-        key = (
-            tensor.device,
-            tensor.untyped_storage().data_ptr(),
-            tensor.storage_offset(),
-            tuple(tensor.shape),
-            tuple(tensor.stride()),
-            tensor.dtype,
-        )
+        key = view_key(tensor)
         if key in seen:
             aliases[name] = seen[key]
         else:

@@ -10,6 +10,7 @@ which processes never arrived. A process that fails while writing posts its erro
 from __future__ import annotations
 
 import os
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -85,9 +86,25 @@ class Rendezvous:
         return f"accel/checkpoint/{self.operation}/{self.sequence}/{phase}/{rank}"
 
     def meet(
-        self, phase: str, payload: str = "", timeout: float | None = None, error: str | None = None
+        self,
+        phase: str,
+        payload: str = "",
+        timeout: float | None = None,
+        error: str | None = None,
+        *,
+        poll: bool = False,
     ) -> list[str]:
         """Post this process's payload (or error) for ``phase`` and wait for all processes.
+
+        Args:
+            phase: Name of the meeting point.
+            payload: Text every process receives from this one.
+            timeout: Seconds to wait (``ACCEL_CHECKPOINT_TIMEOUT`` when None).
+            error: Post this failure instead of a payload, and return at once.
+            poll: Wait by asking the store every few milliseconds instead of one blocking
+                ``wait``: the store's client serves one request at a time, so a blocking wait
+                on a background thread would stall every store request of the training thread
+                for as long as it lasts.
 
         Returns:
             The payload of every process, by rank.
@@ -107,7 +124,10 @@ class Rendezvous:
         keys = [self._key(phase, r) for r in range(self.world)]
         wait = arrival_timeout() if timeout is None else timeout
         try:
-            self._store.wait(keys, timedelta(seconds=wait))
+            if poll:
+                _poll(self._store, keys, wait)
+            else:
+                self._store.wait(keys, timedelta(seconds=wait))
         except Exception:
             missing = [r for r, k in enumerate(keys) if not self._store.check([k])]
             # Withdraw this process's key, so that a later lone call does not take it for
@@ -153,6 +173,17 @@ class Rendezvous:
             self._store.delete_key(key)
         except Exception:
             pass  # some stores cannot delete keys; they are a few bytes each
+
+
+def _poll(store: Any, keys: list[str], seconds: float) -> None:
+    """Return once every key is in ``store``; raise TimeoutError after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    delay = 0.001
+    while not store.check(keys):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"keys {keys} not all set after {seconds:.0f}s")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def _default_store() -> Any:

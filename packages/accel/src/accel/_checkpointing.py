@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._checkpoint_dirs import (
@@ -147,22 +148,56 @@ def resolve_input_dir(accelerator: Accelerator, input_dir: str | os.PathLike[str
 
 
 # --------------------------------------------------------------------------- save
-def write_files(
+@dataclass
+class Snapshot:
+    """What one process writes into a staging folder, taken at the moment of ``save_state``."""
+
+    files: list[tuple[str, Any, str]] = field(default_factory=list)
+    """``(relative name, state, kind)``; kind is ``"weights"``, ``"object"`` or the description
+    of an object whose pickle is checked for ``weights_only`` loading after it is written."""
+    jobs: list[Callable[[], None]] = field(default_factory=list)
+    """Writes of the engine's own layout left to do (asynchronous saves of sharding engines)."""
+    counts: dict[str, Any] = field(default_factory=dict)
+    """Counts of the saved objects, for the manifest."""
+
+
+def take_snapshot(
     accelerator: Accelerator,
     stage: str,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],
-) -> dict[str, Any]:
-    """Run the save hooks and write this process's files into ``stage``.
+    copy: Callable[[Any], Any] | None = None,
+) -> Snapshot:
+    """Run the save hooks and gather this process's states for ``stage``.
 
-    Returns:
-        Counts of the saved objects, for the manifest.
+    Args:
+        accelerator: The accelerator (or an object with its checkpoint attributes).
+        stage: The staging folder; the hooks and a synchronous sharding engine write into it
+            now.
+        safe_serialization: Weights as safetensors (else ``torch.save``).
+        hooks: The save-state pre-hooks.
+        copy: None to write each file as soon as its state is taken (a synchronous save:
+            the snapshot comes back empty but for its counts); else the function that copies
+            each state to host memory for a later :func:`write_snapshot`, and sharding
+            engines snapshot their shards instead of writing them (:attr:`Snapshot.jobs`).
     """
+    snapshot = Snapshot()
+
+    def add(name: str, state: Any, kind: str) -> None:
+        if copy is None:
+            write_file(stage, name, state, kind, safe_serialization)  # synchronous: at once
+        else:
+            snapshot.files.append((name, copy(state), kind))
+
     engine = accelerator.engine
     models = list(accelerator._models)
     optimizers = list(accelerator._optimizers)
     if engine.replicated_states:
         weights = [engine.model_state_dict(model) for model in models]
+    elif copy is not None:
+        # The engine copies its shards now and returns the writes for the background thread.
+        snapshot.jobs.append(engine.snapshot_sharded_states(models, optimizers, stage, copy))
+        weights = []
     else:
         # A sharding engine writes its own layout; every process takes part.
         for i, model in enumerate(models):
@@ -177,40 +212,27 @@ def write_files(
     customs = list(accelerator._custom_objects)
     if is_writer(accelerator):
         for i, state in enumerate(weights):
-            save_weights(
-                state,
-                os.path.join(stage, weights_file_name(i, safe_serialization)),
-                safe_serialization,
-            )
+            add(weights_file_name(i, safe_serialization), state, "weights")
         for i, opt in enumerate(optimizers if engine.replicated_states else []):
-            save_object(
-                engine.optimizer_state_dict(opt),
-                os.path.join(stage, indexed_name(OPTIMIZER_NAME, "bin", i)),
-            )
+            add(indexed_name(OPTIMIZER_NAME, "bin", i), engine.optimizer_state_dict(opt), "object")
         groups = ((SCHEDULER_NAME, schedulers), (SAMPLER_NAME, loaders))
         for stem, objects in groups:
             for i, obj in enumerate(objects):
-                _save_checked(
-                    obj.state_dict(),
-                    os.path.join(stage, indexed_name(stem, "bin", i)),
-                    f"{stem} {i}",
-                )
+                add(indexed_name(stem, "bin", i), obj.state_dict(), f"{stem} {i}")
         if accelerator.scaler is not None:
-            _save_checked(
-                accelerator.scaler.state_dict(), os.path.join(stage, SCALER_NAME), "the grad scaler"
-            )
+            add(SCALER_NAME, accelerator.scaler.state_dict(), "the grad scaler")
         for i, obj in enumerate(customs):
             what = f"registered object {i} ({type(obj).__name__})"
-            _save_checked(obj.state_dict(), os.path.join(stage, f"{CUSTOM_NAME}_{i}.pkl"), what)
+            add(f"{CUSTOM_NAME}_{i}.pkl", obj.state_dict(), what)
     rank = accelerator.process_index
     if accelerator.num_processes > 1:
         # A stateful loader's workers hold per-process state: every process saves its own.
         for i, loader in enumerate(loaders):
             if getattr(loader, "use_stateful_dataloader", False):
-                path = os.path.join(stage, process_loader_file_name(i, rank))
-                _save_checked(loader.state_dict(), path, f"{SAMPLER_NAME} {i} of process {rank}")
-    save_object(capture_rng_state(), os.path.join(stage, f"{RNG_STATE_NAME}_{rank}.pkl"))
-    return {
+                what = f"{SAMPLER_NAME} {i} of process {rank}"
+                add(process_loader_file_name(i, rank), loader.state_dict(), what)
+    add(f"{RNG_STATE_NAME}_{rank}.pkl", capture_rng_state(), "object")
+    snapshot.counts = {
         "models": len(weights) if engine.replicated_states else len(models),
         "optimizers": len(optimizers),
         "schedulers": len(schedulers),
@@ -219,11 +241,102 @@ def write_files(
         "scaler": accelerator.scaler is not None,
         "safe_serialization": bool(safe_serialization),
     }
+    return snapshot
 
 
-def _save_checked(state: Any, path: str, what: str) -> None:
-    save_object(state, path)
-    check_loadable(path, what)
+def write_file(stage: str, name: str, state: Any, kind: str, safe_serialization: bool) -> None:
+    """Write one file of a snapshot (see :attr:`Snapshot.files`) into ``stage``."""
+    path = os.path.join(stage, name)
+    if kind == "weights":
+        save_weights(state, path, safe_serialization)
+    else:
+        save_object(state, path)
+        if kind != "object":
+            check_loadable(path, kind)
+
+
+def write_snapshot(snapshot: Snapshot, stage: str, safe_serialization: bool) -> None:
+    """Write the files of ``snapshot`` into ``stage`` and run its engine jobs."""
+    for name, state, kind in snapshot.files:
+        write_file(stage, name, state, kind, safe_serialization)
+    for job in snapshot.jobs:
+        job()
+
+
+@dataclass
+class CommitPlan:
+    """What the commit of a checkpoint needs, fixed when ``save_state`` is called (an
+    asynchronous save commits later, while the run has moved on)."""
+
+    output_dir: str
+    writer: bool
+    world_size: int
+    step: int
+    total_limit: int | None
+    """``total_limit`` of automatic checkpoint naming (None: no rotation)."""
+
+    @classmethod
+    def of(cls, accelerator: Accelerator, output_dir: str) -> CommitPlan:
+        config = accelerator.project_configuration
+        limit = config.total_limit if config.automatic_checkpoint_naming else None
+        return cls(
+            output_dir=output_dir,
+            writer=is_writer(accelerator),
+            world_size=accelerator.num_processes,
+            step=int(accelerator.step),
+            total_limit=limit,
+        )
+
+
+def open_stage(plan: CommitPlan, rendezvous: Rendezvous) -> str:
+    """Check the target and create the staging folder (writer), then meet every process."""
+    if plan.writer:
+        try:
+            check_target(plan.output_dir)
+            prepare_staging(plan.output_dir)
+        except Exception as exc:
+            rendezvous.meet("enter", error=_describe(exc))
+            raise
+    rendezvous.meet("enter")
+    return staging_dir(plan.output_dir)
+
+
+def finish_save(
+    plan: CommitPlan,
+    rendezvous: Rendezvous,
+    write: Callable[[], dict[str, Any]],
+    poll: bool = False,
+) -> None:
+    """Run ``write`` (returns the manifest counts), wait until every process has written,
+    then commit the manifest and rename (writer), rotate, and meet once more.
+
+    Args:
+        plan: The commit settings taken at the call.
+        rendezvous: The operation's meeting points.
+        write: Writes this process's files into the staging folder.
+        poll: Wait for the others by polling the store (from a background thread).
+    """
+    try:
+        counts = write()
+    except BaseException as exc:
+        rendezvous.meet("written", error=_describe(exc))
+        raise
+    rendezvous.meet("written", poll=poll)
+    if plan.writer:
+        try:
+            manifest = Manifest(
+                format_version=FORMAT_VERSION,
+                world_size=plan.world_size,
+                step=plan.step,
+                extra=counts,
+            )
+            commit(staging_dir(plan.output_dir), plan.output_dir, manifest)
+            if plan.total_limit is not None:
+                rotate(os.path.dirname(plan.output_dir), plan.total_limit, keep=plan.output_dir)
+        except BaseException as exc:
+            rendezvous.meet("committed", error=_describe(exc))
+            raise
+    rendezvous.meet("committed", poll=poll)
 
 
 def save_checkpoint(
@@ -234,38 +347,13 @@ def save_checkpoint(
 ) -> str:
     """Write a complete checkpoint to ``output_dir`` on every process, atomically."""
     rendezvous = Rendezvous("save_state")
-    writer = is_writer(accelerator)
-    stage = staging_dir(output_dir)
-    if writer:
-        try:
-            check_target(output_dir)
-            prepare_staging(output_dir)
-        except Exception as exc:
-            rendezvous.meet("enter", error=_describe(exc))
-            raise
-    rendezvous.meet("enter")
-    try:
-        counts = write_files(accelerator, stage, safe_serialization, hooks)
-    except BaseException as exc:
-        rendezvous.meet("written", error=_describe(exc))
-        raise
-    rendezvous.meet("written")
-    if writer:
-        try:
-            manifest = Manifest(
-                format_version=FORMAT_VERSION,
-                world_size=accelerator.num_processes,
-                step=int(accelerator.step),
-                extra=counts,
-            )
-            commit(stage, output_dir, manifest)
-            config = accelerator.project_configuration
-            if config.automatic_checkpoint_naming and config.total_limit is not None:
-                rotate(os.path.dirname(output_dir), config.total_limit, keep=output_dir)
-        except BaseException as exc:
-            rendezvous.meet("committed", error=_describe(exc))
-            raise
-    rendezvous.meet("committed")
+    plan = CommitPlan.of(accelerator, output_dir)
+    stage = open_stage(plan, rendezvous)
+
+    def write() -> dict[str, Any]:
+        return take_snapshot(accelerator, stage, safe_serialization, hooks).counts
+
+    finish_save(plan, rendezvous, write)
     return output_dir
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -179,6 +179,43 @@ class Engine:
         has no layout of its own or ``input_dir`` holds none. Its files run no code unless
         ``trust_pickles``."""
         return False
+
+    # ------------------------------------------------------- asynchronous saves (sharding engines)
+    def check_async_save(self) -> None:
+        """Refuse, before anything is written, an asynchronous ``save_state`` this engine
+        cannot do (engines with replicated states are saved by the caller and never refuse).
+
+        Raises:
+            NotImplementedError: naming the engine and the fix.
+        """
+        if not self.replicated_states:
+            raise NotImplementedError(
+                "save_state(async_save=True) needs an engine that can copy its shards to host "
+                f"memory; {type(self).__name__} cannot. Call save_state(async_save=False)."
+            )
+
+    def snapshot_sharded_states(
+        self,
+        models: list[torch.nn.Module],
+        optimizers: list[Any],
+        output_dir: str,
+        copy: Callable[[Any], Any],
+    ) -> Callable[[], None]:
+        """Copy this process's shards of ``models`` and ``optimizers`` to host memory now and
+        return the job that writes them into ``output_dir`` in the layout of
+        :meth:`save_model_state` / :meth:`save_optimizer_state`.
+
+        Called on every process on the calling thread; the job runs on a background thread
+        while training goes on, so it must not run collectives on the default process group.
+
+        Args:
+            models: The prepared models.
+            optimizers: The prepared optimizers.
+            output_dir: The staging folder.
+            copy: Copies a state dict to host memory (tied tensors kept tied).
+        """
+        self.check_async_save()
+        raise NotImplementedError(f"{type(self).__name__} does not snapshot its shards")
 
 
 def _inner(engine: Engine, model: torch.nn.Module) -> torch.nn.Module:

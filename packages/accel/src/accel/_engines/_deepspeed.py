@@ -357,6 +357,22 @@ class DeepSpeedEngine(Engine):
     ) -> bool:
         return True  # written with its engine by save_model_state
 
+    def check_async_save(self) -> None:
+        """Refuse: DeepSpeed's own asynchronous writers are not reachable from ``save_state``.
+
+        Raises:
+            NotImplementedError: with the reason and the fix.
+        """
+        raise NotImplementedError(
+            "save_state(async_save=True) copies every state to host memory and writes it in "
+            "the background; DeepSpeed engines write their ZeRO partitions through "
+            "engine.save_checkpoint, whose asynchronous engines (decoupled / fast checkpoint "
+            "engines) are configured in the DeepSpeed config and need the compiled async_io "
+            "op (libaio), so accel does not save them asynchronously; got "
+            "distributed_type=DEEPSPEED. Call save_state(async_save=False) (or leave "
+            "ProjectConfiguration.async_save off) with DeepSpeed."
+        )
+
     def load_optimizer_state(
         self,
         optimizer: torch.optim.Optimizer,

@@ -9,7 +9,7 @@ replicate (``dp_replicate``) the result with ``fully_shard``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -133,6 +133,8 @@ class FSDPEngine(Engine):
         self._mesh: DeviceMesh | None = None
         self._param_map: dict[int, torch.nn.Parameter] = {}
         self._models: list[torch.nn.Module] = []
+        self._save_groups: list[Any] = []
+        """Gloo groups of ``torch.distributed.checkpoint.async_save``, one per state."""
 
     # ------------------------------------------------------------------------ the mesh
     @property
@@ -396,6 +398,26 @@ class FSDPEngine(Engine):
         inner = getattr(optimizer, "optimizer", optimizer)
         model = self._model_of(inner)
         return io.load_optimizer(model, inner, input_dir, index, trust_pickles=trust_pickles)
+
+    def check_async_save(self) -> None:
+        """FSDP saves asynchronously in both layouts: nothing to refuse."""
+
+    def snapshot_sharded_states(
+        self,
+        models: list[torch.nn.Module],
+        optimizers: list[Any],
+        output_dir: str,
+        copy: Callable[[Any], Any],
+    ) -> Callable[[], None]:
+        """Stage the shards in host memory (``torch.distributed.checkpoint.async_save`` for
+        sharded layouts, a gather on process 0 for full ones); see ``_fsdp_io.snapshot``."""
+        inner = [getattr(opt, "optimizer", opt) for opt in optimizers]
+        pairs = [(self._model_of(opt), opt) for opt in inner]
+        if self._sharded():
+            # Created here, on the calling thread of every process, in the same order.
+            while len(self._save_groups) < len(models) + len(pairs):
+                self._save_groups.append(dist.new_group(backend="gloo"))
+        return io.snapshot(models, pairs, output_dir, self._sharded(), self._save_groups, copy)
 
     def _model_of(self, optimizer: torch.optim.Optimizer) -> torch.nn.Module:
         ids = {id(p) for group in optimizer.param_groups for p in group["params"]}

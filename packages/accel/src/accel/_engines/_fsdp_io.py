@@ -14,6 +14,7 @@ loading:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -71,14 +72,88 @@ def save_model(model: torch.nn.Module, output_dir: str, index: int, sharded: boo
         path = os.path.join(output_dir, MODEL_DIR.format(index))
         dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=path)
         return path
-    from safetensors.torch import save_file
-
     path = os.path.join(output_dir, MODEL_FILE.format(index))
     state = full_model_state(model)
     if dist.get_rank() == 0:
-        save_file({k: v.contiguous() for k, v in state.items()}, path, metadata={"format": "pt"})
+        _save_full_model(state, path)
     dist.barrier()
     return path
+
+
+def snapshot(
+    models: list[torch.nn.Module],
+    optimizers: list[tuple[torch.nn.Module, torch.optim.Optimizer]],
+    output_dir: str,
+    sharded: bool,
+    groups: list[Any],
+    copy: Callable[[Any], Any],
+) -> Callable[[], None]:
+    """Copy the states of ``models`` and ``optimizers`` (each with its model) to host memory
+    now and return the job that writes them in the layout of :func:`save_model` /
+    :func:`save_optimizer`.
+
+    Sharded layouts go through ``torch.distributed.checkpoint.async_save``: it stages each
+    process's shards into host memory before returning, then plans and writes them on a thread
+    of its own over one of ``groups`` (a dedicated gloo group per state, so that saves in
+    flight never interleave their collectives with each other's nor with the training's).
+    Full layouts are gathered on process 0 now (a collective of the calling thread) and
+    written by the job. A collective: every process must call it, in the same order.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    futures: list[Any] = []
+    writes: list[Callable[[], None]] = []
+    free = iter(groups)
+    for i, model in enumerate(models):
+        if sharded:
+            path = os.path.join(output_dir, MODEL_DIR.format(i))
+            model_state: dict[str, Any] = {"model": get_model_state_dict(model)}
+            futures.append(
+                dcp.async_save(model_state, checkpoint_id=path, process_group=next(free))
+            )
+        else:
+            path = os.path.join(output_dir, MODEL_FILE.format(i))
+            writes.append(_writer(_save_full_model, copy(full_model_state(model)), path))
+    for i, (model, optimizer) in enumerate(optimizers):
+        if sharded:
+            path = os.path.join(output_dir, OPTIM_DIR.format(i))
+            optim_state: dict[str, Any] = {"optimizer": get_optimizer_state_dict(model, optimizer)}
+            futures.append(
+                dcp.async_save(optim_state, checkpoint_id=path, process_group=next(free))
+            )
+        else:
+            path = os.path.join(output_dir, OPTIM_FILE.format(i))
+            options = _options(full_state_dict=True, cpu_offload=not _fsdp1_on_cpu(model))
+            full = copy(get_optimizer_state_dict(model, optimizer, options=options))
+            writes.append(_writer(torch.save, full, path))
+
+    def job() -> None:
+        for future in futures:
+            future.result()
+        for write in writes:
+            write()
+
+    return job
+
+
+def _writer(save: Callable[[Any, str], None], state: Any, path: str) -> Callable[[], None]:
+    """A job writing ``state`` to ``path`` on process 0 (the only one holding a full state)."""
+
+    def write() -> None:
+        if dist.get_rank() == 0:
+            save(state, path)
+
+    return write
+
+
+def _save_full_model(state: dict[str, torch.Tensor], path: str) -> None:
+    from safetensors.torch import save_file
+
+    save_file({k: v.contiguous() for k, v in state.items()}, path, metadata={"format": "pt"})
 
 
 def validate(input_dir: str, index: int, trust_pickles: bool = False) -> None:

@@ -1,0 +1,285 @@
+"""``save_state(..., async_save=True)``: a checkpoint written while training goes on.
+
+The call has two halves:
+
+1. On the calling thread, every process meets the others (as a synchronous save does), the
+   writer creates the staging folder, the save hooks run, and every state is copied to host
+   memory: model weights, optimizer states, schedulers, grad scaler, dataloader positions,
+   registered objects and random states are all taken at the moment of the call, so the
+   training steps that follow (which change parameters in place) do not reach the files.
+   Sharding engines copy their shards the same way (see ``Engine.snapshot_sharded_states``).
+2. A background thread writes those copies with the same writers as a synchronous save
+   (safetensors, restricted pickles), flushes them, waits until every process has written
+   its share, then commits: manifest, atomic rename and ``total_limit`` rotation. A crash
+   before the commit leaves only the hidden ``.partial`` folder; the previous checkpoint is
+   untouched and ``load_state("latest")`` loads it.
+
+How the processes agree without disturbing training. The training thread keeps running
+collectives on the default process group, and gloo matches collectives by their order on a
+group: a barrier issued from the background thread of one process could pair with an
+all-reduce of the other's training thread, and both would fail or hang. So the background
+thread runs no collective on that group. It meets the other processes through keys of the
+rendezvous store (``Rendezvous``), named by an operation number fixed on the calling thread
+(every process calls ``save_state`` in the same order, so the numbers agree), and it waits by
+polling the store, so the store's client (which serves one request at a time) is never held
+for long. ``torch.distributed.checkpoint`` needs collectives of its own to plan a sharded
+save; FSDP gives it dedicated gloo groups, created on the calling thread.
+
+Memory cost: one host copy of everything this process writes, held from the call until its
+files are on disk. With replicated states (one process, DDP) the main process holds a copy of
+the full model weights and the full optimizer state (for Adam, three times the weights), the
+others only their random states. With FSDP each process holds a copy of its own shards (the
+full state on process 0 with ``FULL_STATE_DICT``). Tensors on an accelerator are copied into
+pinned host memory. A later save waits for the previous one, so at most one copy is alive;
+its memory is kept after the commit and reused by the next asynchronous save of the run
+(fresh memory would cost more than the copy: the system maps and zeroes each page on first
+touch), until ``end_training``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ._checkpoint_io import view_key
+from ._checkpoint_sync import Rendezvous
+from ._checkpointing import (
+    CommitPlan,
+    finish_save,
+    open_stage,
+    take_snapshot,
+    write_snapshot,
+)
+
+if TYPE_CHECKING:
+    from ._accelerator import Accelerator
+
+_logger = logging.getLogger("accel.checkpointing")
+
+
+class AsyncSaveError(RuntimeError):
+    """The background write of an asynchronous ``save_state`` failed; the checkpoint was not
+    committed and the previous one is kept."""
+
+
+class AsyncCheckpoint:
+    """Handle of a checkpoint being written in the background (``save_state(async_save=True)``).
+
+    Attributes:
+        path: The folder the checkpoint appears at once it is complete.
+    """
+
+    def __init__(
+        self, path: str, target: Callable[[], None], on_done: Callable[[], None] | None = None
+    ) -> None:
+        self.path = path
+        self._on_done = on_done
+        self._error: BaseException | None = None
+        self._reported = False
+        self._thread = threading.Thread(
+            target=self._run, args=(target,), name=f"accel-save {path}", daemon=False
+        )
+
+    def _start(self) -> None:
+        self._thread.start()
+
+    def _run(self, target: Callable[[], None]) -> None:
+        try:
+            target()
+        except BaseException as exc:  # kept for the caller of wait()
+            self._error = exc
+            _logger.error("asynchronous save_state of %s failed: %s", self.path, exc)
+        finally:
+            if self._on_done is not None:
+                self._on_done()
+
+    def done(self) -> bool:
+        """Whether the background write has finished (committed or failed)."""
+        return not self._thread.is_alive()
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait up to ``timeout`` seconds (None: until done); the error of the write, if any.
+
+        Raises:
+            TimeoutError: the write is still running after ``timeout`` seconds.
+        """
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(
+                f"the asynchronous save of {self.path!r} is still writing after {timeout}s; "
+                "call wait() without a timeout to wait until it is complete."
+            )
+        return self._error
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the checkpoint is committed; return its folder.
+
+        Raises:
+            AsyncSaveError: the background write failed (the error is chained); the
+                checkpoint was not committed and earlier checkpoints are untouched.
+            TimeoutError: still writing after ``timeout`` seconds.
+        """
+        error = self.exception(timeout)
+        if error is not None:
+            self._reported = True
+            raise AsyncSaveError(
+                f"an asynchronous save_state must write every file before it commits; writing "
+                f"{self.path!r} failed with {type(error).__name__}: {error}. That checkpoint "
+                "was not committed (earlier checkpoints are untouched): fix the cause and save "
+                "again."
+            ) from error
+        return self.path
+
+    def __repr__(self) -> str:
+        state = "writing" if not self.done() else ("failed" if self._error else "committed")
+        return f"AsyncCheckpoint({self.path!r}, {state})"
+
+
+def start_async_save(
+    accelerator: Accelerator,
+    output_dir: str,
+    safe_serialization: bool,
+    hooks: list[Callable[..., None]],
+    buffers: HostBuffers | None = None,
+) -> AsyncCheckpoint:
+    """Snapshot every state now and write the checkpoint on a background thread.
+
+    Call it on every process, as ``save_state``, and only once the previous asynchronous
+    save of the run is finished. Errors before the background write starts (a refused target,
+    a state that cannot be copied, an engine that cannot save asynchronously) are raised here,
+    with nothing committed.
+
+    Args:
+        accelerator: The accelerator.
+        output_dir: The checkpoint folder.
+        safe_serialization: Weights as safetensors (else ``torch.save``).
+        hooks: The save-state pre-hooks.
+        buffers: Host memory of the previous asynchronous saves, reused for this copy.
+    """
+    engine = accelerator.engine
+    if not engine.replicated_states:
+        engine.check_async_save()  # refuse before any process creates a folder
+    rendezvous = Rendezvous("save_state")
+    plan = CommitPlan.of(accelerator, output_dir)
+    stage = open_stage(plan, rendezvous)
+    pool = buffers if buffers is not None else HostBuffers()
+    pin = torch.cuda.is_available()
+    try:
+        snapshot = take_snapshot(
+            accelerator, stage, safe_serialization, hooks, copy=lambda s: host_copy(s, pool, pin)
+        )
+        if pin and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+    except BaseException as exc:
+        pool.reclaim()
+        # The others learn it at the "written" meeting, as in a synchronous save.
+        rendezvous.meet("written", error=f"{type(exc).__name__}: {exc}")
+        raise
+
+    def write() -> dict[str, Any]:
+        write_snapshot(snapshot, stage, safe_serialization)
+        return snapshot.counts
+
+    def finish() -> None:
+        finish_save(plan, rendezvous, write, poll=True)
+
+    handle = AsyncCheckpoint(output_dir, finish, on_done=pool.reclaim)
+    handle._start()
+    return handle
+
+
+class HostBuffers:
+    """Host tensors that hold the copies of asynchronous saves, kept from one save to the next.
+
+    Allocating gigabytes of fresh memory for every save costs more than the copy itself (the
+    operating system maps and zeroes every page on first touch); a run saves the same shapes
+    each time, so the next save copies into the tensors of the previous one once it has been
+    written. Only one save of a run is in flight at a time, so the tensors lent to it are all
+    free again when it finishes (:meth:`reclaim`).
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[tuple[Any, ...], list[torch.Tensor]] = {}
+        self._lent: list[torch.Tensor] = []
+        self._lock = threading.Lock()
+
+    def take(self, shape: torch.Size, dtype: torch.dtype, pinned: bool) -> torch.Tensor:
+        """A contiguous host tensor of that shape and dtype (its content is undefined)."""
+        key = (tuple(shape), dtype, pinned)
+        with self._lock:
+            free = self._free.get(key)
+            tensor = free.pop() if free else torch.empty(shape, dtype=dtype, pin_memory=pinned)
+            self._lent.append(tensor)
+        return tensor
+
+    def reclaim(self) -> None:
+        """Make every lent tensor free again (the save that used them has finished)."""
+        with self._lock:
+            for tensor in self._lent:
+                key = (tuple(tensor.shape), tensor.dtype, tensor.is_pinned())
+                self._free.setdefault(key, []).append(tensor)
+            self._lent.clear()
+
+    def nbytes(self) -> int:
+        """Bytes held, lent or free."""
+        with self._lock:
+            tensors = self._lent + [t for free in self._free.values() for t in free]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def host_copy(state: Any, buffers: HostBuffers | None = None, pin: bool = False) -> Any:
+    """A copy of ``state`` whose tensors live in host memory and share nothing with it.
+
+    Tensors that are views of the same memory (tied weights) stay one tensor in the copy, so
+    the writer still stores them once. Containers are rebuilt; other values are deep-copied
+    (numbers and strings are kept as they are).
+
+    Args:
+        state: A state dict (nested dicts, lists, tuples of tensors and plain values).
+        buffers: Where the host tensors come from (fresh ones when None).
+        pin: Copy accelerator tensors into pinned host memory.
+    """
+    return _copy(state, {}, buffers or HostBuffers(), pin)
+
+
+def _copy(
+    value: Any, memo: dict[tuple[Any, ...], torch.Tensor], pool: HostBuffers, pin: bool
+) -> Any:
+    if isinstance(value, torch.Tensor):
+        return _copy_tensor(value, memo, pool, pin)
+    if isinstance(value, (str, bytes, int, float, bool, type(None))):
+        return value
+    if isinstance(value, dict):
+        out = copy.copy(value)  # keeps the kind of dict (OrderedDict ...)
+        for key, item in value.items():
+            out[key] = _copy(item, memo, pool, pin)
+        return out
+    if type(value) in (list, tuple):
+        return type(value)(_copy(item, memo, pool, pin) for item in value)
+    return copy.deepcopy(value)
+
+
+def _copy_tensor(
+    tensor: torch.Tensor, memo: dict[tuple[Any, ...], torch.Tensor], pool: HostBuffers, pin: bool
+) -> torch.Tensor:
+    if tensor.device.type == "meta":
+        return tensor
+    key = view_key(tensor)
+    found = memo.get(key)
+    if found is not None:
+        return found
+    source = tensor.detach()
+    if type(source) is not torch.Tensor:
+        # A tensor subclass (DTensor ...): its own clone keeps its layout.
+        result = source.clone()
+    else:
+        pinned = pin and source.device.type != "cpu"
+        result = pool.take(source.shape, source.dtype, pinned)
+        result.copy_(source, non_blocking=pinned)
+    memo[key] = result
+    return result
