@@ -41,6 +41,7 @@ STATE.update(
         TorchContextParallelConfig TorchTensorParallelConfig""",
     )
 )
+STATE.update(_names("accel_state", "MegatronLMPlugin add_model_config_to_megatron_parser"))
 
 DEEPSPEED = _names("accel_state", "DeepSpeedPlugin HfDeepSpeedConfig")
 DEEPSPEED.update(

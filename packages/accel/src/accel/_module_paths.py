@@ -319,7 +319,9 @@ PATHS: dict[str, dict[str, str]] = {
                 PrecisionType ProfileKwargs ProjectConfiguration RNGType
                 SageMakerDistributedType TorchDynamoPlugin TorchTensorParallelPlugin
                 DeepSpeedSequenceParallelConfig TorchContextParallelConfig
-                TorchTensorParallelConfig
+                TorchTensorParallelConfig MegatronLMPlugin MODEL_CONFIGS_TO_MEGATRON_PARSERS
+                add_model_config_to_megatron_parser parse_bert_config parse_glm4_moe_config
+                parse_gpt2_config parse_llama_config parse_t5_config
                 compare_versions get_module_class_from_name is_cuda_available
                 is_hpu_available is_mlu_available is_msamp_available is_musa_available
                 is_neuron_available is_npu_available is_rocm_available is_torch_version
