@@ -441,6 +441,29 @@ PATHS: dict[str, dict[str, str]] = {
                 merge_dicts str_to_bool""",
         ),
     },
+    "accel.utils.megatron_lm": {
+        **_names(
+            "accel._megatron_lm",
+            """MegatronLMDummyScheduler MegatronLMSchedulerWrapper
+                avg_losses_across_data_parallel_group gather_across_data_parallel_groups""",
+        ),
+        **_names(
+            "accel._megatron_steps",
+            """AbstractTrainStep BertTrainStep GPTTrainStep T5TrainStep""",
+        ),
+        **_names(
+            "accel._optim",
+            """AcceleratedOptimizer AcceleratedScheduler""",
+        ),
+        **_names(
+            "accel_collectives",
+            """recursively_apply send_to_device""",
+        ),
+        **_names(
+            "accel_state",
+            """is_megatron_lm_available""",
+        ),
+    },
     "accel.utils.memory": {
         **_names(
             "accel_state",
