@@ -495,8 +495,8 @@ def _refuse_unsupported_engines() -> None:
     """Refuse an engine this version cannot run, with the launcher's own words (Megatron-LM
     without megatron-core is refused by ``resolve_megatron_plugin``, in the same words)."""
     kind = env.read_env(env.ACCEL_DISTRIBUTED_TYPE, "")
-    if str(kind).upper() == "MEGATRON_LM" and not env.read_env(env.ACCEL_USE_MEGATRON_LM, False):
-        kind = ""  # the type alone does not build a plugin; ACCEL_USE_MEGATRON_LM does
+    if str(kind).upper() == "MEGATRON_LM":
+        return  # ACCEL_USE_MEGATRON_LM builds the plugin, or the refusal, in resolve_megatron_plugin
     asked = (kind, f"{env.ACCEL_DISTRIBUTED_TYPE}={kind} in the environment")
     message = unsupported_distributed_type(*asked)
     if message is not None:

@@ -251,7 +251,7 @@ class BertTrainStep(AbstractTrainStep):
 
         return from_megatron if megatron_dataset_flag else from_transformers
 
-    def get_loss_func(
+    def get_loss_func(  # type: ignore[override]  # the reference's signature
         self, accelerator: Any, pretraining_flag: bool, num_labels: int
     ) -> Callable[..., Any]:
         custom = _plugin(accelerator).custom_loss_function
@@ -280,7 +280,7 @@ class BertTrainStep(AbstractTrainStep):
 
         return pretraining if pretraining_flag else finetuning
 
-    def get_forward_step_func(
+    def get_forward_step_func(  # type: ignore[override]  # the reference's signature
         self, pretraining_flag: bool, bert_binary_head: bool
     ) -> Callable[..., Any]:
         def forward_step(data_iterator: Any, model: Any) -> tuple[Any, Callable[..., Any]]:

@@ -9,9 +9,11 @@ What runs where (megatron-core 0.16 / 0.19):
   ``MegatronLMDummyScheduler`` -> ``OptimizerParamScheduler``, the train steps,
   ``save_state`` / ``load_state``.
 - On CUDA only: a tensor-parallel degree > 1, for a model built from megatron-core's
-  tensor-parallel layers (megatron-core's own ``DistributedDataParallel`` allocates its
-  gradient buffers with ``torch.cuda.current_device()``, and its tensor-parallel layers and
-  fused kernels need CUDA); each tensor-parallel rank then saves its own shard.
+  tensor-parallel layers after the ``Accelerator`` (which forms the groups then); gradients
+  are clipped by the norm over the model-parallel group and each tensor-parallel rank saves
+  its own shard. (megatron-core's own ``DistributedDataParallel`` allocates its gradient
+  buffers with ``torch.cuda.current_device()``: data parallelism uses torch's, over
+  megatron-core's data-parallel group, on every device.)
 
 Settings that belong to Megatron-LM's own model builder, pipeline schedules or optimizer (which
 this engine does not run) are refused when they leave their defaults, instead of being ignored.
@@ -110,12 +112,11 @@ def resolve_megatron_plugin(plugin: Any, other_engine: bool) -> MegatronLMPlugin
             f"megatron_lm_plugin must be a MegatronLMPlugin; got {type(plugin).__name__}. Build "
             "one with accel.utils.MegatronLMPlugin(...)."
         )
-    check_plugin(plugin)
     return plugin
 
 
 def check_plugin(plugin: MegatronLMPlugin) -> None:
-    """Refuse the settings this engine would not act on.
+    """Refuse the settings this engine would not act on (called by the first ``prepare``).
 
     Raises:
         NotImplementedError: listing each such setting, its value and its default.
@@ -149,25 +150,33 @@ class MegatronLMEngine(DDPEngine):
         self.plugin: MegatronLMPlugin = accelerator.state.megatron_lm_plugin
         tp = int(self.plugin.tp_degree or 1)
         self.replicated_states = tp == 1
-        if accelerator.device.type == "cpu" and tp > 1:
+        self.plugin.set_mixed_precision(accelerator.mixed_precision)
+        if tp > 1 and accelerator.device.type == "cuda":
+            # Tensor-parallel layers need the groups when the user builds the model.
+            self.parallel_state()
+
+    # ------------------------------------------------------------------ groups
+    def _check_layout(self) -> None:
+        tp = int(self.plugin.tp_degree or 1)
+        if self.accelerator.device.type == "cpu" and tp > 1:
             raise NotImplementedError(
                 "megatron-core's tensor-parallel layers and DistributedDataParallel need CUDA "
                 f"devices; got tp_degree={tp} on CPU. Use tp_degree=1 on CPU (data parallelism "
                 "over the processes), or run on CUDA GPUs."
             )
-        if accelerator.num_processes % tp:
+        if self.accelerator.num_processes % tp:
             raise ValueError(
                 f"the number of processes must be a multiple of tp_degree; got "
-                f"{accelerator.num_processes} processes and tp_degree={tp}. Launch a multiple "
+                f"{self.accelerator.num_processes} processes and tp_degree={tp}. Launch a multiple "
                 f"of {tp} processes or change tp_degree."
             )
-        self.plugin.set_mixed_precision(accelerator.mixed_precision)
 
-    # ------------------------------------------------------------------ groups
     def parallel_state(self) -> Any:
         """megatron-core's ``parallel_state``, initialised over the run's process group."""
         parallel_state = import_megatron_core()
         if not parallel_state.model_parallel_is_initialized():
+            check_plugin(self.plugin)
+            self._check_layout()
             parallel_state.initialize_model_parallel(
                 tensor_model_parallel_size=int(self.plugin.tp_degree or 1),
                 pipeline_model_parallel_size=1,
@@ -203,8 +212,6 @@ class MegatronLMEngine(DDPEngine):
         state = self.parallel_state()
         if evaluation_mode or not any(p.requires_grad for p in model.parameters()):
             return model
-        if int(self.plugin.tp_degree or 1) > 1:  # CUDA only (refused on CPU at construction)
-            return _megatron_ddp(model)
         if state.get_data_parallel_world_size() == 1:
             return model
         device = self.accelerator.device
@@ -213,27 +220,33 @@ class MegatronLMEngine(DDPEngine):
             model, device_ids=device_ids, process_group=state.get_data_parallel_group()
         )
 
-    def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        return getattr(model, "module", model) if self.is_wrapped(model) else model
-
-    def is_wrapped(self, model: torch.nn.Module) -> bool:
-        return super().is_wrapped(model) or type(model).__module__.startswith("megatron.core")
-
-    def no_sync(self, model: torch.nn.Module) -> Any:
-        if type(model).__module__.startswith("megatron.core"):
-            return model.no_sync()
-        return super().no_sync(model)
-
     def adapt_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
         """Clip gradients to ``gradient_clipping`` before each optimizer step."""
         norm = float(self.plugin.gradient_clipping or 0)
-        if norm > 0:
-            params = [p for group in optimizer.param_groups for p in group["params"]]
+        if norm <= 0:
+            return optimizer
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if self.replicated_states:
 
             def clip(*_: Any) -> None:
                 torch.nn.utils.clip_grad_norm_(params, norm)
 
-            optimizer.register_step_pre_hook(clip)
+        else:  # tensor-parallel shards: the norm of the whole model, over the model-parallel group
+            clip_grads = import_megatron_core("megatron.core.optimizer.clip_grads")
+            tensor_parallel = import_megatron_core("megatron.core.tensor_parallel")
+            group = self.parallel_state().get_model_parallel_group()
+
+            def clip(*_: Any) -> None:
+                with_grad = [p for p in params if p.grad is not None]
+                counted = [
+                    p.grad
+                    for p in with_grad
+                    if tensor_parallel.param_is_not_tensor_parallel_duplicate(p)
+                ]
+                total = clip_grads.get_grad_norm_fp32(counted, grad_stats_parallel_group=group)
+                clip_grads.clip_grad_by_total_norm_fp32(with_grad, norm, total)
+
+        optimizer.register_step_pre_hook(clip)
         return optimizer
 
     # ------------------------------------------------------------------ checkpoints
@@ -300,20 +313,6 @@ def _raw(optimizer: Any) -> Any:
 def _prepared_optimizers(engine: MegatronLMEngine, dummy: MegatronLMDummyScheduler) -> list[Any]:
     raw = _raw(dummy.optimizer)
     return [opt for opt in engine.accelerator._optimizers if _raw(opt) is raw] or [dummy.optimizer]
-
-
-def _megatron_ddp(model: torch.nn.Module) -> torch.nn.Module:
-    """megatron-core's ``DistributedDataParallel`` of a model built from its layers (CUDA)."""
-    distributed = import_megatron_core("megatron.core.distributed")
-    config = getattr(model, "config", None)
-    if config is None:
-        raise ValueError(
-            "a tensor-parallel degree > 1 needs a model built from megatron-core's layers (it "
-            f"carries a TransformerConfig as .config); got {type(model).__name__} without one. "
-            "Build the model with megatron-core (e.g. GPTModel) or use tp_degree=1."
-        )
-    ddp_config = distributed.DistributedDataParallelConfig(grad_reduce_in_fp32=True)
-    return distributed.DistributedDataParallel(config=config, ddp_config=ddp_config, module=model)
 
 
 def megatron_runs_distributed(plugin: MegatronLMPlugin | None, num_processes: int) -> bool:
