@@ -137,3 +137,37 @@ def test_config_parsers_match_the_reference():
             mine.set_network_size_args(model, batch_data)
             theirs.set_network_size_args(model, batch_data)
             assert _args(mine) == _args(theirs), class_name
+
+
+def test_launcher_flags_parse_as_the_reference_does():
+    from accel_launch.cli import parse_args
+    from accelerate.commands.launch import launch_command_parser
+    from accelerate.utils import str_to_bool
+
+    words = [
+        "--use_megatron_lm",
+        "--megatron_lm_tp_degree",
+        "2",
+        "--megatron_lm_pp_degree",
+        "1",
+        "--megatron_lm_num_micro_batches",
+        "3",
+        "--megatron_lm_sequence_parallelism",
+        "true",
+        "--megatron_lm_recompute_activations",
+        "false",
+        "--megatron_lm_use_distributed_optimizer",
+        "true",
+        "--megatron_lm_gradient_clipping",
+        "0.5",
+        "x.py",
+    ]
+    theirs = vars(launch_command_parser().parse_args(words))
+    ours = vars(parse_args(["launch", *words]))
+    for name, value in ours.items():
+        if not name.startswith(("megatron_lm_", "use_megatron_lm")):
+            continue
+        expected = theirs[name]
+        if isinstance(value, bool) and isinstance(expected, str):
+            expected = bool(str_to_bool(expected))
+        assert value == expected, name

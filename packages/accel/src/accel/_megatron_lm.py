@@ -30,6 +30,8 @@ def import_megatron_core(name: str = "megatron.core.parallel_state") -> ModuleTy
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_TE_APEX, category=UserWarning)
+            import megatron.core  # noqa: F401 - the package of every module asked for
+
             return importlib.import_module(name)
     except ModuleNotFoundError as err:
         if not str(err.name or "").startswith("megatron"):

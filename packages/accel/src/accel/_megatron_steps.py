@@ -138,11 +138,6 @@ class GPTTrainStep(AbstractTrainStep):
         self.get_batch = self.get_batch_func(accelerator, args.megatron_dataset_flag)
         self.loss_func = self.get_loss_func(accelerator)
         self.forward_step = self.get_forward_step_func()
-        self.model_output_class = None
-        if args.model_return_dict:
-            from transformers.modeling_outputs import CausalLMOutputWithCrossAttentions
-
-            self.model_output_class = CausalLMOutputWithCrossAttentions
 
     def _split(self, tokens_: torch.Tensor) -> tuple[torch.Tensor, ...]:
         labels = tokens_[:, 1:].contiguous()
@@ -212,11 +207,6 @@ class BertTrainStep(AbstractTrainStep):
         self.get_batch = self.get_batch_func(accelerator, args.megatron_dataset_flag)
         self.loss_func = self.get_loss_func(accelerator, args.pretraining_flag, args.num_labels)
         self.forward_step = self.get_forward_step_func(args.pretraining_flag, args.bert_binary_head)
-        self.model_output_class = None
-        if args.model_return_dict:
-            from transformers.modeling_outputs import SequenceClassifierOutput
-
-            self.model_output_class = SequenceClassifierOutput
 
     def get_batch_func(self, accelerator: Any, megatron_dataset_flag: bool) -> Callable[..., Any]:
         custom = _plugin(accelerator).custom_get_batch_function
@@ -309,11 +299,6 @@ class T5TrainStep(AbstractTrainStep):
         self.get_batch = self.get_batch_func(accelerator, args.megatron_dataset_flag)
         self.loss_func = self.get_loss_func(accelerator)
         self.forward_step = self.get_forward_step_func()
-        self.model_output_class = None
-        if args.model_return_dict:
-            from transformers.modeling_outputs import Seq2SeqLMOutput
-
-            self.model_output_class = Seq2SeqLMOutput
 
     @staticmethod
     def attn_mask_postprocess(attention_mask: torch.Tensor) -> torch.Tensor:
