@@ -160,8 +160,8 @@ class MegatronLMEngine(DDPEngine):
         tp = int(self.plugin.tp_degree or 1)
         if self.accelerator.device.type == "cpu" and tp > 1:
             raise NotImplementedError(
-                "megatron-core's tensor-parallel layers and DistributedDataParallel need CUDA "
-                f"devices; got tp_degree={tp} on CPU. Use tp_degree=1 on CPU (data parallelism "
+                "megatron-core's tensor-parallel communication allocates its buffers on "
+                f"torch.cuda.current_device(), so it needs CUDA devices; got tp_degree={tp} on CPU. Use tp_degree=1 on CPU (data parallelism "
                 "over the processes), or run on CUDA GPUs."
             )
         if self.accelerator.num_processes % tp:
