@@ -24,7 +24,9 @@ EXTENSIONS = os.environ.get(
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Start from an environment holding no variable of either library."""
     for name in list(os.environ):
-        if name.startswith(("ACCEL_", "ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_")):
+        if name.startswith(
+            ("ACCEL_", "ACCELERATE_", "FSDP_", "PARALLELISM_CONFIG_", "MEGATRON_LM_")
+        ):
             monkeypatch.delenv(name)
 
 
@@ -249,4 +251,63 @@ def test_deepspeed_options_reach_every_process(monkeypatch, tmp_path):
         "offload_param_nvme_path": str(tmp_path / "param"),
         "zero3_init_flag": True,
         "zero3_save_16bit_model": True,
+    }
+
+
+NEEDS_MEGATRON = pytest.mark.skipif(
+    importlib.util.find_spec("megatron") is None,
+    reason='needs megatron-core: pip install "accel[megatron]"',
+)
+
+
+@NEEDS_MEGATRON
+@pytest.mark.timeout(400)
+def test_megatron_reference_names_reach_the_plugin(monkeypatch):
+    _clean_environment(monkeypatch)
+    env = {
+        "ACCELERATE_USE_MEGATRON_LM": "true",
+        "MEGATRON_LM_TP_DEGREE": "1",
+        "MEGATRON_LM_RECOMPUTE_GRANULARITY": "selective",
+        "MEGATRON_LM_GRADIENT_CLIPPING": "0.75",
+        "ACCEL_MEGATRON_LM_GRADIENT_CLIPPING": "0.5",
+    }
+    report = _run_alone(env)
+    assert report["megatron_lm"]["recompute_granularity"] == "selective"
+    assert report["megatron_lm"]["gradient_clipping"] == 0.5  # the ACCEL_ name wins
+
+
+@NEEDS_MEGATRON
+@pytest.mark.multiprocess
+@pytest.mark.timeout(700)
+def test_megatron_options_reach_every_process(monkeypatch):
+    _clean_environment(monkeypatch)
+    reports = _launch(
+        "--cpu",
+        "--use_megatron_lm",
+        "--megatron_lm_tp_degree",
+        "2",
+        "--megatron_lm_pp_degree",
+        "2",
+        "--megatron_lm_num_micro_batches",
+        "4",
+        "--megatron_lm_sequence_parallelism",
+        "true",
+        "--megatron_lm_recompute_activations",
+        "true",
+        "--megatron_lm_use_distributed_optimizer",
+        "true",
+        "--megatron_lm_gradient_clipping",
+        "0.5",
+    )
+    report = reports[0]
+    assert report["distributed_type"] == "MEGATRON_LM"
+    assert report["megatron_lm"] == {
+        "tp_degree": 2,
+        "pp_degree": 2,
+        "num_micro_batches": 4,
+        "sequence_parallelism": True,
+        "recompute_activations": True,
+        "use_distributed_optimizer": True,
+        "gradient_clipping": 0.5,
+        "recompute_granularity": "full",
     }

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from accel_state import unsupported_distributed_type
 from accel_state.testing import free_port, run_command
 
 SCRIPT = Path(__file__).parent / "scripts" / "report_distributed_type.py"
@@ -21,6 +20,10 @@ EXTENSIONS = os.environ.get(
 )
 LAUNCH_LINE = re.compile(r"accel launch: (\d+) process(?:es)? on \d+ machines? via (\S+), (\w+),")
 CHILD_LINE = re.compile(r"CHILD rank=(\d) of=(\d) type=(\w+)")
+NEEDS_MEGATRON = pytest.mark.skipif(
+    importlib.util.find_spec("megatron") is None,
+    reason='needs megatron-core: pip install "accel[megatron]"',
+)
 NEEDS_DEEPSPEED = pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None,
     reason="needs deepspeed: pip install 'accel-torch[deepspeed]'",
@@ -52,6 +55,7 @@ def _launch(*flags: str, check: bool = True) -> subprocess.CompletedProcess:
         pytest.param(["--use_fsdp", "--fsdp_version", "1"], "FSDP", id="fsdp1"),
         pytest.param(["--use_fsdp", "--fsdp_version", "2"], "FSDP", id="fsdp2"),
         pytest.param(["--use_deepspeed"], "DEEPSPEED", id="deepspeed", marks=NEEDS_DEEPSPEED),
+        pytest.param(["--use_megatron_lm"], "MEGATRON_LM", id="megatron", marks=NEEDS_MEGATRON),
     ],
 )
 def test_launcher_reports_the_type_every_process_uses(flags, expected):
@@ -76,23 +80,29 @@ def test_fsdp_on_one_process_is_reported_as_what_runs():
 
 
 @pytest.mark.timeout(300)
-def test_megatron_lm_is_refused_by_the_launcher_and_the_accelerator_alike():
-    result = _launch("--use_megatron_lm", check=False)
+def test_megatron_lm_without_megatron_core_is_refused_by_the_launcher_and_the_accelerator_alike(
+    tmp_path,
+):
+    # A package named megatron without megatron.core first on the path: megatron-core is absent.
+    (tmp_path / "megatron").mkdir()
+    (tmp_path / "megatron" / "__init__.py").write_text("")
+    hidden = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    command = [_launcher(), "--num_processes", "2", "--main_process_port", str(free_port())]
+    result = run_command(
+        [*command, "--use_megatron_lm", str(SCRIPT)], timeout=300, check=False, env=hidden
+    )
     assert result.returncode == 2 and "CHILD" not in result.stdout
     assert "accel launch: 2 processes" not in result.stderr  # nothing was started
     launcher = result.stderr.strip().splitlines()
     assert len(launcher) == 1
-    assert launcher[0] == "accel launch: error: " + str(
-        unsupported_distributed_type("MEGATRON_LM", "--use_megatron_lm")
-    )
+    expected = "Megatron-LM training needs the megatron-core package, which is not installed"
+    assert launcher[0].startswith("accel launch: error: " + expected), launcher[0]
+    assert 'pip install "accel[megatron]"' in launcher[0]
     # A process started some other way with the launcher's variables: the Accelerator says it.
-    env = {**os.environ, "ACCEL_USE_MEGATRON_LM": "1", "ACCEL_DISTRIBUTED_TYPE": "MEGATRON_LM"}
+    env = {**hidden, "ACCEL_USE_MEGATRON_LM": "1", "ACCEL_DISTRIBUTED_TYPE": "MEGATRON_LM"}
     child = run_command([sys.executable, str(SCRIPT)], timeout=200, check=False, env=env)
     assert child.returncode != 0
-    expected = unsupported_distributed_type(
-        "MEGATRON_LM", "ACCEL_USE_MEGATRON_LM=1 in the environment"
-    )
-    assert f"NotImplementedError: {expected}" in child.stderr
+    assert f"NotImplementedError: {expected}; got ACCEL_USE_MEGATRON_LM=1" in child.stderr
 
 
 @pytest.mark.timeout(300)

@@ -65,5 +65,18 @@ if ds is not None:
         "zero3_init_flag",
         "zero3_save_16bit_model",
     )
+mlm = state.megatron_lm_plugin
+if mlm is not None:
+    report["megatron_lm"] = fields(
+        mlm,
+        "tp_degree",
+        "pp_degree",
+        "num_micro_batches",
+        "sequence_parallelism",
+        "recompute_activations",
+        "use_distributed_optimizer",
+        "gradient_clipping",
+        "recompute_granularity",
+    )
 os.write(1, ("REPORT " + json.dumps(report) + "\n").encode())  # one write: no interleaving
 acc.wait_for_everyone()

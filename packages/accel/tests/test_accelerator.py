@@ -280,7 +280,7 @@ def test_free_memory_resets():
 def test_unsupported_engines_raise_clearly():
     with pytest.raises(TypeError, match="must be DeepSpeedPlugin instances"):
         Accelerator(cpu=True, deepspeed_plugin=object())
-    with pytest.raises(NotImplementedError, match="megatron_lm_plugin"):
+    with pytest.raises(TypeError, match="megatron_lm_plugin must be a MegatronLMPlugin"):
         Accelerator(cpu=True, megatron_lm_plugin=object())
 
 

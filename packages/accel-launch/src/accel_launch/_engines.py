@@ -430,8 +430,15 @@ class FSDPConfig(Section):
 class MegatronLMConfig(Section):
     """Megatron-LM options (section ``megatron_lm_config``)."""
 
-    # No variables: the launcher refuses MEGATRON_LM in this version (``_refuse_unsupported``
-    # in the resolver), so these values never reach a process.
+    variables: ClassVar[dict[str, str]] = {
+        "megatron_lm_tp_degree": env.ACCEL_MEGATRON_LM_TP_DEGREE,
+        "megatron_lm_pp_degree": env.ACCEL_MEGATRON_LM_PP_DEGREE,
+        "megatron_lm_num_micro_batches": env.ACCEL_MEGATRON_LM_NUM_MICRO_BATCHES,
+        "megatron_lm_sequence_parallelism": env.ACCEL_MEGATRON_LM_SEQUENCE_PARALLELISM,
+        "megatron_lm_recompute_activations": env.ACCEL_MEGATRON_LM_RECOMPUTE_ACTIVATIONS,
+        "megatron_lm_use_distributed_optimizer": env.ACCEL_MEGATRON_LM_USE_DISTRIBUTED_OPTIMIZER,
+        "megatron_lm_gradient_clipping": env.ACCEL_MEGATRON_LM_GRADIENT_CLIPPING,
+    }
 
     megatron_lm_tp_degree: int | None = None
     """Tensor parallel degree."""

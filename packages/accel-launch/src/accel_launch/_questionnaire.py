@@ -100,6 +100,8 @@ def run_questionnaire(
         if ask.yes_no("Do you want to use FullyShardedDataParallel (FSDP)?", False):
             config.distributed_type = "FSDP"
             config.fsdp_config = _ask_fsdp(ask)
+    if kind == "multi-GPU" and config.distributed_type not in ("DEEPSPEED", "FSDP"):
+        config = _maybe_megatron(ask, config)
     if distributed:
         per_machine = gpus if kind != "multi-CPU" and gpus else 2
         machines = config.num_machines
@@ -121,6 +123,15 @@ def run_questionnaire(
         ask.choose("Do you wish to use mixed precision?", PRECISIONS)
     ]
     return config.validate()
+
+
+def _maybe_megatron(ask: Prompter, config: LaunchConfig) -> LaunchConfig:
+    from ._questionnaire_megatron import ask_megatron
+
+    if ask.yes_no("Do you want to use Megatron-LM?", False):
+        config.distributed_type = "MEGATRON_LM"
+        config.megatron_lm_config = ask_megatron(ask)
+    return config
 
 
 def _ask_machines(ask: Prompter, config: LaunchConfig, kind: str) -> None:

@@ -6,14 +6,25 @@ other way) refuse with the same words, so a user meets one rule and one fix wher
 
 from __future__ import annotations
 
+import importlib.util
+
 _CPU_OR_CUDA = "Run on CPU or CUDA (distributed_type MULTI_CPU or MULTI_GPU)"
+_MEGATRON_MISSING = (
+    "Megatron-LM training needs the megatron-core package, which is not installed",
+    'Install it with: pip install "accel[megatron]" (or train with --use_fsdp, '
+    "--use_deepspeed or plain DDP)",
+)
+
+
+def _find_module(name: str) -> object:
+    """The import spec of ``name``, or None when it (or its parent package) is missing."""
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+
 
 UNSUPPORTED_DISTRIBUTED_TYPES: dict[str, tuple[str, str]] = {
-    "MEGATRON_LM": (
-        "Megatron-LM is not supported by this version of accel",
-        "Train with FSDP (--use_fsdp, or FullyShardedDataParallelPlugin), DeepSpeed "
-        "(--use_deepspeed, or DeepSpeedPlugin) or DDP (no engine flag, no plugin) instead",
-    ),
     "TPU": ("TPU / XLA is not supported by this version of accel", _CPU_OR_CUDA),
     "XLA": ("TPU / XLA is not supported by this version of accel", _CPU_OR_CUDA),
     "MULTI_NPU": ("Ascend NPUs are not supported by this version of accel", _CPU_OR_CUDA),
@@ -30,7 +41,8 @@ UNSUPPORTED_DISTRIBUTED_TYPES: dict[str, tuple[str, str]] = {
 
 
 def unsupported_distributed_type(value: str, got: str) -> str | None:
-    """The message refusing distributed type ``value``, or None when this version runs it.
+    """The message refusing distributed type ``value``, or None when this version runs it
+    (Megatron-LM is refused only where megatron-core is not installed).
 
     Args:
         value: A ``DistributedType`` value (``"MEGATRON_LM"`` ...).
@@ -40,7 +52,10 @@ def unsupported_distributed_type(value: str, got: str) -> str | None:
         ``"<what> is not supported ...; got <got>. <fix>; the README's support table lists what
         each version supports."``, or None.
     """
-    reason = UNSUPPORTED_DISTRIBUTED_TYPES.get(str(value).upper())
+    kind = str(value).upper()
+    reason = UNSUPPORTED_DISTRIBUTED_TYPES.get(kind)
+    if kind == "MEGATRON_LM" and _find_module("megatron.core") is None:
+        reason = _MEGATRON_MISSING
     if reason is None:
         return None
     rule, fix = reason

@@ -120,9 +120,9 @@ ACCEL_USE_MEGATRON_LM: Final = EnvironmentVariable(
     "bool",
     fallbacks=("ACCELERATE_USE_MEGATRON_LM",),
     written_by="``accel launch`` ``--use_megatron_lm``",
-    read_by="``Accelerator`` (refuses it)",
+    read_by="``Accelerator``",
 )
-"""Megatron-LM was asked for; this version refuses it with a clear error."""
+"""Train with Megatron-LM: the Accelerator builds a ``MegatronLMPlugin`` from the ``ACCEL_MEGATRON_LM_*`` variables."""
 
 ACCEL_GRADIENT_ACCUMULATION_STEPS: Final = EnvironmentVariable(
     "ACCEL_GRADIENT_ACCUMULATION_STEPS",
@@ -411,6 +411,8 @@ ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD: Final = EnvironmentVariable(
 
 # The ParallelismConfig variables are declared in their own module (imported here, in this
 # place, so that the contract and its docs table keep one order).
+from ._env_megatron import *  # noqa: E402, F403 (the ACCEL_MEGATRON_LM_* variables)
+from ._env_megatron import __all__ as _MEGATRON_LM_NAMES  # noqa: E402
 from ._env_parallelism import (  # noqa: E402
     ACCEL_PARALLELISM_CONFIG_CP_BACKEND,
     ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY,
@@ -589,6 +591,7 @@ __all__ = [
     "ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH",
     "ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH_IS_VARIABLE",
     "ACCEL_PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION",
+    *_MEGATRON_LM_NAMES,
     "ACCEL_LOG_LEVEL",
     "ACCEL_TEARDOWN_TIMEOUT",
     "ACCEL_CHECKPOINT_TIMEOUT",

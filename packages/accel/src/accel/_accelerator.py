@@ -32,6 +32,7 @@ from ._accelerator_training import TrainingMixin
 from ._engines import engine_for
 from ._engines._deepspeed import resolve_deepspeed_plugins
 from ._engines._fsdp import resolve_parallel_plugins, shards_data
+from ._engines._megatron import megatron_runs_distributed, resolve_megatron_plugin
 
 if TYPE_CHECKING:
     from accel_data import DataLoaderConfiguration
@@ -81,7 +82,9 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         fsdp_plugin: A ``FullyShardedDataParallelPlugin``: shard models with FSDP (default:
             built from ``ACCEL_FSDP_*`` when the launcher set ``ACCEL_USE_FSDP=1``).
         torch_tp_plugin: A ``TorchTensorParallelPlugin``: split layers over processes.
-        megatron_lm_plugin: Megatron-LM configuration (not in this version: clear error).
+        megatron_lm_plugin: A ``MegatronLMPlugin``: train over megatron-core's model-parallel
+            groups (default: built from ``ACCEL_MEGATRON_LM_*`` when the launcher set
+            ``ACCEL_USE_MEGATRON_LM=1``).
         rng_types: Generators synchronised at the start of each epoch of a prepared loader.
         log_with: Trackers to log to: names (``"tensorboard"``, ``"wandb"`` ...), ``"all"``
             (every installed one), ``GeneralTracker`` instances, or a list of them. Resolved
@@ -129,8 +132,11 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         deepspeed_plugins: DeepSpeedPlugins | None = None,
         parallelism_config: ParallelismConfig | None = None,
     ) -> None:
-        _refuse_unsupported_engines(megatron_lm_plugin)
+        _refuse_unsupported_engines()
         ds_plugins = resolve_deepspeed_plugins(deepspeed_plugin, deepspeed_plugins)
+        megatron_lm_plugin = resolve_megatron_plugin(
+            megatron_lm_plugin, ds_plugins is not None or fsdp_plugin is not None
+        )
         fsdp_plugin, parallelism_config = resolve_parallel_plugins(
             fsdp_plugin,
             torch_tp_plugin,
@@ -184,6 +190,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
             fsdp_plugin=fsdp_plugin,
             torch_tp_plugin=parallelism_config.tp_handler if parallelism_config else None,
             deepspeed_plugin=ds_plugins,
+            megatron_lm_plugin=megatron_lm_plugin,
             parallelism_config=parallelism_config,
             _from_accelerator=True,
             **init_kwargs,
@@ -191,6 +198,8 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         self.parallelism_config = parallelism_config
         if ds_plugins is not None:
             self.state.distributed_type = DistributedType.DEEPSPEED
+        elif megatron_runs_distributed(megatron_lm_plugin, self.state.num_processes):
+            self.state.distributed_type = DistributedType.MEGATRON_LM
         elif shards_data(fsdp_plugin, parallelism_config, self.state.num_processes):
             self.state.distributed_type = DistributedType.FSDP
 
@@ -498,15 +507,13 @@ def _accumulation_steps(steps: Any, plugin: GradientAccumulationPlugin | None) -
     return int(env.read_env(env.ACCEL_GRADIENT_ACCUMULATION_STEPS, steps))
 
 
-def _refuse_unsupported_engines(megatron_lm_plugin: Any) -> None:
-    """Refuse an engine this version cannot run, with the launcher's own words."""
-    if megatron_lm_plugin is not None:
-        asked = ("MEGATRON_LM", "megatron_lm_plugin set")
-    elif env.read_env(env.ACCEL_USE_MEGATRON_LM, False):
-        asked = ("MEGATRON_LM", f"{env.ACCEL_USE_MEGATRON_LM}=1 in the environment")
-    else:
-        kind = env.read_env(env.ACCEL_DISTRIBUTED_TYPE, "")
-        asked = (kind, f"{env.ACCEL_DISTRIBUTED_TYPE}={kind} in the environment")
+def _refuse_unsupported_engines() -> None:
+    """Refuse an engine this version cannot run, with the launcher's own words (Megatron-LM
+    without megatron-core is refused by ``resolve_megatron_plugin``, in the same words)."""
+    kind = env.read_env(env.ACCEL_DISTRIBUTED_TYPE, "")
+    if str(kind).upper() == "MEGATRON_LM":
+        return  # ACCEL_USE_MEGATRON_LM builds the plugin, or the refusal, in resolve_megatron_plugin
+    asked = (kind, f"{env.ACCEL_DISTRIBUTED_TYPE}={kind} in the environment")
     message = unsupported_distributed_type(*asked)
     if message is not None:
         raise NotImplementedError(message)

@@ -41,6 +41,13 @@ STATE.update(
         TorchContextParallelConfig TorchTensorParallelConfig""",
     )
 )
+STATE.update(_names("accel_state", "MegatronLMPlugin add_model_config_to_megatron_parser"))
+MEGATRON = _names(
+    "accel._megatron_lm", "MegatronLMDummyScheduler avg_losses_across_data_parallel_group"
+)
+MEGATRON.update(
+    _names("accel._megatron_steps", "AbstractTrainStep BertTrainStep GPTTrainStep T5TrainStep")
+)
 
 DEEPSPEED = _names("accel_state", "DeepSpeedPlugin HfDeepSpeedConfig")
 DEEPSPEED.update(
@@ -208,6 +215,7 @@ UTILS: dict[str, str] = {
     **BIGMODEL,
     **STATE,
     **DEEPSPEED,
+    **MEGATRON,
     **COLLECTIVES,
     **LAUNCH,
     **DATA,

@@ -319,7 +319,9 @@ PATHS: dict[str, dict[str, str]] = {
                 PrecisionType ProfileKwargs ProjectConfiguration RNGType
                 SageMakerDistributedType TorchDynamoPlugin TorchTensorParallelPlugin
                 DeepSpeedSequenceParallelConfig TorchContextParallelConfig
-                TorchTensorParallelConfig
+                TorchTensorParallelConfig MegatronLMPlugin MODEL_CONFIGS_TO_MEGATRON_PARSERS
+                add_model_config_to_megatron_parser parse_bert_config parse_glm4_moe_config
+                parse_gpt2_config parse_llama_config parse_t5_config
                 compare_versions get_module_class_from_name is_cuda_available
                 is_hpu_available is_mlu_available is_msamp_available is_musa_available
                 is_neuron_available is_npu_available is_rocm_available is_torch_version
@@ -437,6 +439,29 @@ PATHS: dict[str, dict[str, str]] = {
                 is_mlu_available is_musa_available is_neuron_available is_npu_available
                 is_port_in_use is_sdaa_available is_torch_xla_available is_xpu_available
                 merge_dicts str_to_bool""",
+        ),
+    },
+    "accel.utils.megatron_lm": {
+        **_names(
+            "accel._megatron_lm",
+            """MegatronLMDummyScheduler MegatronLMSchedulerWrapper
+                avg_losses_across_data_parallel_group gather_across_data_parallel_groups""",
+        ),
+        **_names(
+            "accel._megatron_steps",
+            """AbstractTrainStep BertTrainStep GPTTrainStep T5TrainStep""",
+        ),
+        **_names(
+            "accel._optim",
+            """AcceleratedOptimizer AcceleratedScheduler""",
+        ),
+        **_names(
+            "accel_collectives",
+            """recursively_apply send_to_device""",
+        ),
+        **_names(
+            "accel_state",
+            """is_megatron_lm_available""",
         ),
     },
     "accel.utils.memory": {

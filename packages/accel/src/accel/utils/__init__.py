@@ -11,7 +11,7 @@ __all__ = sorted(_EXPORTS)
 
 # The reference library's ``accelerate.utils.<name>`` paths, importable as attributes too.
 _SUBMODULES = (
-    "ao bnb constants dataclasses deepspeed environment fsdp_utils imports launch memory "
+    "ao bnb constants dataclasses deepspeed environment fsdp_utils imports launch megatron_lm memory "
     "modeling offload operations other random tqdm versions"
 ).split()
 
@@ -165,6 +165,7 @@ if TYPE_CHECKING:
         HfDeepSpeedConfig,
         InitProcessGroupKwargs,
         KwargsHandler,
+        MegatronLMPlugin,
         ParallelismConfig,
         PartialState,
         PrecisionType,
@@ -176,6 +177,7 @@ if TYPE_CHECKING:
         TorchDynamoPlugin,
         TorchTensorParallelConfig,
         TorchTensorParallelPlugin,
+        add_model_config_to_megatron_parser,
         are_libraries_initialized,
         check_cuda_fp8_capability,
         check_cuda_p2p_ib_support,
@@ -320,6 +322,16 @@ if TYPE_CHECKING:
         DeepSpeedSchedulerWrapper,
         DummyOptim,
         DummyScheduler,
+    )
+    from accel._megatron_lm import (
+        MegatronLMDummyScheduler,
+        avg_losses_across_data_parallel_group,
+    )
+    from accel._megatron_steps import (
+        AbstractTrainStep,
+        BertTrainStep,
+        GPTTrainStep,
+        T5TrainStep,
     )
     from accel._model_probes import (
         get_model_tp_size,

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         TERecipeKwargs,
     )
     from accel_state import (
+        MODEL_CONFIGS_TO_MEGATRON_PARSERS,
         AutocastKwargs,
         BaseEnum,
         ComputeEnvironment,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
         GradScalerKwargs,
         InitProcessGroupKwargs,
         KwargsHandler,
+        MegatronLMPlugin,
         PrecisionType,
         ProfileKwargs,
         ProjectConfiguration,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
         TorchDynamoPlugin,
         TorchTensorParallelConfig,
         TorchTensorParallelPlugin,
+        add_model_config_to_megatron_parser,
         compare_versions,
         get_module_class_from_name,
         is_cuda_available,
@@ -71,7 +74,12 @@ if TYPE_CHECKING:
         is_torchao_available,
         is_transformer_engine_available,
         is_xpu_available,
+        parse_bert_config,
         parse_flag_from_env,
+        parse_glm4_moe_config,
+        parse_gpt2_config,
+        parse_llama_config,
+        parse_t5_config,
         str_to_bool,
     )
     from accel_trackers import (
