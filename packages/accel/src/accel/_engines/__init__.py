@@ -15,6 +15,7 @@ from ._base import Engine
 from ._ddp import DDPEngine
 from ._deepspeed import DeepSpeedEngine
 from ._fsdp import FSDPEngine
+from ._xla import XLAEngine
 
 if TYPE_CHECKING:
     from .._accelerator import Accelerator
@@ -27,6 +28,7 @@ _ENGINES: dict[DistributedType, type[Engine]] = {
     DistributedType.MULTI_NPU: DDPEngine,
     DistributedType.FSDP: FSDPEngine,
     DistributedType.DEEPSPEED: DeepSpeedEngine,
+    DistributedType.XLA: XLAEngine,
 }
 
 
@@ -48,4 +50,4 @@ def engine_for(accelerator: Accelerator) -> Engine:
     return cls(accelerator)
 
 
-__all__ = ["DDPEngine", "DeepSpeedEngine", "Engine", "FSDPEngine", "engine_for"]
+__all__ = ["DDPEngine", "DeepSpeedEngine", "Engine", "FSDPEngine", "XLAEngine", "engine_for"]
