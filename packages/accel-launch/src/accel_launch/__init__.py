@@ -25,6 +25,7 @@ from ._sagemaker import (
     prepare_sagemager_args_inputs,
 )
 from ._to_fsdp2 import convert_to_fsdp2
+from ._tpu import install_xla
 
 __version__ = _version("accel-launch")
 
@@ -52,5 +53,6 @@ __all__ = [
     "merge_weights",
     "notebook_launcher",
     "resolve",
+    "install_xla",
     "write_basic_config",
 ]

@@ -91,6 +91,7 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_data",
             """DataLoaderStateMixin""",
         ),
+        **_names("accel_data", """MpDeviceLoaderWrapper"""),
     },
     "accel.hooks": {
         **_names(
@@ -398,6 +399,7 @@ PATHS: dict[str, dict[str, str]] = {
         ),
     },
     "accel.utils.imports": {
+        **_names("accel_state", """USE_TORCH_XLA"""),
         **_names(
             "accel_state",
             """compare_versions deepspeed_required is_4bit_bnb_available
