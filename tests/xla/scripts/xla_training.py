@@ -1,10 +1,12 @@
-"""Run inside the XLA environment (PJRT_DEVICE=CPU): detection, a prepared training loop whose
+"""Started by ``accel launch --tpu --main_training_function run_checks`` inside the XLA
+environment (PJRT_DEVICE=CPU): detection, a prepared training loop whose
 weights must equal plain torch's, the device loader, gather and reduce. Prints one line per
 check; any failed check raises."""
 
 from __future__ import annotations
 
 import copy
+import os
 
 import torch
 from accel import Accelerator
@@ -22,7 +24,8 @@ def plain_training(model: torch.nn.Module, data: TensorDataset, steps: int) -> t
     return model
 
 
-def main() -> None:
+def run_checks() -> None:
+    print("launched by:", os.environ.get("ACCEL_DISTRIBUTED_TYPE"), "ordinal", ordinal())
     state = PartialState()
     assert state.distributed_type == DistributedType.XLA, state.distributed_type
     assert state.device.type == "xla", state.device
@@ -64,5 +67,11 @@ def main() -> None:
     print("XLA CHECKS PASSED")
 
 
+def ordinal() -> int:
+    import torch_xla.runtime as xr
+
+    return int(xr.global_ordinal())
+
+
 if __name__ == "__main__":
-    main()
+    run_checks()
