@@ -83,6 +83,7 @@ def xla_replica() -> XlaReplica:
 
     Raises:
         RuntimeError: if ``torch_xla`` is not usable (the message says how to get it).
+        NotImplementedError: if this process drives several XLA devices (one thread each).
     """
     if not torch_xla_usable():
         raise RuntimeError(xla_missing_message("a state created on XLA"))
@@ -90,6 +91,14 @@ def xla_replica() -> XlaReplica:
     import torch_xla.core.xla_model as xm
     import torch_xla.runtime as xr
 
+    addressable = int(xr.addressable_device_count())
+    if addressable > 1:
+        raise NotImplementedError(
+            "accel runs one XLA replica per process (its state is per process, not per "
+            f"thread); got {addressable} XLA devices addressable from this process (torch_xla's "
+            "thread-per-device mode: TPU v2/v3, or CPU_NUM_DEVICES > 1). Run one device per "
+            "process (TPU v4 and later do), or set CPU_NUM_DEVICES=1 on the CPU."
+        )
     device = torch_xla.device()
     xm.set_replication(device, xm.get_xla_supported_devices())
     local = int(xr.local_ordinal())
