@@ -64,7 +64,7 @@ def test_launch_tpu_cluster_prints_the_pod_command(capsys, tmp_path) -> None:
     assert got[:9] == "gcloud compute tpus tpu-vm ssh pod --zone eu-4a --command".split()
     assert got[-2:] == ["--worker", "0,2"]
     assert got[9] == (
-        "export ACCEL_IN_TPU_POD=1; export XLA_USE_BF16=1; sudo accel launch --tpu "
+        "export XLA_USE_BF16=1; sudo accel launch --tpu "
         "--no_tpu_cluster --main_training_function train --num_processes 8 train.py --lr 0.1"
     )
     assert main(["launch", "--tpu_cluster", "--tpu_name", "p", "--explain", "t.py"]) == 2

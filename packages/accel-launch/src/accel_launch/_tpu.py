@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from accel_state import environment_variables as contract
 from accel_state import patch_environment, torch_xla_module, unsupported_distributed_type
 
 from ._config import default_config_file
@@ -245,7 +246,6 @@ def tpu_pod_command(args: argparse.Namespace) -> list[str]:
             "accel launch --tpu_cluster ... train.py"
         )
     env = _check_env(args.env or [])
-    env["ACCEL_IN_TPU_POD"] = "1"
     remote = [*(["sudo"] if args.tpu_use_sudo else []), "accel", "launch", "--tpu"]
     remote += ["--no_tpu_cluster"]
     remote += ["--main_training_function", args.main_training_function or "main"]
@@ -276,9 +276,9 @@ def launch_tpu(args: argparse.Namespace) -> int:
         )
     if not args.training_script:
         raise ConfigError("--tpu needs the training script; got none. Pass it last.")
-    env = {"ACCEL_DISTRIBUTED_TYPE": "XLA", **_check_env(args.env or [])}
+    env = {contract.ACCEL_DISTRIBUTED_TYPE: "XLA", **_check_env(args.env or [])}
     if args.debug:
-        env["ACCEL_DEBUG_MODE"] = "1"
+        env[contract.ACCEL_DEBUG_MODE] = contract.env_text(True)
     function_name = args.main_training_function or "main"
     if args.explain:
         print(
