@@ -15,6 +15,7 @@ def test_all_is_pinned() -> None:
         "DataLoaderShard",
         "DataLoaderStateMixin",
         "IterableDatasetShard",
+        "MpDeviceLoaderWrapper",
         "SeedableRandomSampler",
         "SkipBatchSampler",
         "SkipDataLoader",

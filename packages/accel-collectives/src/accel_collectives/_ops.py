@@ -5,7 +5,7 @@ With several processes each tensor takes exactly one collective of ``torch.distr
 ``gather`` writes straight into the result with a single all-gather, ``reduce`` is one all-reduce
 on a copy, ``pad_across_processes`` exchanges the sizes of every tensor of the structure in one
 all-gather. On backends that only move device memory (nccl ...) tensors are moved to the
-process's device first.
+process's device first. XLA replicas use torch_xla's in-graph collectives instead.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from accel_state.hang_watchdog import collective
 
 from ._checks import CannotPadNestedTensorWarning, verify_operation, verify_same_length
 from ._nested import iter_leaves, recursively_apply
+from ._xla_ops import xla_all_reduce, xla_gather
 
 # torch >= 2.10 names it all_gather_single and deprecates the older name (with a warning per
 # call); both write every rank's tensor into one output tensor.
@@ -78,6 +79,8 @@ def _is_unsupported(err: Exception) -> bool:
 
 # --------------------------------------------------------------------------------- gather
 def _gather_one(tensor: torch.Tensor, state: PartialState) -> torch.Tensor:
+    if state.backend == "xla":
+        return xla_gather(tensor, state.device)
     tensor = _comm_tensor(tensor, state)
     n = state.num_processes
     if tensor.ndim == 0:
@@ -312,7 +315,9 @@ def _reduce_one(
     tensor: torch.Tensor, reduction: str, scale: float, state: PartialState
 ) -> torch.Tensor:
     n = state.num_processes
-    if n > 1 and reduction != "none":
+    if n > 1 and reduction != "none" and state.backend == "xla":
+        out = xla_all_reduce(tensor, reduction, state.device)
+    elif n > 1 and reduction != "none":
         moved = _comm_tensor(tensor, state)
         # Reduce into a copy: the caller's tensor is left alone.
         out = moved.clone() if moved is tensor else moved

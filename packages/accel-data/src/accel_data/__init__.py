@@ -16,6 +16,7 @@ from ._prepare import prepare_data_loader
 from ._samplers import BatchSamplerShard, SeedableRandomSampler
 from ._skip import SkipBatchSampler, SkipDataLoader, skip_first_batches
 from ._state_mixin import DataLoaderStateMixin
+from ._xla_loader import MpDeviceLoaderWrapper
 
 __version__ = _version("accel-data")
 
@@ -26,6 +27,7 @@ __all__ = [
     "DataLoaderShard",
     "DataLoaderStateMixin",
     "IterableDatasetShard",
+    "MpDeviceLoaderWrapper",
     "SeedableRandomSampler",
     "SkipBatchSampler",
     "SkipDataLoader",

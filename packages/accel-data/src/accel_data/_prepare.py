@@ -17,6 +17,7 @@ from ._loaders import DataLoaderShard
 from ._mesh import mesh_data_ranks
 from ._samplers import BatchSamplerShard, SeedableRandomSampler
 from ._stateful import stateful_class
+from ._xla_loader import MpDeviceLoaderWrapper
 
 
 def loader_settings(dataloader: DataLoader) -> dict[str, Any]:
@@ -101,7 +102,7 @@ def prepare_data_loader(
     non_blocking: bool = False,
     use_stateful_dataloader: bool = False,
     torch_device_mesh: Any = None,
-) -> DataLoaderShard | DataLoaderDispatcher:
+) -> DataLoaderShard | DataLoaderDispatcher | MpDeviceLoaderWrapper:
     """Wrap ``dataloader`` so that this process reads its share of every step.
 
     Map-style datasets are sharded through the batch sampler (``BatchSamplerShard``): every
@@ -143,7 +144,8 @@ def prepare_data_loader(
             ``tp`` dimension is divided out. Not combinable with ``dispatch_batches=True``.
 
     Returns:
-        A ``DataLoaderShard`` or a ``DataLoaderDispatcher``.
+        A ``DataLoaderShard`` or a ``DataLoaderDispatcher``; on an XLA device a sharded loader
+        comes wrapped in an ``MpDeviceLoaderWrapper``.
     """
     if not isinstance(dataloader, DataLoader):
         raise TypeError(
@@ -257,9 +259,10 @@ def prepare_data_loader(
         )
         loader_kwargs = dict(settings, batch_sampler=shard)
     shard_class = stateful_class(DataLoaderShard) if use_stateful_dataloader else DataLoaderShard
-    return shard_class(  # type: ignore[no-any-return]
+    on_xla = target_device is not None and torch.device(target_device).type == "xla"
+    loader = shard_class(
         dataset,
-        device=target_device,
+        device=None if on_xla else target_device,
         rng_types=rng_types,
         synchronized_generator=synchronized_generator,
         use_stateful_dataloader=use_stateful_dataloader,
@@ -267,3 +270,7 @@ def prepare_data_loader(
         _non_blocking=non_blocking,
         **loader_kwargs,
     )
+    if on_xla:
+        # torch_xla's loader moves the batches (ahead of use) and marks a step per batch.
+        return MpDeviceLoaderWrapper(loader, torch.device(str(target_device)))
+    return loader  # type: ignore[no-any-return]

@@ -33,6 +33,7 @@ _EXPORTS = {
     "merge_weights": "._merge",
     "notebook_launcher": "._notebook",
     "resolve": "._resolve",
+    "install_xla": "._tpu",
     "write_basic_config": "._config",
 }
 
@@ -77,3 +78,4 @@ if TYPE_CHECKING:
         prepare_sagemager_args_inputs,
     )
     from ._to_fsdp2 import convert_to_fsdp2
+    from ._tpu import install_xla

@@ -24,6 +24,7 @@ from ._estimate_cmd import add_estimate_arguments, estimate_memory_command
 from ._flags import add_launch_arguments, integer
 from ._migrate import migrate
 from ._to_fsdp2 import add_to_fsdp2_arguments, to_fsdp2_command
+from ._tpu import add_tpu_config_parser
 
 TEST_MODULE = "accel.test_utils.scripts.test_script"
 
@@ -114,6 +115,8 @@ def add_subcommands(sub: Any) -> None:
     )
     add_to_fsdp2_arguments(p)
     p.set_defaults(func=to_fsdp2_command)
+
+    add_tpu_config_parser(sub)
 
     p = sub.add_parser("env", help="Print versions and the resolved config, for bug reports.")
     p.add_argument(

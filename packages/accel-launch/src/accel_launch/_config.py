@@ -135,8 +135,9 @@ class LaunchConfig:
         for name, off in (("downcast_bf16", "no"), ("tpu_use_cluster", False)):
             if str(getattr(self, name)).strip().lower() not in ("no", "0", "false", "off", "none"):
                 raise ConfigError(
-                    f"{name} applies to TPUs, which this version of accel does not run; got "
-                    f"{name}={getattr(self, name)!r}. Drop it (or set it to {off!r})."
+                    f"{name} in a config file is not read by this version of accel; got "
+                    f"{name}={getattr(self, name)!r}. Drop it (or set it to {off!r}); for TPUs "
+                    "pass --tpu_cluster, or --env XLA_DOWNCAST_BF16=1, to accel launch."
                 )
         for name, low in (("max_restarts", 0), ("num_cpu_threads_per_process", 1)):
             value = getattr(self, name)

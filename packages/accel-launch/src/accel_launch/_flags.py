@@ -24,6 +24,7 @@ from ._engines import (
     MegatronLMConfig,
     Section,
 )
+from ._tpu import add_tpu_launch_arguments
 
 _BOOL_WORDS = {"1", "0", "true", "false", "yes", "no", "on", "off", "y", "n"}
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -253,7 +254,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     prec = parser.add_argument_group("Precision and compilation")
     prec.add_argument("--mixed_precision", default=None, help="no, fp16, bf16 or fp8.")
     _add_section(prec, DynamoConfig)
-    _store_true(prec, "downcast_bf16", "TPU only (not supported by this version: refused).")
+    _store_true(prec, "downcast_bf16", "TPU only (refused: pass --env XLA_DOWNCAST_BF16=1).")
     ds = parser.add_argument_group("DeepSpeed")
     _store_true(ds, "use_deepspeed", "Train with DeepSpeed.")
     _add_section(ds, DeepSpeedConfig)
@@ -282,6 +283,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         "training_script_args", nargs=argparse.REMAINDER, help="Arguments of the script."
     )
     add_compat_arguments(parser)
+    add_tpu_launch_arguments(parser)
     add_dash_spellings(parser)
     return parser
 

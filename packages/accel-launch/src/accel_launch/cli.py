@@ -83,6 +83,7 @@ _LEFT = {
     "estimate-memory": "nothing was written.",
     "env": "nothing was written.",
     "to-fsdp2": "the output file may be incomplete: convert again.",
+    "tpu-config": "the pod's workers may have run part of the commands.",
 }
 
 

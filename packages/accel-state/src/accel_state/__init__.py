@@ -93,6 +93,14 @@ _EXPORTS = {
     "synchronize_rng_states": "._random",
     "teardown_process_group": "._teardown",
     "unsupported_distributed_type": "._support",
+    "USE_TORCH_XLA": "._xla",
+    "XLA_ENV_SCRIPT": "._xla",
+    "torch_xla_module": "._xla",
+    "xla_device_type": "._xla",
+    "xla_mark_step": "._xla",
+    "xla_missing_message": "._xla",
+    "xla_model": "._xla",
+    "xla_rendezvous": "._xla",
     "MultiProcessAdapter": "._logging",
     "get_logger": "._logging",
     "wait_for_everyone": "._process",
@@ -251,6 +259,14 @@ __all__ = [
     "synchronize_rng_states",
     "teardown_process_group",
     "unsupported_distributed_type",
+    "USE_TORCH_XLA",
+    "XLA_ENV_SCRIPT",
+    "torch_xla_module",
+    "xla_device_type",
+    "xla_mark_step",
+    "xla_missing_message",
+    "xla_model",
+    "xla_rendezvous",
     "MultiProcessAdapter",
     "get_logger",
     "wait_for_everyone",
@@ -506,3 +522,13 @@ if TYPE_CHECKING:
     from ._support import unsupported_distributed_type
     from ._teardown import teardown_process_group
     from ._tqdm import tqdm
+    from ._xla import (
+        USE_TORCH_XLA,
+        XLA_ENV_SCRIPT,
+        torch_xla_module,
+        xla_device_type,
+        xla_mark_step,
+        xla_missing_message,
+        xla_model,
+        xla_rendezvous,
+    )

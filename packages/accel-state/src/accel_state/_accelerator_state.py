@@ -198,7 +198,7 @@ class GradientState:
     @property
     def is_xla_gradients_synced(self) -> bool:
         """Whether gradients were already all-reduced by XLA this step (always True under FSDP,
-        which synchronises them itself). accel runs no XLA engine, so only FSDP sets it."""
+        which synchronises them itself); set by ``clip_grad_norm_`` on XLA, reset by the step."""
         if env.read_env(env.ACCEL_USE_FSDP, False):
             return True
         return self._is_xla_gradients_synced

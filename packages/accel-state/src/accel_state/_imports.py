@@ -146,12 +146,30 @@ def _device_present(attribute: str, check_device: bool) -> bool:
 
 
 def is_torch_xla_available(check_is_tpu: bool = False, check_is_gpu: bool = False) -> bool:
-    """Whether ``torch_xla`` is installed."""
-    return _is_package_available("torch_xla")
+    """Whether ``torch_xla`` is installed and not switched off (``USE_TORCH_XLA=0``).
+
+    Args:
+        check_is_tpu: Also require its PJRT device to be a TPU (imports ``torch_xla``).
+        check_is_gpu: Also require its PJRT device to be a GPU (imports ``torch_xla``).
+    """
+    from ._xla import torch_xla_usable, xla_device_type
+
+    if check_is_tpu and check_is_gpu:
+        raise ValueError(
+            "is_torch_xla_available checks one device kind at a time; got check_is_tpu=True "
+            "and check_is_gpu=True. Pass one of them."
+        )
+    if not torch_xla_usable():
+        return False
+    if check_is_tpu:
+        return xla_device_type() == "TPU"
+    if check_is_gpu:
+        return xla_device_type() in ("GPU", "CUDA")
+    return True
 
 
 def is_tpu_available(check_device: bool = True) -> bool:
-    """Whether a TPU is usable through ``torch_xla``."""
+    """Whether ``torch_xla`` is usable (the reference's older name for the check)."""
     return is_torch_xla_available()
 
 

@@ -21,6 +21,7 @@ from ._process_group import init_default_group
 from ._split import split_inputs
 from ._support import unsupported_distributed_type
 from ._teardown import register_teardown, teardown_process_group
+from ._xla import torch_xla_usable, xla_rendezvous, xla_replica
 from .hang_watchdog import collective
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,7 +45,9 @@ class PartialState:
 
     Every instance shares one state: the first one reads the launcher's environment (torchrun,
     MPI or SLURM variables), starts the process group (gloo on CPU, nccl on CUDA) and later
-    instances just read it. A 2-process torchrun on a CPU-only machine is a 2-process gloo run
+    instances just read it. Where ``torch_xla`` is usable (and ``cpu`` is not set) the state is
+    an XLA replica: ``distributed_type`` XLA, an ``xla`` device, torch_xla's world size and
+    ordinal. A 2-process torchrun on a CPU-only machine is a 2-process gloo run
     with no extra argument.
 
     Args:
@@ -76,7 +79,17 @@ class PartialState:
         self._cpu = cpu
         self.launcher = world.launcher
         backend = kwargs.pop("backend", None)
-        if world.world_size > 1 or dist.is_initialized():
+        if not cpu and torch_xla_usable():
+            # torch_xla owns the replicas (PJRT): no torch.distributed group of ours.
+            replica = xla_replica()
+            self.backend = "xla"
+            self.num_processes = replica.num_processes
+            self.process_index = replica.process_index
+            self.local_process_index = replica.local_process_index
+            self.num_processes_per_node = replica.num_processes_per_node
+            self.distributed_type = DistributedType.XLA
+            self.device = replica.device
+        elif world.world_size > 1 or dist.is_initialized():
             family = distributed_family(cpu)
             _refuse_unsupported(family.distributed_type, family.device)
             if not dist.is_initialized():
@@ -159,6 +172,10 @@ class PartialState:
     # ------------------------------------------------------------ process control
     def wait_for_everyone(self) -> None:
         """Block until every process has reached this point."""
+        if self.distributed_type == DistributedType.XLA:
+            if self.use_distributed:
+                xla_rendezvous("accel.wait_for_everyone")
+            return
         if self.use_distributed:
             with collective("barrier"):
                 dist.barrier()
@@ -248,7 +265,7 @@ class PartialState:
 
     def set_device(self) -> None:
         """Make ``self.device`` the current device of its backend (no-op on CPU)."""
-        if self.device.type not in ("cpu", "mps", "hpu", "neuron"):
+        if self.device.type not in ("cpu", "mps", "hpu", "neuron", "xla"):
             getattr(torch, self.device.type).set_device(self.device)
 
     def destroy_process_group(self, group: Any = None) -> None:

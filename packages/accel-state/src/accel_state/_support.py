@@ -25,8 +25,6 @@ def _find_module(name: str) -> object:
 
 
 UNSUPPORTED_DISTRIBUTED_TYPES: dict[str, tuple[str, str]] = {
-    "TPU": ("TPU / XLA is not supported by this version of accel", _CPU_OR_CUDA),
-    "XLA": ("TPU / XLA is not supported by this version of accel", _CPU_OR_CUDA),
     "MULTI_NPU": ("Ascend NPUs are not supported by this version of accel", _CPU_OR_CUDA),
     "MULTI_MLU": ("Cambricon MLUs are not supported by this version of accel", _CPU_OR_CUDA),
     "MULTI_HPU": ("Intel Gaudi HPUs are not supported by this version of accel", _CPU_OR_CUDA),
@@ -39,6 +37,9 @@ UNSUPPORTED_DISTRIBUTED_TYPES: dict[str, tuple[str, str]] = {
 }
 """``DistributedType`` value -> (what is not supported, what to use instead)."""
 
+_XLA_TYPES = ("TPU", "XLA")
+"""Run where ``torch_xla`` is usable; refused (saying how to get it) elsewhere."""
+
 
 def unsupported_distributed_type(value: str, got: str) -> str | None:
     """The message refusing distributed type ``value``, or None when this version runs it
@@ -48,11 +49,17 @@ def unsupported_distributed_type(value: str, got: str) -> str | None:
         value: A ``DistributedType`` value (``"MEGATRON_LM"`` ...).
         got: How the user asked for it (``"--use_megatron_lm"``, ``"megatron_lm_plugin set"``).
 
+    ``"TPU"`` and ``"XLA"`` are refused only where ``torch_xla`` cannot be used.
+
     Returns:
         ``"<what> is not supported ...; got <got>. <fix>; the README's support table lists what
         each version supports."``, or None.
     """
     kind = str(value).upper()
+    if kind in _XLA_TYPES:
+        from ._xla import torch_xla_usable, xla_missing_message
+
+        return None if torch_xla_usable() else xla_missing_message(got)
     reason = UNSUPPORTED_DISTRIBUTED_TYPES.get(kind)
     if kind == "MEGATRON_LM" and _find_module("megatron.core") is None:
         reason = _MEGATRON_MISSING

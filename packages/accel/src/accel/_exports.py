@@ -59,6 +59,7 @@ DEEPSPEED.update(
 )
 
 LAUNCH = _names("accel_launch", "write_basic_config prepare_sagemager_args_inputs")
+LAUNCH.update(_names("accel_launch", "install_xla"))
 LAUNCH.update(_names("accel_state", "get_current_device_type"))
 
 FACADE = _names("accel._accelerator", "Accelerator")

@@ -91,6 +91,7 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_data",
             """DataLoaderStateMixin""",
         ),
+        **_names("accel_data", """MpDeviceLoaderWrapper"""),
     },
     "accel.hooks": {
         **_names(
@@ -400,6 +401,7 @@ PATHS: dict[str, dict[str, str]] = {
         ),
     },
     "accel.utils.imports": {
+        **_names("accel_state", """USE_TORCH_XLA"""),
         **_names(
             "accel_state",
             """compare_versions deepspeed_required is_4bit_bnb_available

@@ -7,7 +7,7 @@ import warnings
 from typing import Any
 
 import torch
-from accel_state import AcceleratorState, GradientState
+from accel_state import AcceleratorState, DistributedType, GradientState
 
 
 class AcceleratedOptimizer(torch.optim.Optimizer):
@@ -16,6 +16,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
     ``step`` and ``zero_grad`` do nothing while gradients are being accumulated (between two
     synchronisations); under fp16 ``step`` goes through the grad scaler, and
     :attr:`step_was_skipped` says whether the scaler skipped it because of inf/nan gradients.
+    On XLA the step averages gradients across replicas, then marks a step of the lazy graph.
     """
 
     def __init__(
@@ -96,6 +97,10 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
             return None
         if self.scaler is None:
             self._is_overflow = False
+            if AcceleratorState().distributed_type == DistributedType.XLA:
+                from ._engines._xla import xla_optimizer_step
+
+                return xla_optimizer_step(self.optimizer, closure)
             return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
         scale_before = self.scaler.get_scale()
         result = (

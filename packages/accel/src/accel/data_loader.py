@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         DataLoaderShard,
         DataLoaderStateMixin,
         IterableDatasetShard,
+        MpDeviceLoaderWrapper,
         SeedableRandomSampler,
         SkipBatchSampler,
         SkipDataLoader,

@@ -16,6 +16,7 @@ from ._ddp import DDPEngine
 from ._deepspeed import DeepSpeedEngine
 from ._fsdp import FSDPEngine
 from ._megatron import MegatronLMEngine
+from ._xla import XLAEngine
 
 if TYPE_CHECKING:
     from .._accelerator import Accelerator
@@ -29,6 +30,7 @@ _ENGINES: dict[DistributedType, type[Engine]] = {
     DistributedType.FSDP: FSDPEngine,
     DistributedType.DEEPSPEED: DeepSpeedEngine,
     DistributedType.MEGATRON_LM: MegatronLMEngine,
+    DistributedType.XLA: XLAEngine,
 }
 
 
@@ -50,4 +52,12 @@ def engine_for(accelerator: Accelerator) -> Engine:
     return cls(accelerator)
 
 
-__all__ = ["DDPEngine", "DeepSpeedEngine", "Engine", "FSDPEngine", "MegatronLMEngine", "engine_for"]
+__all__ = [
+    "DDPEngine",
+    "DeepSpeedEngine",
+    "Engine",
+    "FSDPEngine",
+    "MegatronLMEngine",
+    "XLAEngine",
+    "engine_for",
+]

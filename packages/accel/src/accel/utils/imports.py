@@ -18,6 +18,7 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from accel_state import (
+        USE_TORCH_XLA,
         compare_versions,
         deepspeed_required,
         is_4bit_bnb_available,

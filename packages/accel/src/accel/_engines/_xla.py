@@ -1,0 +1,87 @@
+"""XLA replicas (torch_xla, PJRT): the model moves to the replica's XLA device, gradients are
+averaged across replicas by the optimizer step (torch_xla's ``optimizer_step`` semantics)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from accel_state import AcceleratorState, GradientState, xla_mark_step, xla_model
+
+from ._base import Engine
+
+
+def reduce_xla_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
+    """Average the gradients of ``parameters`` across the replicas, in place (one all-reduce)."""
+    state = AcceleratorState()
+    if state.num_processes <= 1:
+        return
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if grads:
+        xla_model().all_reduce("sum", grads, scale=1.0 / state.num_processes)
+
+
+def xla_optimizer_step(optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
+    """One optimizer step of an XLA replica.
+
+    Gradients are averaged across the replicas (unless ``clip_grad_norm_`` already did it this
+    step), the optimizer steps, and the lazy graph is cut and run (``mark_step``), as
+    ``xm.optimizer_step`` followed by ``xm.mark_step`` do.
+    """
+    gradients = GradientState()
+    if not gradients.is_xla_gradients_synced:
+        reduce_xla_gradients(p for group in optimizer.param_groups for p in group["params"])
+    gradients.is_xla_gradients_synced = False
+    result = optimizer.step(closure) if closure is not None else optimizer.step()
+    xla_mark_step()
+    return result
+
+
+class XLAEngine(Engine):
+    """The model lives on the XLA device; replicas stay in step through the optimizer step.
+
+    Moving a module to an XLA device gives it new parameter objects (a CPU tensor cannot become
+    an XLA tensor in place), so optimizers built on the CPU parameters are pointed at the new
+    ones when they are prepared.
+    """
+
+    def __init__(self, accelerator: Any) -> None:
+        super().__init__(accelerator)
+        self._moved: dict[int, torch.nn.Parameter] = {}
+
+    def place_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Move ``model`` to the XLA device, remembering which parameter became which."""
+        before = list(model.parameters())
+        model = model.to(self.accelerator.device)
+        for old, new in zip(before, model.parameters()):
+            if old is not new:
+                self._moved[id(old)] = new
+        return model
+
+    def adapt_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """Point ``optimizer`` (and its per-parameter state) at the moved parameters."""
+        if not self._moved:
+            return optimizer
+        for group in optimizer.param_groups:
+            group["params"] = [self._moved.get(id(p), p) for p in group["params"]]
+        moved_state = {self._moved.get(id(p), p): v for p, v in optimizer.state.items()}
+        optimizer.state.clear()
+        optimizer.state.update(moved_state)
+        return optimizer
+
+    def release(self) -> None:
+        """Forget the parameter mapping."""
+        self._moved.clear()
+
+    def clip_grad_norm_(
+        self, parameters: Iterable[torch.nn.Parameter], max_norm: float, norm_type: float = 2
+    ) -> torch.Tensor:
+        """Average gradients across replicas first (the step then skips it), then clip."""
+        params = list(parameters)
+        reduce_xla_gradients(params)
+        GradientState().is_xla_gradients_synced = True
+        return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type)
+
+
+__all__ = ["XLAEngine", "reduce_xla_gradients", "xla_optimizer_step"]
