@@ -15,7 +15,7 @@ export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/accel/torch_ex
 step() { printf '\n== %s\n' "$*"; }
 
 step "sync the workspace (locked)"
-uv sync --locked --all-packages --group bench --quiet  # bench: the reference library, for the differential tests in tests/parity
+uv sync --locked --all-packages --group bench --group docs --quiet  # bench: the reference library, for the differential tests in tests/parity; docs: mkdocs
 
 step "lint"
 uv run --no-sync ruff check packages tests tools examples benchmarks
@@ -56,5 +56,25 @@ else
     echo "skipped: installing needs apt-get as root; tests/slurm skips with the reason"
 fi
 
+step "docs: build --strict, examples, browser check"
+docs_start=$SECONDS
+NO_MKDOCS_2_WARNING=1 uv run --no-sync mkdocs build --strict --quiet -d build/site
+uv run --no-sync pytest tests/docs -q -p no:cacheprovider  # every python block of docs/ and README.md
+if command -v chromium >/dev/null 2>&1; then
+    echo "chromium already installed"
+elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    echo "installed chromium"
+fi
+if command -v chromium >/dev/null 2>&1; then
+    # the home page and one API page in headless Chromium: any console error fails; screenshots
+    uv run --no-sync python tools/check_site.py build/site --pages / api/state/ \
+        --screenshots build/artifacts
+else
+    echo "browser check skipped: installing chromium needs apt-get as root"
+fi
+echo "docs step: $((SECONDS - docs_start)) s"
+
 step "tests"
-uv run --no-sync pytest packages tests -q -p no:cacheprovider
+uv run --no-sync pytest packages tests -q -p no:cacheprovider --ignore=tests/docs  # tests/docs ran above
