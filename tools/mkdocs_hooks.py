@@ -57,20 +57,21 @@ def _section_title(module_name: str, package_name: str) -> str:
     return first.split(". ")[0].rstrip(".")
 
 
-def _entries(package_name: str, names: list[str], root_heading_level: int = 3) -> list[str]:
-    """``:::`` blocks for ``names`` of ``package_name``, grouped by defining module."""
+def _entries(package_name: str, names: list[str], section_level: int = 2) -> list[str]:
+    """``:::`` blocks for ``names`` of ``package_name``, grouped by defining module under
+    headings of ``section_level``; each name's heading is one level below."""
     package = importlib.import_module(package_name)
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault(_defining_module(package, name), []).append(name)
     lines: list[str] = []
     for module_name in sorted(groups, key=lambda m: (m == package_name, m)):
-        lines += [f"## {_section_title(module_name, package_name)}", ""]
+        lines += [f"{'#' * section_level} {_section_title(module_name, package_name)}", ""]
         for name in groups[module_name]:
             lines += [
                 f"::: {package_name}.{name}",
                 "    options:",
-                f"      heading_level: {root_heading_level}",
+                f"      heading_level: {section_level + 1}",
                 "",
             ]
     return lines
@@ -120,11 +121,11 @@ def facade_page() -> str:
         for name in names:
             owner = _owner(getattr(module, name), name)
             (linked if owner else own).append((name, owner))
-        lines += [f"# `{module_name}`", ""]
+        lines += [f"## `{module_name}`", ""]
         if own:
-            lines += _entries(module_name, [name for name, _ in own])
+            lines += _entries(module_name, [name for name, _ in own], section_level=3)
         if linked:
-            lines += [f"## Re-exported by `{module_name}`", "", "| name | documented at |"]
+            lines += [f"### Re-exported by `{module_name}`", "", "| name | documented at |"]
             lines.append("| --- | --- |")
             for name, owner in linked:
                 lines.append(f"| `{module_name}.{name}` | [`{owner}.{name}`][{owner}.{name}] |")
