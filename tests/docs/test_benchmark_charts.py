@@ -3,7 +3,6 @@ table once; the committed results pages show the chart of each table it draws.""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -12,13 +11,11 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="matplotlib is in the bench dependency group")
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_test_helpers import ROOT, load_module
+
 RESULTS = ROOT / "benchmarks" / "results"
-spec = importlib.util.spec_from_file_location("_charts", ROOT / "benchmarks" / "_charts.py")
-assert spec is not None and spec.loader is not None
-charts = importlib.util.module_from_spec(spec)
-sys.modules["_charts"] = charts  # its dataclass looks its module up
-spec.loader.exec_module(charts)
+charts = load_module("benchmarks/_charts.py")
 
 PAGE = """# Demo
 

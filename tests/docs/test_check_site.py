@@ -3,18 +3,15 @@ error, throws, or loads a missing file fails the check; a clean page passes, wit
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("check_site", ROOT / "tools" / "check_site.py")
-assert spec is not None and spec.loader is not None
-check_site = importlib.util.module_from_spec(spec)
-sys.modules["check_site"] = check_site
-spec.loader.exec_module(check_site)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_test_helpers import load_module
+
+check_site = load_module("tools/check_site.py")
 
 if check_site.find_browser() is None:
     pytest.skip("no Chromium on PATH (tools/test.sh installs Debian's)", allow_module_level=True)

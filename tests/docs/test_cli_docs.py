@@ -4,18 +4,15 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 from accel_launch.cli import build_parser
 
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("gen_cli_docs", ROOT / "tools" / "gen_cli_docs.py")
-assert spec is not None and spec.loader is not None
-gen_cli_docs = importlib.util.module_from_spec(spec)
-sys.modules["gen_cli_docs"] = gen_cli_docs
-spec.loader.exec_module(gen_cli_docs)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_test_helpers import load_module
+
+gen_cli_docs = load_module("tools/gen_cli_docs.py")
 
 
 def test_every_subcommand_and_launch_flag_is_on_the_page() -> None:
