@@ -15,7 +15,7 @@ export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/accel/torch_ex
 step() { printf '\n== %s\n' "$*"; }
 
 step "sync the workspace (locked)"
-uv sync --locked --all-packages --group bench --group release --quiet  # bench: the reference library, for the differential tests in tests/parity; release: towncrier
+uv sync --locked --all-packages --group bench --group docs --group release --quiet  # bench: the reference library, for the differential tests in tests/parity; docs: mkdocs; release: towncrier
 
 step "lint"
 uv run --no-sync ruff check packages tests tools examples benchmarks
@@ -66,9 +66,33 @@ else
     echo "skipped: installing needs apt-get as root; tests/slurm skips with the reason"
 fi
 
+step "docs: build --strict, examples, browser check"
+docs_start=$SECONDS
+if command -v chromium >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then
+    echo "a Chromium browser is installed"
+elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    echo "installed chromium"
+fi
+NO_MKDOCS_2_WARNING=1 uv run --no-sync mkdocs build --strict --quiet -d build/site
+# every python block of docs/ and README.md; the charts helper; the browser check's own test
+uv run --no-sync pytest tests/docs -q -p no:cacheprovider
+# the home page and one API page in headless Chromium: any console error fails; screenshots
+site_status=0
+uv run --no-sync python tools/check_site.py build/site --pages / api/state/ \
+    --screenshots build/artifacts || site_status=$?
+if [ "$site_status" = 2 ]; then
+    echo "browser check skipped: no Chromium, and installing it needs apt-get as root"
+elif [ "$site_status" != 0 ]; then
+    exit "$site_status"
+fi
+echo "docs step: $((SECONDS - docs_start)) s"
+
 step "tests"
 ACCEL_SKIP_PASSED="$passed" PYTHONPATH="$PWD/tools/pytest_plugins" \
-    uv run --no-sync pytest -p accel_run_once packages tests -q -p no:cacheprovider
+    uv run --no-sync pytest -p accel_run_once packages tests -q -p no:cacheprovider \
+    --ignore=tests/docs  # tests/docs ran in the docs step
 
 # torch_xla pins torch 2.9: its tests run in their own cached venv (skipped, exit 0, when PyPI
 # cannot be reached).

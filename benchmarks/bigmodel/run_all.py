@@ -192,6 +192,10 @@ def main() -> None:
     ]
     with open(RESULTS, "w") as handle:
         handle.write("\n".join(lines))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(RESULTS)  # one PNG per table, shown under it
     print("\n".join(lines))
 
 

@@ -18,6 +18,7 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -219,6 +220,10 @@ def write_table(rows: list, out: str, n: int, with_accelerate: bool) -> None:
     text = "\n".join(lines) + "\n"
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(text)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(out)  # one PNG per table, shown under it
     print(text)
 
 

@@ -13,8 +13,10 @@ alone. Rank 0 writes a Markdown table.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
+import sys
 import time
 import timeit
 from pathlib import Path
@@ -80,6 +82,10 @@ def main() -> None:
             f"One empty `collective(...)` enter + exit alone: {alone * 1e6:.2f} us.\n"
         )
         Path(args.out).write_text(text)
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from _charts import write_charts  # benchmarks/_charts.py
+
+        write_charts(args.out)  # one PNG per table, shown under it
         print(text)
 
 

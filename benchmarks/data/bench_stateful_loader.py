@@ -15,6 +15,7 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -126,6 +127,10 @@ def main() -> None:
     print(text)
     if args.output is not None:
         args.output.write_text(text + "\n")
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from _charts import write_charts  # benchmarks/_charts.py
+
+        write_charts(args.output)  # one PNG per table, shown under it
 
 
 if __name__ == "__main__":

@@ -194,6 +194,10 @@ def drive(steps: int, warmup: int, out: Path, timeout: float) -> None:
                 )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(_table(rows, steps, warmup, torch.__version__))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(out)  # one PNG per table, shown under it
 
 
 def _table(rows: list[dict[str, Any]], steps: int, warmup: int, torch_version: str) -> str:

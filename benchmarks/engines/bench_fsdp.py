@@ -238,6 +238,10 @@ def _write(args: argparse.Namespace, rows: list[dict], params: int, torch_versio
         )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(args.out)  # one PNG per table, shown under it
     print("\n".join(lines))
 
 

@@ -79,6 +79,10 @@ def main() -> None:
         "| case | wall time (s) | time lost (s) |\n| --- | ---: | ---: |\n" + "\n".join(rows) + "\n"
     )
     Path(args.out).write_text(text)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(args.out)  # one PNG per table, shown under it
     print(text)
 
 

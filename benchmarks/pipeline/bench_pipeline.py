@@ -228,6 +228,10 @@ def write_table(
         ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(out)  # one PNG per table, shown under it
     print("\n".join(lines))
 
 

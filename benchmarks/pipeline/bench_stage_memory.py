@@ -267,6 +267,10 @@ def main() -> None:
     out = Path(args.out)
     previous = out.read_text() if out.exists() else ""
     out.write_text(_replace_section(previous, _heading(), "\n".join(lines) + "\n"))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(out)  # one PNG per table, shown under it
     print("\n".join(lines))
 
 

@@ -246,6 +246,10 @@ def main() -> None:
     text = "\n".join(rows) + "\n"
     print(text)
     Path(args.output).write_text(text)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(args.output)  # one PNG per table, shown under it
 
 
 if __name__ == "__main__":

@@ -51,12 +51,11 @@ class SeedableRandomSampler(RandomSampler):
 
     Takes ``RandomSampler``'s arguments (positional or by name) plus ``data_seed`` by name:
 
-    Args:
-        data_source: The dataset (only its length is used).
-        replacement: Draw with replacement.
-        num_samples: Number of samples per pass (default: the dataset length).
-        generator: Only read for its initial seed when ``data_seed`` is None.
-        data_seed: The seed; None uses ``generator.initial_seed()`` or torch's initial seed.
+    - ``data_source``: the dataset (only its length is used);
+    - ``replacement``: draw with replacement;
+    - ``num_samples``: number of samples per pass (default: the dataset length);
+    - ``generator``: only read for its initial seed when ``data_seed`` is None;
+    - ``data_seed``: the seed; None uses ``generator.initial_seed()`` or torch's initial seed.
     """
 
     def __init__(self, *args: Any, data_seed: int | None = None, **kwargs: Any) -> None:

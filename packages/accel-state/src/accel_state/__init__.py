@@ -515,6 +515,8 @@ if TYPE_CHECKING:
         torchao_required,
     )
     from ._process import (
+        do_nothing,
+        is_initialized,
         wait_for_everyone,
     )
     from ._random import set_seed, synchronize_rng_state, synchronize_rng_states

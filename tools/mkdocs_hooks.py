@@ -1,0 +1,174 @@
+"""Pages of the documentation site generated when it is built, so that none can go stale.
+
+- ``cli.md``: every ``accel`` subcommand's ``--help`` (``tools/gen_cli_docs.py``);
+- ``api/*.md``: one page per package, one entry per name of its ``__all__``, grouped by the
+  private module that defines it (the module's docstring gives the heading); the facade's page
+  documents what ``accel`` defines and links every re-exported name to its package's page;
+- ``benchmarks/*.md`` and their charts: the committed results of ``benchmarks/results/``.
+
+mkdocs loads this file through ``hooks:`` in ``mkdocs.yml``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from gen_cli_docs import render as render_cli  # noqa: E402
+
+# Page, package, title, one-line summary: the groups of the specification.
+API_PAGES = [
+    ("state", "accel_state", "State", "Process state, enums, plugins, kwargs, environment, RNG."),
+    ("collectives", "accel_collectives", "Collectives", "Operations on nested tensors."),
+    ("data", "accel_data", "Data", "Sharded, dispatched and resumable data loaders."),
+    ("bigmodel", "accel_bigmodel", "Big model", "Empty init, device maps, offload, checkpoints."),
+    ("pipeline", "accel_pipeline", "Pipeline", "Pipeline-parallel inference."),
+    ("precision", "accel_precision", "Precision", "Autocast, grad scaling, FP8, quantization."),
+    ("trackers", "accel_trackers", "Trackers", "Experiment trackers."),
+    ("launch", "accel_launch", "Launch", "The launcher's Python API and config file model."),
+]
+FACADE_MODULES = ["accel", "accel.utils", "accel.inference"]
+
+
+def _defining_module(package: ModuleType, name: str) -> str:
+    """The module of ``package`` that defines ``name`` (its own name for constants)."""
+    obj = getattr(package, name)
+    module = getattr(obj, "__module__", None)
+    if isinstance(module, str) and module.startswith(package.__name__):
+        return module
+    return package.__name__
+
+
+def _section_title(module_name: str, package_name: str) -> str:
+    """The first sentence of the module's docstring, or "Constants" for the package itself."""
+    if module_name == package_name:
+        return "Constants and other names"
+    doc = inspect.getdoc(importlib.import_module(module_name)) or module_name
+    first = doc.strip().split("\n\n")[0].replace("\n", " ")
+    return first.split(". ")[0].rstrip(".")
+
+
+def _entries(package_name: str, names: list[str], section_level: int = 2) -> list[str]:
+    """``:::`` blocks for ``names`` of ``package_name``, grouped by defining module under
+    headings of ``section_level``; each name's heading is one level below."""
+    package = importlib.import_module(package_name)
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(_defining_module(package, name), []).append(name)
+    lines: list[str] = []
+    for module_name in sorted(groups, key=lambda m: (m == package_name, m)):
+        lines += [f"{'#' * section_level} {_section_title(module_name, package_name)}", ""]
+        for name in groups[module_name]:
+            lines += [
+                f"::: {package_name}.{name}",
+                "    options:",
+                f"      heading_level: {section_level + 1}",
+                "",
+            ]
+    return lines
+
+
+def api_page(package_name: str, title: str, summary: str) -> str:
+    """The reference page of one package: every name of its ``__all__``."""
+    package = importlib.import_module(package_name)
+    names = [name for name in package.__all__ if not name.startswith("__")]
+    doc = (inspect.getdoc(package) or "").strip()
+    lines = [
+        f"# {title}: `{package_name}`",
+        "",
+        f"{summary} `pip install {package_name.replace('_', '-')}`; {len(names)} public names.",
+        "",
+        doc,
+        "",
+        *_entries(package_name, names),
+    ]
+    return "\n".join(lines)
+
+
+def _owner(obj: Any, name: str) -> str | None:
+    """The package of ``API_PAGES`` whose ``__all__`` holds ``obj`` under ``name``."""
+    for _, package_name, *_ in API_PAGES:
+        package = importlib.import_module(package_name)
+        if name in package.__all__ and getattr(package, name) is obj:
+            return package_name
+    return None
+
+
+def facade_page() -> str:
+    """``accel``, ``accel.utils``, ``accel.inference``: own names documented, the others linked."""
+    lines = [
+        "# Accelerator and the facade: `accel`",
+        "",
+        "`pip install accel` installs every package. Its modules give each name of the other",
+        "packages at the path of the reference library too (`accel.utils.gather` is",
+        "`accel_collectives.gather`). Names `accel` defines are documented here; the others link",
+        "to the page of the package that owns them.",
+        "",
+    ]
+    for module_name in FACADE_MODULES:
+        module = importlib.import_module(module_name)
+        names = [name for name in module.__all__ if not name.startswith("__")]
+        own, linked = [], []
+        for name in names:
+            owner = _owner(getattr(module, name), name)
+            (linked if owner else own).append((name, owner))
+        lines += [f"## `{module_name}`", ""]
+        if own:
+            lines += _entries(module_name, [name for name, _ in own], section_level=3)
+        if linked:
+            lines += [f"### Re-exported by `{module_name}`", "", "| name | documented at |"]
+            lines.append("| --- | --- |")
+            for name, owner in linked:
+                lines.append(f"| `{module_name}.{name}` | [`{owner}.{name}`][{owner}.{name}] |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def api_index() -> str:
+    """The landing page of the API reference."""
+    lines = [
+        "# API reference",
+        "",
+        "Generated from the docstrings when the site is built: every name of every package's",
+        "`__all__`, grouped like the specification.",
+        "",
+        "| page | package | what it holds |",
+        "| --- | --- | --- |",
+        "| [Accelerator and the facade](accel.md) | `accel` | `Accelerator`, the reference "
+        "library's module paths |",
+    ]
+    for page, package_name, title, summary in API_PAGES:
+        lines.append(f"| [{title}]({page}.md) | `{package_name}` | {summary} |")
+    return "\n".join(lines) + "\n"
+
+
+def benchmark_files(config: Any) -> list[File]:
+    """``benchmarks/results/*.md`` and their charts, as pages under ``benchmarks/``."""
+    results = ROOT / "benchmarks" / "results"
+    files = []
+    for path in sorted(results.iterdir()):
+        if path.suffix in (".md", ".png"):
+            files.append(File.generated(config, f"benchmarks/{path.name}", abs_src_path=str(path)))
+    return files
+
+
+def on_files(files: Files, config: Any) -> Files:
+    """Add the generated pages to the site."""
+    files.append(File.generated(config, "cli.md", content=render_cli()))
+    files.append(File.generated(config, "api/index.md", content=api_index()))
+    files.append(File.generated(config, "api/accel.md", content=facade_page()))
+    for page, package_name, title, summary in API_PAGES:
+        content = api_page(package_name, title, summary)
+        files.append(File.generated(config, f"api/{page}.md", content=content))
+    for file in benchmark_files(config):
+        files.append(file)
+    return files
