@@ -16,16 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from accel import Accelerator
-from accel.utils import find_executable_batch_size, set_seed
+from accel.utils import find_executable_batch_size
 from toy_task import (
-    ToyClassifier,
+    add_memory_limit_argument,
     base_parser,
     checksum,
     compute_loss,
-    make_dataloaders,
     parse,
+    prepare_training,
     simulate_memory_limit,
 )
 
@@ -33,12 +32,7 @@ from toy_task import (
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--observed_batch_size", type=int, default=32)
-    parser.add_argument(
-        "--simulated_memory_limit",
-        type=int,
-        default=None,
-        help="Largest batch that fits (simulates a device's memory); default: no limit.",
-    )
+    add_memory_limit_argument(parser)
     args = parse(parser, argv)
     accelerator = Accelerator(cpu=args.cpu, mixed_precision=args.mixed_precision)
 
@@ -52,11 +46,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             )
         steps = args.observed_batch_size // batch_size
         accelerator.gradient_accumulation_steps = steps
-        set_seed(args.seed)
-        train_loader, _ = make_dataloaders(batch_size)
-        model = ToyClassifier()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-        model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)
+        model, optimizer, train_loader, _ = prepare_training(accelerator, args, batch_size)
         for _ in range(args.num_epochs):
             for batch in train_loader:
                 simulate_memory_limit(len(batch["labels"]), args.simulated_memory_limit)

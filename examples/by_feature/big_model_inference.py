@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     size = compute_module_sizes(model)[""]
     budget = int(size * args.max_memory_fraction)
     device_map = infer_auto_device_map(
-        model, max_memory={"cpu": budget}, no_split_module_classes=["Block"]
+        model, max_memory={"cpu": budget, "disk": size}, no_split_module_classes=["Block"]
     )
     # 3. Load the checkpoint into the plan (each process its own offload folder).
     offload = os.path.join(args.output_dir, f"offload_{accelerator.process_index}")

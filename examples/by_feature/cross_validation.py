@@ -18,7 +18,7 @@ import torch
 from accel import Accelerator
 from accel.utils import set_seed
 from torch.utils.data import DataLoader, Subset
-from toy_task import ToyClassifier, ToyDataset, base_parser, compute_loss, parse
+from toy_task import ToyClassifier, ToyDataset, base_parser, parse, train
 
 
 def predict(accelerator: Accelerator, model: torch.nn.Module, loader: DataLoader) -> Any:
@@ -58,12 +58,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         model, optimizer, train_loader, valid_loader, test_loader = accelerator.prepare(
             model, optimizer, train_loader, valid_loader, test_loader
         )
-        for _ in range(args.num_epochs):
-            model.train()
-            for batch in train_loader:
-                accelerator.backward(compute_loss(model, batch))
-                optimizer.step()
-                optimizer.zero_grad()
+        train(accelerator, model, optimizer, train_loader, args.num_epochs)
         logits, labels = predict(accelerator, model, valid_loader)
         fold_accuracies.append((logits.argmax(-1) == labels).float().mean().item())
         validated += len(labels)

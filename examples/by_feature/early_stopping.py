@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from accel import Accelerator
-from accel.utils import set_seed
-from toy_task import ToyClassifier, base_parser, compute_loss, evaluate, make_dataloaders, parse
+from toy_task import base_parser, compute_loss, evaluate, parse, prepare_training
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -26,13 +24,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.set_defaults(num_epochs=4)
     args = parse(parser, argv)
     accelerator = Accelerator(cpu=args.cpu, mixed_precision=args.mixed_precision)
-    set_seed(args.seed)
-    train_loader, eval_loader = make_dataloaders(args.batch_size)
-    model = ToyClassifier()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    model, optimizer, train_loader, eval_loader = accelerator.prepare(
-        model, optimizer, train_loader, eval_loader
-    )
+    model, optimizer, train_loader, eval_loader = prepare_training(accelerator, args)
 
     step, planned, stopped = 0, args.num_epochs * len(train_loader), False
     for _ in range(args.num_epochs):

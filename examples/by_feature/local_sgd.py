@@ -18,16 +18,7 @@ from typing import Any
 import torch
 from accel import Accelerator
 from accel.local_sgd import LocalSGD
-from accel.utils import set_seed
-from toy_task import (
-    ToyClassifier,
-    base_parser,
-    checksum,
-    compute_loss,
-    evaluate,
-    make_dataloaders,
-    parse,
-)
+from toy_task import base_parser, checksum, compute_loss, evaluate, parse, prepare_training
 
 
 def spread(accelerator: Accelerator, model: torch.nn.Module) -> float:
@@ -41,13 +32,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--local_sgd_steps", type=int, default=4)
     args = parse(parser, argv)
     accelerator = Accelerator(cpu=args.cpu, mixed_precision=args.mixed_precision)
-    set_seed(args.seed)
-    train_loader, eval_loader = make_dataloaders(args.batch_size)
-    model = ToyClassifier()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    model, optimizer, train_loader, eval_loader = accelerator.prepare(
-        model, optimizer, train_loader, eval_loader
-    )
+    model, optimizer, train_loader, eval_loader = prepare_training(accelerator, args)
 
     largest_spread = 0.0
     with LocalSGD(accelerator, model, local_sgd_steps=args.local_sgd_steps) as local_sgd:

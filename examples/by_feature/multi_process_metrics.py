@@ -18,27 +18,15 @@ from typing import Any
 
 import torch
 from accel import Accelerator
-from accel.utils import set_seed
-from toy_task import ToyClassifier, base_parser, compute_loss, make_dataloaders, parse
+from toy_task import base_parser, parse, prepare_training, train
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = base_parser(__doc__.splitlines()[0])
     args = parse(parser, argv)
     accelerator = Accelerator(cpu=args.cpu, mixed_precision=args.mixed_precision)
-    set_seed(args.seed)
-    train_loader, eval_loader = make_dataloaders(args.batch_size)
-    model = ToyClassifier()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    model, optimizer, train_loader, eval_loader = accelerator.prepare(
-        model, optimizer, train_loader, eval_loader
-    )
-    for _ in range(args.num_epochs):
-        model.train()
-        for batch in train_loader:
-            accelerator.backward(compute_loss(model, batch))
-            optimizer.step()
-            optimizer.zero_grad()
+    model, optimizer, train_loader, eval_loader = prepare_training(accelerator, args)
+    train(accelerator, model, optimizer, train_loader, args.num_epochs)
 
     model.eval()
     correct = 0

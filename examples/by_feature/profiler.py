@@ -14,10 +14,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import torch
 from accel import Accelerator
-from accel.utils import ProfileKwargs, set_seed
-from toy_task import ToyClassifier, base_parser, compute_loss, make_dataloaders, parse
+from accel.utils import ProfileKwargs
+from toy_task import base_parser, compute_loss, parse, prepare_training
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -35,11 +34,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     accelerator = Accelerator(
         cpu=args.cpu, mixed_precision=args.mixed_precision, kwargs_handlers=[profile_kwargs]
     )
-    set_seed(args.seed)
-    train_loader, _ = make_dataloaders(args.batch_size)
-    model = ToyClassifier()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)
+    model, optimizer, train_loader, _ = prepare_training(accelerator, args)
 
     steps = 2 + args.active_steps  # wait + warmup + active
     with accelerator.profile() as prof:
@@ -54,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=5)
     accelerator.print(table)
     trace = os.path.join(args.output_dir, f"trace_rank_{accelerator.process_index}.json")
-    top = max(prof.key_averages(), key=lambda event: event.self_cpu_time_total).key
+    operators = [e for e in prof.key_averages() if not e.key.startswith("ProfilerStep")]
+    top = max(operators, key=lambda event: event.self_cpu_time_total).key
     accelerator.print(
         f"profiler: recorded {args.active_steps} steps, busiest operator {top}, "
         f"trace {os.path.basename(trace)} written: {os.path.isfile(trace)}"

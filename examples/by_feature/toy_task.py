@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from accel import Accelerator
+from accel.utils import set_seed
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
@@ -111,6 +112,22 @@ def make_dataloaders(
     return train, evaluation
 
 
+def train(
+    accelerator: Accelerator,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loader: DataLoader,
+    epochs: int,
+) -> None:
+    """The plain training loop, for the scripts whose feature is elsewhere."""
+    model.train()
+    for _ in range(epochs):
+        for batch in loader:
+            accelerator.backward(compute_loss(model, batch))
+            optimizer.step()
+            optimizer.zero_grad()
+
+
 def evaluate(accelerator: Accelerator, model: nn.Module, loader: DataLoader) -> tuple[float, int]:
     """Accuracy over the whole evaluation set and the number of samples it counted."""
     model.eval()
@@ -150,6 +167,31 @@ def base_parser(description: str | None) -> argparse.ArgumentParser:
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> Any:
     """Parse ``argv`` (the command line when None)."""
     return parser.parse_args(None if argv is None else list(argv))
+
+
+def prepare_training(
+    accelerator: Accelerator, args: Any, batch_size: int | None = None
+) -> tuple[nn.Module, torch.optim.Optimizer, DataLoader, DataLoader]:
+    """Seed, build the loaders, model and AdamW optimizer, and ``prepare`` them all.
+
+    The scripts whose feature is the setup itself (a scheduler, DeepSpeed's dummy optimizer,
+    FSDP's order of preparation) write these steps out instead.
+    """
+    set_seed(args.seed)
+    train_loader, eval_loader = make_dataloaders(batch_size or args.batch_size)
+    model = ToyClassifier()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    return accelerator.prepare(model, optimizer, train_loader, eval_loader)
+
+
+def add_memory_limit_argument(parser: argparse.ArgumentParser) -> None:
+    """``--simulated_memory_limit``, read by ``simulate_memory_limit``."""
+    parser.add_argument(
+        "--simulated_memory_limit",
+        type=int,
+        default=None,
+        help="Largest batch that fits (simulates a device's memory); default: no limit.",
+    )
 
 
 def simulate_memory_limit(batch_size: int, limit: int | None) -> None:

@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 from accel import Accelerator
-from accel.utils import set_seed
-from toy_task import ToyClassifier, base_parser, compute_loss, evaluate, make_dataloaders, parse
+from toy_task import base_parser, compute_loss, evaluate, parse, prepare_training
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -36,16 +35,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             project_dir=args.project_dir,
         )
         # Every process calls it; only the main process creates a run.
-        accelerator.init_trackers("tracking_example", config=vars(args))
+        config = {key: value for key, value in vars(args).items() if value is not None}
+        accelerator.init_trackers("tracking_example", config=config)
     else:
         accelerator = Accelerator(cpu=args.cpu, mixed_precision=args.mixed_precision)
-    set_seed(args.seed)
-    train_loader, eval_loader = make_dataloaders(args.batch_size)
-    model = ToyClassifier()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    model, optimizer, train_loader, eval_loader = accelerator.prepare(
-        model, optimizer, train_loader, eval_loader
-    )
+    model, optimizer, train_loader, eval_loader = prepare_training(accelerator, args)
 
     logged = 0
     for epoch in range(args.num_epochs):
