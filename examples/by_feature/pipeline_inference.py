@@ -3,9 +3,9 @@ streams micro-batches through the stages (GPipe schedule), so a model too big fo
 runs on several.
 
 The model is traced on example inputs shaped like the real batches; ``split_points="auto"``
-balances the stages by size (or name the modules: ``["blocks.2"]``). The output lives on the
-last process, or on every process with ``gather_output=True``. The script compares it with the
-unsplit model's.
+balances the stages by size without cutting a module of ``no_split_module_classes`` (or name
+the modules: ``split_points=["blocks.2"]``). The output lives on the last process, or on every
+process with ``gather_output=True``. The script compares it with the unsplit model's.
 
     accel launch --num_processes 2 examples/by_feature/pipeline_inference.py
 """
@@ -33,7 +33,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with torch.no_grad():
         expected = model(prompts)  # the unsplit model, for the check below
 
-    model = prepare_pippy(model, split_points="auto", example_args=(prompts,), gather_output=True)
+    model = prepare_pippy(
+        model,
+        split_points="auto",
+        no_split_module_classes=["Block"],  # cut between blocks, never inside one
+        example_args=(prompts,),
+        gather_output=True,
+    )
     with torch.no_grad():
         logits = model(prompts)
     difference = (logits - expected).abs().max().item()

@@ -138,7 +138,9 @@ def test_scripts_without_launcher_flags_on_two_processes(tmp_path):
     assert set(big["placement"]) == {"cpu", "disk"}, big  # part of the model is offloaded
     assert big["answers"] == 10 and big["difference"] <= 1e-6, big
     pipe = [results["pipeline_inference", rank] for rank in (0, 1)]
-    assert len(pipe[0]["split_points"]) == 1, pipe  # 2 stages
+    # 2 stages, cut between two blocks (no_split_module_classes=["Block"])
+    assert len(pipe[0]["split_points"]) == 1, pipe
+    assert re.fullmatch(r"blocks\.\d", pipe[0]["split_points"][0]), pipe
     assert max(p["difference"] for p in pipe) <= 1e-5, pipe
     assert "resumed from" in out and "step 10" in out
 
