@@ -2,8 +2,9 @@
 need no launcher flags, one after the other in the same processes, and prints each result.
 
 Each script's ``main(argv)`` runs with test arguments; the shared state is reset between two
-scripts, as if each had its own launch. Every process prints one line per run:
-``RESULT {"case": ..., "rank": ..., "result": {...}}``.
+scripts, as if each had its own launch. Every process writes what each ``main`` returned to
+``OUTPUT_DIR/results/<case>.<rank>.json`` (a file, since the processes' printed lines can
+interleave).
 
 Usage: accel launch --num_processes 2 tests/examples/run_by_feature.py OUTPUT_DIR [CASE ...]
 """
@@ -84,14 +85,15 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown cases {unknown}; choose among {sorted(table)}")
     modules: dict[str, ModuleType] = {}
+    results = Path(out) / "results"
     for case, (script, argv) in table.items():
         if wanted and case not in wanted:
             continue
         module = modules.setdefault(script, load(script))
         result = module.main(argv)
         rank = PartialState().process_index
-        line = json.dumps({"case": case, "rank": rank, "result": result})
-        print(f"RESULT {line}", flush=True)
+        results.mkdir(parents=True, exist_ok=True)
+        (results / f"{case}.{rank}.json").write_text(json.dumps(result))
         reset_state()
 
 

@@ -52,12 +52,11 @@ def _launch(*args: str, cwd: Path) -> str:
     return run_command([*command, *args], timeout=600, env=env, cwd=cwd).stdout
 
 
-def _results(out: str) -> dict[tuple[str, int], dict[str, Any]]:
+def _results(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
     found = {}
-    for line in out.splitlines():
-        if line.startswith("RESULT "):
-            record = json.loads(line[len("RESULT ") :])
-            found[record["case"], record["rank"]] = record["result"]
+    for path in folder.glob("*.json"):
+        case, rank = path.stem.rsplit(".", 1)
+        found[case, int(rank)] = json.loads(path.read_text())
     return found
 
 
@@ -124,8 +123,8 @@ def _check_tracking(result: dict[str, Any], logs: Path) -> None:
 def test_scripts_without_launcher_flags_on_two_processes(tmp_path):
     pytest.importorskip("tensorboard", reason="the tracking example logs to TensorBoard")
     out = _launch(str(DRIVER), str(tmp_path), cwd=tmp_path)
-    results = _results(out)
-    assert len(results) == 2 * 15, out
+    results = _results(tmp_path / "results")
+    assert len(results) == 2 * 15, (sorted(results), out)
 
     _check_training_scripts(results, tmp_path)
     _check_tracking(results["tracking", 0], tmp_path / "tracking")
