@@ -30,6 +30,7 @@ from toy_task import (
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--observed_batch_size", type=int, default=32)
     add_memory_limit_argument(parser)

@@ -33,6 +33,7 @@ from toy_task import ToyClassifier, ToyConfig, ToyDataset, base_parser, parse
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--output_dir", default="big_model", help="Checkpoint and offload.")
     parser.add_argument("--max_memory_fraction", type=float, default=0.5)

@@ -48,6 +48,7 @@ class Progress:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument(
         "--checkpointing_steps",

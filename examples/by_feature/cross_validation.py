@@ -35,6 +35,7 @@ def predict(accelerator: Accelerator, model: torch.nn.Module, loader: DataLoader
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--num_folds", type=int, default=3)
     args = parse(parser, argv)

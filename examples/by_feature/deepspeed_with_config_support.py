@@ -25,6 +25,7 @@ from toy_task import ToyClassifier, base_parser, compute_loss, evaluate, make_da
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--weight_decay", type=float, default=0.01)
     parser.add_argument("--num_warmup_steps", type=int, default=5)

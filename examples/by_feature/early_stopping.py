@@ -19,6 +19,7 @@ from toy_task import base_parser, compute_loss, evaluate, parse, prepare_trainin
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--loss_threshold", type=float, default=0.35)
     parser.set_defaults(num_epochs=4)

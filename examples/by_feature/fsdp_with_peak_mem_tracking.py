@@ -76,6 +76,7 @@ def local_parameters(model: torch.nn.Module) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--hidden_size", type=int, default=64)
     args = parse(parser, argv)

@@ -30,6 +30,7 @@ from toy_task import (
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--gradient_accumulation_steps", type=int, default=4)
     args = parse(parser, argv)

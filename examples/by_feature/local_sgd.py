@@ -28,6 +28,7 @@ def spread(accelerator: Accelerator, model: torch.nn.Module) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--local_sgd_steps", type=int, default=4)
     args = parse(parser, argv)

@@ -22,6 +22,7 @@ from toy_task import base_parser, parse, prepare_training, train
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     args = parse(parser, argv)
     accelerator = Accelerator(cpu=args.cpu, mixed_precision=args.mixed_precision)

@@ -23,6 +23,7 @@ from toy_task import ToyClassifier, ToyConfig, ToyDataset, base_parser, parse
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--num_prompts", type=int, default=8)
     args = parse(parser, argv)

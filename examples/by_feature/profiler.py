@@ -20,6 +20,7 @@ from toy_task import base_parser, compute_loss, parse, prepare_training
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--output_dir", default="profile", help="Where the traces are written.")
     parser.add_argument("--active_steps", type=int, default=3, help="Steps recorded.")

@@ -21,6 +21,7 @@ from toy_task import base_parser, compute_loss, evaluate, parse, prepare_trainin
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the example with ``argv`` (the command line when None); return its results."""
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--with_tracking", action="store_true", help="Log the run's metrics.")
     parser.add_argument("--log_with", default="tensorboard", help="Tracker name(s) or 'all'.")
