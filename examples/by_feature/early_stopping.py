@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     accelerator = Accelerator(cpu=args.cpu, mixed_precision=args.mixed_precision)
     model, optimizer, train_loader, eval_loader = prepare_training(accelerator, args)
 
-    step, planned, stopped = 0, args.num_epochs * len(train_loader), False
+    step, planned, stopped, triggered = 0, args.num_epochs * len(train_loader), False, False
     for _ in range(args.num_epochs):
         for batch in train_loader:
             loss = compute_loss(model, batch)
@@ -35,7 +35,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             optimizer.step()
             optimizer.zero_grad()
             step += 1
-            if loss.item() < args.loss_threshold:
+            triggered = loss.item() < args.loss_threshold
+            if triggered:
                 accelerator.set_trigger()  # this process wants to stop
             if accelerator.check_trigger():  # every process learns it, at this same step
                 stopped = True
@@ -47,10 +48,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # Every process prints, to show that all stopped together.
     print(
         f"early stopping: process {accelerator.process_index} stopped at step {step} of "
-        f"{planned} (early: {stopped}), accuracy {accuracy:.4f}",
+        f"{planned} (early: {stopped}, its own loss under the threshold: {triggered}), "
+        f"accuracy {accuracy:.4f}",
         flush=True,
     )
-    return {"step": step, "planned": planned, "stopped": stopped}
+    return {"step": step, "planned": planned, "stopped": stopped, "triggered": triggered}
 
 
 if __name__ == "__main__":
