@@ -256,7 +256,7 @@ def test_deepspeed_options_reach_every_process(monkeypatch, tmp_path):
 
 NEEDS_MEGATRON = pytest.mark.skipif(
     importlib.util.find_spec("megatron") is None,
-    reason='needs megatron-core: pip install "accel[megatron]"',
+    reason='needs megatron-core: pip install "accel-torch[megatron]"',
 )
 
 

@@ -22,7 +22,7 @@ LAUNCH_LINE = re.compile(r"accel launch: (\d+) process(?:es)? on \d+ machines? v
 CHILD_LINE = re.compile(r"CHILD rank=(\d) of=(\d) type=(\w+)")
 NEEDS_MEGATRON = pytest.mark.skipif(
     importlib.util.find_spec("megatron") is None,
-    reason='needs megatron-core: pip install "accel[megatron]"',
+    reason='needs megatron-core: pip install "accel-torch[megatron]"',
 )
 NEEDS_DEEPSPEED = pytest.mark.skipif(
     importlib.util.find_spec("deepspeed") is None,
@@ -97,7 +97,7 @@ def test_megatron_lm_without_megatron_core_is_refused_by_the_launcher_and_the_ac
     assert len(launcher) == 1
     expected = "Megatron-LM training needs the megatron-core package, which is not installed"
     assert launcher[0].startswith("accel launch: error: " + expected), launcher[0]
-    assert 'pip install "accel[megatron]"' in launcher[0]
+    assert 'pip install "accel-torch[megatron]"' in launcher[0]
     # A process started some other way with the launcher's variables: the Accelerator says it.
     env = {**hidden, "ACCEL_USE_MEGATRON_LM": "1", "ACCEL_DISTRIBUTED_TYPE": "MEGATRON_LM"}
     child = run_command([sys.executable, str(SCRIPT)], timeout=200, check=False, env=env)

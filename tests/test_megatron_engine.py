@@ -16,7 +16,7 @@ from accel_state.testing import free_port, run_command
 SCRIPT = Path(__file__).parent / "scripts" / "megatron_training.py"
 NEEDS_MEGATRON = pytest.mark.skipif(
     importlib.util.find_spec("megatron") is None,
-    reason='needs megatron-core: pip install "accel[megatron]"',
+    reason='needs megatron-core: pip install "accel-torch[megatron]"',
 )
 
 

@@ -1,6 +1,6 @@
 """Smoke run of accel-launch installed alone: the ``accel`` command answers ``--help``, and
-``accel launch`` starts a tiny script on 2 CPU processes that see each other (bounded by a
-timeout; no config file of the user is read).
+``accel launch`` starts a tiny script on 2 CPU processes that see each other, and ``accel test``
+runs its checks on 2 processes (bounded by timeouts; no config file of the user is read).
 
 Run: ``python tools/smoke/accel-launch.py`` (prints ``ok: accel-launch`` on success).
 """
@@ -56,8 +56,22 @@ def main() -> None:
             timeout=300,
             env=env,
         )
+        tested = run_command(
+            [
+                accel,
+                "test",
+                "--cpu",
+                "--num_processes",
+                "2",
+                "--main_process_port",
+                str(free_port()),
+            ],
+            timeout=300,
+            env=env,
+        )
     for rank in (0, 1):
         assert f"RANK {rank} OF 2 SUM 3" in launched.stdout, launched.stdout + launched.stderr
+    assert "all checks passed" in tested.stdout, tested.stdout + tested.stderr
     print("ok: accel-launch")
 
 

@@ -14,6 +14,7 @@ def _names(requirements: list[str]) -> set[str]:
 def test_required_dependencies() -> None:
     assert _names(requires("accel-launch") or []) == {
         "accel-state",
+        "accel-collectives",
         "accel-bigmodel",
         "pyyaml",
         "safetensors",
@@ -22,6 +23,6 @@ def test_required_dependencies() -> None:
 
 
 def test_siblings_are_pinned_to_a_minor_range() -> None:
-    for sibling in ("accel-state", "accel-bigmodel"):
+    for sibling in ("accel-state", "accel-collectives", "accel-bigmodel"):
         spec = next(r for r in requires("accel-launch") or [] if r.startswith(sibling))
         assert ">=0.1" in spec and "<0.2" in spec, spec

@@ -17,7 +17,7 @@ from .test_engines import plan_for
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("megatron") is None,
-    reason='needs megatron-core: pip install "accel[megatron]"',
+    reason='needs megatron-core: pip install "accel-torch[megatron]"',
 )
 
 FLAGS = (

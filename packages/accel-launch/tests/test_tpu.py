@@ -32,7 +32,7 @@ def test_tpu_config_prints_the_gcloud_command(capsys, tmp_path) -> None:
     assert out.startswith("Running gcloud compute tpus tpu-vm ssh pod-a")
     assert _gcloud_line(out) == [
         *"gcloud compute tpus tpu-vm ssh pod-a --zone us-central2-b --command".split(),
-        "cd /usr/share; pip install accel==0.1.0; pip list; echo ready",
+        "cd /usr/share; pip install accel-torch==0.1.0; pip list; echo ready",
         "--worker",
         "all",
     ]

@@ -26,7 +26,7 @@ from accel.utils import (
 
 pytestmark = pytest.mark.skipif(
     __import__("importlib").util.find_spec("megatron") is None,
-    reason='needs megatron-core: pip install "accel[megatron]"',
+    reason='needs megatron-core: pip install "accel-torch[megatron]"',
 )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from ._migrate import migrate
 from ._to_fsdp2 import add_to_fsdp2_arguments, to_fsdp2_command
 from ._tpu import add_tpu_config_parser
 
-TEST_MODULE = "accel.test_utils.scripts.test_script"
+TEST_MODULE = "accel_launch.test_script"
 
 
 def add_subcommands(sub: Any) -> None:
@@ -300,11 +299,6 @@ def _config_default(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("accel") is None:
-        raise ConfigError(
-            "accel test runs a script of the `accel` package, which is not installed. "
-            "Install it with `pip install accel-torch`."
-        )
     from ._launch import launch
 
     parser = argparse.ArgumentParser()

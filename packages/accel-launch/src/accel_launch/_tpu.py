@@ -60,7 +60,7 @@ def add_tpu_config_parser(sub: Any) -> None:
         "--install_accelerate",
         dest="install_accel",
         action="store_true",
-        help="pip install accel on every worker first.",
+        help="pip install accel-torch on every worker first.",
     )
     p.add_argument(
         "--accel_version",
@@ -77,7 +77,7 @@ def add_tpu_config_parser(sub: Any) -> None:
 
 def _install_line(version: str) -> str:
     if version == "latest":
-        return "pip install -U accel"
+        return "pip install -U accel-torch"
     if version == "dev":
         raise ConfigError(
             "--accel_version dev would install from a source repository, which this command "
@@ -87,7 +87,7 @@ def _install_line(version: str) -> str:
         raise ConfigError(
             f"--accel_version must be latest or a version number; got {version!r}. Use e.g. 0.1.0."
         )
-    return f"pip install accel=={version}"
+    return f"pip install accel-torch=={version}"
 
 
 def gcloud_ssh_command(

@@ -11,7 +11,7 @@ import importlib.util
 _CPU_OR_CUDA = "Run on CPU or CUDA (distributed_type MULTI_CPU or MULTI_GPU)"
 _MEGATRON_MISSING = (
     "Megatron-LM training needs the megatron-core package, which is not installed",
-    'Install it with: pip install "accel[megatron]" (or train with --use_fsdp, '
+    'Install it with: pip install "accel-torch[megatron]" (or train with --use_fsdp, '
     "--use_deepspeed or plain DDP)",
 )
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ._environment import parse_flag_from_env
 
 USE_TORCH_XLA: bool = parse_flag_from_env("USE_TORCH_XLA", default=True)
 """Whether ``torch_xla`` may be used (``USE_TORCH_XLA``, read once at import; default True).
 Set ``USE_TORCH_XLA=0`` to train with plain torch where ``torch_xla`` is installed."""
+
+if TYPE_CHECKING:
+    import torch
 
 XLA_ENV_SCRIPT = "tools/xla_env.py"
 """The repository script that builds an environment with ``torch_xla`` (torch 2.9)."""

@@ -38,7 +38,7 @@ def import_megatron_core(name: str = "megatron.core.parallel_state") -> ModuleTy
             raise
         raise ImportError(
             f"Megatron-LM training needs megatron-core; got no module {err.name!r}. Install it "
-            'with: pip install "accel[megatron]"'
+            'with: pip install "accel-torch[megatron]"'
         ) from err
 
 

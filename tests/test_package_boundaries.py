@@ -1,0 +1,99 @@
+"""Package boundaries that import-linter cannot see.
+
+import-linter checks the layers of ARCHITECTURE.md for ``import`` statements. Two ways around it
+stay invisible to it, and this test refuses both in every package's ``src``:
+
+- importing another package's private module or name (``accel_state._teardown``,
+  ``from accel_bigmodel import _safetensors_io``): a package uses only the public names of another;
+- naming another package's module in a string (``importlib.import_module("accel.x")``, a
+  ``python -m accel.x`` command line) when that package is private to it or in a higher layer.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ROOT / "packages"
+DOTTED = re.compile(r"^(accel(?:_[a-z]+)?)((?:\.[A-Za-z_]\w*)+)$")
+
+
+def _layers() -> dict[str, int]:
+    """Package -> layer index (0 is the top) from the import-linter layers contract."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    contract = next(c for c in config["contracts"] if c["type"] == "layers")
+    return {
+        name.strip(): depth
+        for depth, layer in enumerate(contract["layers"])
+        for name in layer.split("|")
+    }
+
+
+def _sources() -> list[tuple[str, Path]]:
+    found = []
+    for src in sorted(PACKAGES.glob("*/src/*")):
+        if src.is_dir() and (src / "__init__.py").is_file():
+            found += [(src.name, path) for path in sorted(src.rglob("*.py"))]
+    return found
+
+
+def _names_a_module(top: str, rest: list[str]) -> bool:
+    """Whether ``top.rest[0]`` is a module or subpackage of a workspace package (so the string
+    is a module path, not a tag such as ``"accel.wait_for_everyone"``)."""
+    for src in PACKAGES.glob(f"*/src/{top}"):
+        if (src / rest[0]).is_dir() or (src / f"{rest[0]}.py").is_file():
+            return True
+    return False
+
+
+def _private(parts: list[str]) -> bool:
+    return any(p.startswith("_") and not p.startswith("__") for p in parts)
+
+
+def _imported(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        return [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    return []
+
+
+def test_no_package_imports_another_packages_private_modules() -> None:
+    packages = set(_layers())
+    found = []
+    for own, path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for module in _imported(node):
+                top, *rest = module.split(".")
+                if top in packages and top != own and _private(rest):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {module}")
+    assert not found, (
+        "A package may import only the public names of another package; these reach into a "
+        "private module or name. Export what is needed from the owning package's __init__ "
+        "(or move the code there):\n" + "\n".join(found)
+    )
+
+
+def test_no_package_names_a_private_or_higher_module_in_a_string() -> None:
+    layers = _layers()
+    found = []
+    for own, path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            match = DOTTED.match(node.value)
+            if match is None or match.group(1) not in layers or match.group(1) == own:
+                continue
+            top, rest = match.group(1), match.group(2).split(".")[1:]
+            if not _names_a_module(top, rest):
+                continue
+            if _private(rest) or layers[top] < layers[own]:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert not found, (
+        "A module name in a string is an import import-linter cannot see: it must name a "
+        "public module of the same or a lower layer (ARCHITECTURE.md). Move the code into the "
+        "package that names it, or import it normally:\n" + "\n".join(found)
+    )
