@@ -39,6 +39,7 @@ _EXPORTS = {
     "ProjectConfiguration": "._plugins",
     "RNGType": "._enums",
     "SageMakerDistributedType": "._enums",
+    "ThreadLocalSharedDict": "._shared_dict",
     "TorchDynamoPlugin": "._plugins",
     "TorchTensorParallelPlugin": "._parallelism",
     "WorldInfo": "._environment",
@@ -188,6 +189,7 @@ __all__ = [
     "ProjectConfiguration",
     "RNGType",
     "SageMakerDistributedType",
+    "ThreadLocalSharedDict",
     "TorchDynamoPlugin",
     "TorchTensorParallelPlugin",
     "WorldInfo",
@@ -476,6 +478,7 @@ if TYPE_CHECKING:
         wait_for_everyone,
     )
     from ._random import set_seed, synchronize_rng_state, synchronize_rng_states
+    from ._shared_dict import ThreadLocalSharedDict
     from ._state import PartialState, is_debug_mode
     from ._support import unsupported_distributed_type
     from ._teardown import teardown_process_group

@@ -89,7 +89,7 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_data",
-            """DataLoaderStateMixin""",
+            """DataLoaderAdapter DataLoaderStateMixin get_sampler""",
         ),
     },
     "accel.hooks": {
@@ -165,7 +165,7 @@ PATHS: dict[str, dict[str, str]] = {
     "accel.optimizer": {
         **_names(
             "accel._optim",
-            """AcceleratedOptimizer""",
+            """AcceleratedOptimizer move_to_device patch_optimizer_step""",
         ),
         **_names(
             "accel_collectives",
@@ -192,8 +192,8 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """AcceleratorState DistributedType DynamoBackend
                 GradientAccumulationPlugin GradientState PartialState
-                SageMakerDistributedType check_cuda_fp8_capability deepspeed_required
-                do_nothing get_int_from_env is_datasets_available is_deepspeed_available
+                SageMakerDistributedType ThreadLocalSharedDict check_cuda_fp8_capability
+                deepspeed_required do_nothing get_int_from_env is_datasets_available is_deepspeed_available
                 is_fp8_available is_habana_gaudi1 is_hpu_available is_initialized
                 is_mlu_available is_mps_available is_musa_available is_neuron_available
                 is_npu_available is_sdaa_available is_torch_xla_available
