@@ -12,7 +12,7 @@ from ._config import (
     write_basic_config,
 )
 from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
-from ._merge import merge_weights
+from ._merge import merge_fsdp_weights, merge_weights
 from ._notebook import notebook_launcher
 from ._resolve import LaunchPlan, child_environment, resolve
 from ._sagemaker import (
@@ -49,6 +49,7 @@ __all__ = [
     "convert_to_fsdp2",
     "default_config_file",
     "load_config_file",
+    "merge_fsdp_weights",
     "merge_weights",
     "notebook_launcher",
     "resolve",

@@ -51,7 +51,9 @@ DEEPSPEED.update(
     )
 )
 
-LAUNCH = _names("accel_launch", "write_basic_config prepare_sagemager_args_inputs")
+LAUNCH = _names(
+    "accel_launch", "write_basic_config prepare_sagemager_args_inputs merge_fsdp_weights"
+)
 LAUNCH.update(_names("accel_state", "get_current_device_type"))
 
 FACADE = _names("accel._accelerator", "Accelerator")

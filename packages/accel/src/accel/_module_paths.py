@@ -277,7 +277,10 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_state",
             """CUDA_DISTRIBUTED_TYPES STR_OPERATION_TO_FUNC
-                TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES""",
+                TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES FSDP2_PYTORCH_VERSION
+                FSDP2_STATE_DICT_TYPE FSDP_AUTO_WRAP_POLICY FSDP_BACKWARD_PREFETCH
+                FSDP_MODEL_NAME FSDP_PYTORCH_VERSION FSDP_SHARDING_STRATEGY
+                FSDP_STATE_DICT_TYPE""",
         ),
         **_names(
             "accel._checkpoint_api",
@@ -319,7 +322,8 @@ PATHS: dict[str, dict[str, str]] = {
                 PrecisionType ProfileKwargs ProjectConfiguration RNGType
                 SageMakerDistributedType TorchDynamoPlugin TorchTensorParallelPlugin
                 DeepSpeedSequenceParallelConfig TorchContextParallelConfig
-                TorchTensorParallelConfig
+                TorchTensorParallelConfig FSDP2_PYTORCH_VERSION FSDP_AUTO_WRAP_POLICY
+                FSDP_BACKWARD_PREFETCH FSDP_SHARDING_STRATEGY
                 compare_versions get_module_class_from_name is_cuda_available
                 is_hpu_available is_mlu_available is_msamp_available is_musa_available
                 is_neuron_available is_npu_available is_rocm_available is_torch_version
@@ -390,12 +394,13 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_state",
-            """get_logger get_module_class_from_name is_torch_version""",
+            """get_logger get_module_class_from_name is_torch_version FSDP_MODEL_NAME""",
         ),
         **_names(
             "accel._model_probes",
             """is_peft_model""",
         ),
+        **_names("accel_launch", "merge_fsdp_weights"),
     },
     "accel.utils.imports": {
         **_names(
@@ -558,6 +563,7 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """DistributedType PartialState check_os_kernel get_free_port get_logger
                 get_pretty_name is_deepspeed_available is_numpy_available is_port_in_use
+                FSDP_PYTORCH_VERSION
                 is_torch_distributed_available is_torch_version is_torch_xla_available
                 is_weights_only_available merge_dicts recursive_getattr
                 wait_for_everyone""",

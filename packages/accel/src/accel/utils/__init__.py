@@ -119,6 +119,7 @@ if TYPE_CHECKING:
         skip_first_batches,
     )
     from accel_launch import (
+        merge_fsdp_weights,
         prepare_sagemager_args_inputs,
         write_basic_config,
     )

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from accel_bigmodel import (
         get_non_persistent_buffers,
     )
+    from accel_launch import merge_fsdp_weights
     from accel_state import (
+        FSDP_MODEL_NAME,
         get_logger,
         get_module_class_from_name,
         is_torch_version,
