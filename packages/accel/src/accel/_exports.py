@@ -223,4 +223,8 @@ UTILS: dict[str, str] = {
         "accel._deepspeed_helpers",
         "compile_regions_deepspeed get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed",
     ),
+    **_names(
+        "accel._fsdp_api",
+        "save_fsdp_model load_fsdp_model save_fsdp_optimizer load_fsdp_optimizer",
+    ),
 }

@@ -251,7 +251,7 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_precision",
             """BnbQuantizationConfig get_keys_to_not_convert
                 get_quantized_model_device_map has_4bit_bnb_layers
-                load_and_quantize_model replace_with_bnb_layers""",
+                load_and_quantize_model quantize_and_offload_8bit replace_with_bnb_layers""",
         ),
         **_names(
             "accel_state",
@@ -401,6 +401,10 @@ PATHS: dict[str, dict[str, str]] = {
             """is_peft_model""",
         ),
         **_names("accel_launch", "merge_fsdp_weights"),
+        **_names(
+            "accel._fsdp_api",
+            "save_fsdp_model load_fsdp_model save_fsdp_optimizer load_fsdp_optimizer",
+        ),
     },
     "accel.utils.imports": {
         **_names(

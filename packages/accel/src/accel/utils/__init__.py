@@ -322,6 +322,12 @@ if TYPE_CHECKING:
         DummyOptim,
         DummyScheduler,
     )
+    from accel._fsdp_api import (
+        load_fsdp_model,
+        load_fsdp_optimizer,
+        save_fsdp_model,
+        save_fsdp_optimizer,
+    )
     from accel._model_probes import (
         get_model_tp_size,
         has_compiled_regions,

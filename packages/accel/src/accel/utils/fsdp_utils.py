@@ -33,6 +33,12 @@ if TYPE_CHECKING:
         SAFE_WEIGHTS_NAME,
         WEIGHTS_NAME,
     )
+    from accel._fsdp_api import (
+        load_fsdp_model,
+        load_fsdp_optimizer,
+        save_fsdp_model,
+        save_fsdp_optimizer,
+    )
     from accel._model_probes import is_peft_model
     from accel._save_model import (
         save,
