@@ -127,7 +127,8 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_pipeline",
-            """prepare_pippy""",
+            """build_pipeline find_pippy_batch_size generate_device_map pippy_forward
+                prepare_pippy""",
         ),
         **_names(
             "accel_state",
