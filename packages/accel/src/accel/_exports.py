@@ -51,9 +51,7 @@ DEEPSPEED.update(
     )
 )
 
-LAUNCH = _names(
-    "accel_launch", "write_basic_config prepare_sagemager_args_inputs merge_fsdp_weights"
-)
+LAUNCH = _names("accel_launch", "write_basic_config prepare_sagemager_args_inputs")
 LAUNCH.update(_names("accel_state", "get_current_device_type"))
 
 FACADE = _names("accel._accelerator", "Accelerator")
@@ -205,6 +203,11 @@ TOP_LEVEL: dict[str, str] = {
     },
 }
 
+FSDP_API = _names(
+    "accel._fsdp_api", "save_fsdp_model load_fsdp_model save_fsdp_optimizer load_fsdp_optimizer"
+)
+FSDP_API.update(_names("accel_launch", "merge_fsdp_weights"))
+
 # Names at ``accel.utils.*`` (seed 003).
 UTILS: dict[str, str] = {
     **BIGMODEL,
@@ -223,8 +226,5 @@ UTILS: dict[str, str] = {
         "accel._deepspeed_helpers",
         "compile_regions_deepspeed get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed",
     ),
-    **_names(
-        "accel._fsdp_api",
-        "save_fsdp_model load_fsdp_model save_fsdp_optimizer load_fsdp_optimizer",
-    ),
+    **FSDP_API,
 }

@@ -7,7 +7,7 @@ these maps; ``tests/test_module_paths.py`` keeps them honest against the referen
 
 from __future__ import annotations
 
-from ._exports import _names
+from ._exports import FSDP_API, _names
 
 PATHS: dict[str, dict[str, str]] = {
     "accel.big_modeling": {
@@ -279,9 +279,8 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """CUDA_DISTRIBUTED_TYPES STR_OPERATION_TO_FUNC
                 TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES FSDP2_PYTORCH_VERSION
-                FSDP2_STATE_DICT_TYPE FSDP_AUTO_WRAP_POLICY FSDP_BACKWARD_PREFETCH
-                FSDP_MODEL_NAME FSDP_PYTORCH_VERSION FSDP_SHARDING_STRATEGY
-                FSDP_STATE_DICT_TYPE""",
+                FSDP2_STATE_DICT_TYPE FSDP_AUTO_WRAP_POLICY FSDP_BACKWARD_PREFETCH FSDP_MODEL_NAME
+                FSDP_PYTORCH_VERSION FSDP_SHARDING_STRATEGY FSDP_STATE_DICT_TYPE""",
         ),
         **_names(
             "accel._checkpoint_api",
@@ -324,8 +323,8 @@ PATHS: dict[str, dict[str, str]] = {
                 SageMakerDistributedType TorchDynamoPlugin TorchTensorParallelPlugin
                 DeepSpeedSequenceParallelConfig TorchContextParallelConfig
                 TorchTensorParallelConfig FSDP2_PYTORCH_VERSION FSDP_AUTO_WRAP_POLICY
-                FSDP_BACKWARD_PREFETCH FSDP_SHARDING_STRATEGY
-                compare_versions get_module_class_from_name is_cuda_available
+                FSDP_BACKWARD_PREFETCH FSDP_SHARDING_STRATEGY compare_versions
+                get_module_class_from_name is_cuda_available
                 is_hpu_available is_mlu_available is_msamp_available is_musa_available
                 is_neuron_available is_npu_available is_rocm_available is_torch_version
                 is_torchao_available is_transformer_engine_available is_xpu_available
@@ -401,11 +400,7 @@ PATHS: dict[str, dict[str, str]] = {
             "accel._model_probes",
             """is_peft_model""",
         ),
-        **_names("accel_launch", "merge_fsdp_weights"),
-        **_names(
-            "accel._fsdp_api",
-            "save_fsdp_model load_fsdp_model save_fsdp_optimizer load_fsdp_optimizer",
-        ),
+        **FSDP_API,
     },
     "accel.utils.imports": {
         **_names(
