@@ -4,13 +4,24 @@ launcher's variables configure."""
 
 import json
 import os
+from enum import Enum
 
 from accel import Accelerator
 
 
+def plain(value: object) -> object:
+    """A JSON value for a plugin field: a torch enum member's name, a function's name, any
+    other torch object's repr."""
+    if value is None or isinstance(value, (bool, int, float, str, list)):
+        return value
+    if isinstance(value, Enum):
+        return value.name
+    return getattr(value, "__name__", None) or repr(value)
+
+
 def fields(plugin: object, *names: str) -> dict:
     """The named attributes of a plugin."""
-    return {name: getattr(plugin, name) for name in names}
+    return {name: plain(getattr(plugin, name)) for name in names}
 
 
 acc = Accelerator()

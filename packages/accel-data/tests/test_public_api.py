@@ -10,6 +10,7 @@ import accel_data
 def test_all_is_pinned() -> None:
     assert sorted(accel_data.__all__) == [
         "BatchSamplerShard",
+        "DataLoaderAdapter",
         "DataLoaderConfiguration",
         "DataLoaderDispatcher",
         "DataLoaderShard",
@@ -21,6 +22,7 @@ def test_all_is_pinned() -> None:
         "SkipDataLoader",
         "__version__",
         "gather_for_metrics",
+        "get_sampler",
         "prepare_data_loader",
         "skip_first_batches",
     ]

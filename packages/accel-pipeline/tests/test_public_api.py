@@ -9,7 +9,17 @@ import accel_pipeline
 
 def test_public_names() -> None:
     assert sorted(accel_pipeline.__all__) == sorted(
-        ["BACKEND", "PipelineTraceError", "__version__", "find_split_points", "prepare_pippy"]
+        [
+            "BACKEND",
+            "PipelineTraceError",
+            "__version__",
+            "build_pipeline",
+            "find_pippy_batch_size",
+            "find_split_points",
+            "generate_device_map",
+            "pippy_forward",
+            "prepare_pippy",
+        ]
     )
     for name in accel_pipeline.__all__:
         assert hasattr(accel_pipeline, name), name

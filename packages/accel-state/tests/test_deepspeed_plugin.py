@@ -16,7 +16,8 @@ def test_plugin_builds_a_config_from_its_fields():
     assert config["zero_optimization"]["offload_optimizer"] == {"device": "cpu"}
     assert config["gradient_clipping"] == 1.0
     assert config["train_micro_batch_size_per_gpu"] == "auto"
-    assert plugin.is_zero3 and not plugin.zero3_init_flag
+    assert plugin.is_zero3 and plugin.zero3_init_flag  # ZeRO 3 builds partitioned by default
+    assert not DeepSpeedPlugin(zero_stage=3, zero3_init_flag=False).zero3_init_flag
     assert DeepSpeedPlugin().zero_stage == 2  # the default without a config
 
 

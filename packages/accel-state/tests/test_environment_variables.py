@@ -119,9 +119,10 @@ def test_plugins_read_the_reference_names(monkeypatch):
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("ACCEL_FSDP_MIN_NUM_PARAMS", "500")  # the ACCEL_ name wins
     fsdp = FullyShardedDataParallelPlugin()
-    assert fsdp.sharding_strategy == "SHARD_GRAD_OP"
-    assert fsdp.auto_wrap_policy == "SIZE_BASED_WRAP" and fsdp.min_num_params == 500
-    assert fsdp.state_dict_type == "FULL_STATE_DICT" and fsdp.activation_checkpointing
+    assert fsdp.sharding_strategy.name == "SHARD_GRAD_OP"
+    assert fsdp.auto_wrap_policy.__name__ == "size_based_auto_wrap_policy"
+    assert fsdp.min_num_params == 500
+    assert fsdp.state_dict_type.name == "FULL_STATE_DICT" and fsdp.activation_checkpointing
     ds = DeepSpeedPlugin()
     assert (ds.zero_stage, ds.gradient_accumulation_steps, ds.zero3_init_flag) == (3, 4, True)
     assert ParallelismConfig().dp_shard_size == 2

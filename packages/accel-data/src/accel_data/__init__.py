@@ -7,6 +7,7 @@ gathers per-sample results without the samples repeated to even out the last ste
 
 from importlib.metadata import version as _version
 
+from ._adapter import DataLoaderAdapter, get_sampler
 from ._config import DataLoaderConfiguration
 from ._dispatch import DataLoaderDispatcher
 from ._iterable import IterableDatasetShard
@@ -22,6 +23,7 @@ __version__ = _version("accel-data")
 
 __all__ = [
     "BatchSamplerShard",
+    "DataLoaderAdapter",
     "DataLoaderConfiguration",
     "DataLoaderDispatcher",
     "DataLoaderShard",
@@ -33,6 +35,7 @@ __all__ = [
     "SkipDataLoader",
     "__version__",
     "gather_for_metrics",
+    "get_sampler",
     "prepare_data_loader",
     "skip_first_batches",
 ]

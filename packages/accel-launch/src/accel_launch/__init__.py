@@ -30,6 +30,7 @@ _EXPORTS = {
     "convert_to_fsdp2": "._to_fsdp2",
     "default_config_file": "._config",
     "load_config_file": "._config",
+    "merge_fsdp_weights": "._merge",
     "merge_weights": "._merge",
     "notebook_launcher": "._notebook",
     "resolve": "._resolve",
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
         write_basic_config,
     )
     from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
-    from ._merge import merge_weights
+    from ._merge import merge_fsdp_weights, merge_weights
     from ._notebook import notebook_launcher
     from ._resolve import LaunchPlan, child_environment, resolve
     from ._sagemaker import (

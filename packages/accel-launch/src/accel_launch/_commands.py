@@ -255,7 +255,7 @@ def _config_update(args: argparse.Namespace) -> int:
 def _merge_weights(args: argparse.Namespace) -> int:
     from accel_bigmodel import UntrustedPickleError
 
-    from ._merge import merge_weights
+    from ._merge import merge_fsdp_weights
 
     if args.unsafe_serialization:
         raise ConfigError(
@@ -263,19 +263,12 @@ def _merge_weights(args: argparse.Namespace) -> int:
             "when it is loaded; got --unsafe_serialization. Drop the flag: transformers and "
             "accel load model.safetensors directly."
         )
-    source = Path(args.checkpoint_directory).resolve()
-    output = Path(args.output_path).resolve()
-    if args.remove_checkpoint_dir and (output == source or source in output.parents):
-        raise ConfigError(
-            "--remove_checkpoint_dir deletes the checkpoint folder, but the output "
-            f"{args.output_path!r} is inside it (or is it) and would be deleted too. Write the "
-            "merged weights outside the checkpoint folder."
-        )
     try:
-        written = merge_weights(
+        written = merge_fsdp_weights(
             args.checkpoint_directory,
             args.output_path,
-            args.max_shard_size,
+            remove_checkpoint_dir=args.remove_checkpoint_dir,
+            max_shard_size=args.max_shard_size,
             trust_pickles=args.trust_pickles,
         )
     except UntrustedPickleError as err:
@@ -283,7 +276,6 @@ def _merge_weights(args: argparse.Namespace) -> int:
     for path in written:
         print(f"accel merge-weights: wrote {path}")
     if args.remove_checkpoint_dir:
-        shutil.rmtree(args.checkpoint_directory)
         print(f"accel merge-weights: removed {args.checkpoint_directory}")
     return 0
 

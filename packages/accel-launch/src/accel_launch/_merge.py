@@ -191,3 +191,63 @@ def merge_weights(
         )
         written.append(index_path)
     return written
+
+
+def merge_fsdp_weights(
+    checkpoint_dir: str | os.PathLike[str],
+    output_path: str | os.PathLike[str],
+    safe_serialization: bool = True,
+    remove_checkpoint_dir: bool = False,
+    *,
+    max_shard_size: int | str = "10GB",
+    trust_pickles: bool = False,
+) -> list[Path]:
+    """Merge the sharded FSDP checkpoint in ``checkpoint_dir`` (a ``pytorch_model_fsdp_<i>``
+    folder that ``save_state`` / ``save_fsdp_model`` wrote with ``SHARDED_STATE_DICT``) into
+    safetensors in ``output_path``; see ``merge_weights``. Under several processes only the main
+    one merges, and the others wait for it.
+
+    Args:
+        checkpoint_dir: The folder holding ``.metadata`` and the ``*.distcp`` files.
+        output_path: The output folder (created).
+        safe_serialization: Must be True: accel writes safetensors only, because a pickled
+            ``.bin`` file runs code when it is loaded.
+        remove_checkpoint_dir: Delete ``checkpoint_dir`` once merged.
+        max_shard_size: Largest size of one output file.
+        trust_pickles: See ``merge_weights``.
+
+    Returns:
+        The files written (empty on processes other than the main one).
+
+    Raises:
+        ConfigError: for ``safe_serialization=False``, an output inside the checkpoint folder
+            that ``remove_checkpoint_dir`` would delete, and every error of ``merge_weights``.
+    """
+    if not safe_serialization:
+        raise ConfigError(
+            "merge_fsdp_weights writes safetensors only, because a pickled .bin file runs code "
+            "when it is loaded; got safe_serialization=False. Drop it: transformers and accel "
+            "load model.safetensors directly."
+        )
+    source, output = Path(checkpoint_dir).resolve(), Path(output_path).resolve()
+    if remove_checkpoint_dir and (output == source or source in output.parents):
+        raise ConfigError(
+            "remove_checkpoint_dir deletes the checkpoint folder, but the output "
+            f"{str(output_path)!r} is inside it (or is it) and would be deleted too. Write the "
+            "merged weights outside the checkpoint folder."
+        )
+    import shutil
+
+    import torch.distributed as dist
+
+    distributed = dist.is_available() and dist.is_initialized()
+    written: list[Path] = []
+    if not distributed or dist.get_rank() == 0:
+        written = merge_weights(
+            checkpoint_dir, output_path, max_shard_size, trust_pickles=trust_pickles
+        )
+        if remove_checkpoint_dir:
+            shutil.rmtree(checkpoint_dir)
+    if distributed:
+        dist.barrier()
+    return written

@@ -11,7 +11,11 @@ from ._bnb_layers import (
     quantized_memory_footprint,
     replace_with_bnb_layers,
 )
-from ._bnb_load import get_quantized_model_device_map, load_and_quantize_model
+from ._bnb_load import (
+    get_quantized_model_device_map,
+    load_and_quantize_model,
+    quantize_and_offload_8bit,
+)
 from ._fp8 import (
     convert_model_to_fp8,
     fp8_forward_context,
@@ -71,6 +75,7 @@ __all__ = [
     "has_4bit_bnb_layers",
     "has_ao_layers",
     "load_and_quantize_model",
+    "quantize_and_offload_8bit",
     "make_grad_scaler",
     "make_te_recipe",
     "prepare_msamp",

@@ -17,6 +17,7 @@ from accel_bigmodel import (
     mapped_device,
     offload_weight,
     save_offload_index,
+    set_module_tensor_to_device,
 )
 
 from ._bnb_config import BnbQuantizationConfig
@@ -303,6 +304,55 @@ def _quantize_offloaded_8bit(
         )
     save_offload_index(index, offload_folder)
     logger.info("Stored %d offloaded 8-bit weights as int8 in %s", len(index), offload_folder)
+
+
+def quantize_and_offload_8bit(
+    model: torch.nn.Module,
+    param: torch.Tensor,
+    param_name: str,
+    new_dtype: torch.dtype,
+    offload_folder: PathLike,
+    offload_index: dict[str, Any],
+    fp16_statistics: torch.Tensor | None,
+) -> None:
+    """Offload one 8-bit weight to disk in its int8 form, with its row scales, and leave the
+    parameter on the meta device.
+
+    Without ``fp16_statistics``, ``param`` (full precision) is quantized row by row
+    (bitsandbytes' ``int8_vectorwise_quant``, which runs on the CPU); with them, ``param`` is
+    already int8 and ``fp16_statistics`` are its scales. The values are written as
+    ``param_name`` and the scales as ``param_name`` with ``weight`` replaced by ``SCB``, both
+    recorded in ``offload_index``.
+
+    Args:
+        model: The model owning the weight.
+        param: The weight's value.
+        param_name: Its full name in ``model`` (``"layers.0.fc.weight"``).
+        new_dtype: Dtype of the meta parameter left in the model.
+        offload_folder: Folder of the offloaded ``.dat`` files.
+        offload_index: The offload index, updated in place.
+        fp16_statistics: Row scales of an already quantized ``param``, or None.
+
+    Raises:
+        ValueError: for an int8 ``param`` without its ``fp16_statistics``.
+    """
+    if fp16_statistics is None:
+        if param.dtype == torch.int8:
+            raise ValueError(
+                f"quantize_and_offload_8bit quantizes a full-precision weight unless given its "
+                f"row scales; got an int8 {param_name!r} with fp16_statistics=None. Pass the "
+                "scales the weight was quantized with (its SCB) as fp16_statistics."
+            )
+        bnb = require_bnb()
+        param, fp16_statistics, _ = bnb.functional.int8_vectorwise_quant(
+            param.detach().to(torch.float16).contiguous()
+        )
+    offload_weight(param, param_name, offload_folder, index=offload_index)
+    scales_name = param_name.replace("weight", "SCB")
+    offload_weight(fp16_statistics, scales_name, offload_folder, index=offload_index)
+    set_module_tensor_to_device(
+        model, param_name, "meta", dtype=new_dtype, value=torch.empty(*param.size())
+    )
 
 
 def is_pending(param: torch.Tensor) -> bool:

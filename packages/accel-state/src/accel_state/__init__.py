@@ -47,6 +47,7 @@ _EXPORTS = {
     "ProjectConfiguration": "._plugins",
     "RNGType": "._enums",
     "SageMakerDistributedType": "._enums",
+    "ThreadLocalSharedDict": "._shared_dict",
     "TorchDynamoPlugin": "._plugins",
     "TorchTensorParallelPlugin": "._parallelism",
     "WorldInfo": "._environment",
@@ -160,6 +161,14 @@ _EXPORTS = {
     "is_xccl_available": "._probes",
     "BaseEnum": "._enum_base",
     "EnumWithContains": "._enum_base",
+    "FSDP2_PYTORCH_VERSION": "._constants",
+    "FSDP2_STATE_DICT_TYPE": "._constants",
+    "FSDP_AUTO_WRAP_POLICY": "._constants",
+    "FSDP_BACKWARD_PREFETCH": "._constants",
+    "FSDP_MODEL_NAME": "._constants",
+    "FSDP_PYTORCH_VERSION": "._constants",
+    "FSDP_SHARDING_STRATEGY": "._constants",
+    "FSDP_STATE_DICT_TYPE": "._constants",
     "PROFILE_PATTERN_NAME": "._constants",
     "tqdm": "._tqdm",
     "CPUInformation": "._hardware",
@@ -212,6 +221,7 @@ __all__ = [
     "ProjectConfiguration",
     "RNGType",
     "SageMakerDistributedType",
+    "ThreadLocalSharedDict",
     "TorchDynamoPlugin",
     "TorchTensorParallelPlugin",
     "WorldInfo",
@@ -326,6 +336,14 @@ __all__ = [
     "is_xccl_available",
     "BaseEnum",
     "EnumWithContains",
+    "FSDP2_PYTORCH_VERSION",
+    "FSDP2_STATE_DICT_TYPE",
+    "FSDP_AUTO_WRAP_POLICY",
+    "FSDP_BACKWARD_PREFETCH",
+    "FSDP_MODEL_NAME",
+    "FSDP_PYTORCH_VERSION",
+    "FSDP_SHARDING_STRATEGY",
+    "FSDP_STATE_DICT_TYPE",
     "PROFILE_PATTERN_NAME",
     "tqdm",
     "CPUInformation",
@@ -356,6 +374,14 @@ if TYPE_CHECKING:
     from ._accelerator_state import AcceleratorState, GradientState
     from ._constants import (
         CUDA_DISTRIBUTED_TYPES,
+        FSDP2_PYTORCH_VERSION,
+        FSDP2_STATE_DICT_TYPE,
+        FSDP_AUTO_WRAP_POLICY,
+        FSDP_BACKWARD_PREFETCH,
+        FSDP_MODEL_NAME,
+        FSDP_PYTORCH_VERSION,
+        FSDP_SHARDING_STRATEGY,
+        FSDP_STATE_DICT_TYPE,
         PROFILE_PATTERN_NAME,
         STR_OPERATION_TO_FUNC,
         TORCH_DISTRIBUTED_OPERATION_TYPES,
@@ -520,6 +546,7 @@ if TYPE_CHECKING:
         wait_for_everyone,
     )
     from ._random import set_seed, synchronize_rng_state, synchronize_rng_states
+    from ._shared_dict import ThreadLocalSharedDict
     from ._state import PartialState, is_debug_mode
     from ._support import unsupported_distributed_type
     from ._teardown import teardown_process_group

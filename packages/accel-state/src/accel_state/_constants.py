@@ -3,6 +3,7 @@ versions."""
 
 from __future__ import annotations
 
+from ._env_contract import BACKWARD_PREFETCH, SHARDING_STRATEGIES, STATE_DICT_TYPES, WRAP_POLICIES
 from ._imports import _OPERATORS
 
 CUDA_DISTRIBUTED_TYPES = ["DEEPSPEED", "MULTI_GPU", "FSDP", "MEGATRON_LM", "TP"]
@@ -31,3 +32,28 @@ TORCH_DYNAMO_MODES = ["default", "reduce-overhead", "max-autotune"]
 PROFILE_PATTERN_NAME = "profile_{suffix}.json"
 """The reference's file-name pattern for profiler traces (``suffix`` = the process index).
 accel's ``Accelerator.profile`` writes ``trace_rank_<i>.json`` instead."""
+
+FSDP_SHARDING_STRATEGY = list(SHARDING_STRATEGIES)
+"""FSDP sharding strategy names, in the order of their legacy 1-based numbers."""
+
+FSDP_AUTO_WRAP_POLICY = list(WRAP_POLICIES)
+"""FSDP auto-wrap policy names."""
+
+FSDP_BACKWARD_PREFETCH = list(BACKWARD_PREFETCH)
+"""FSDP1 backward prefetch names, in the order of their 1-based numbers."""
+
+FSDP_STATE_DICT_TYPE = list(STATE_DICT_TYPES)
+"""FSDP1 state-dict types, in the order of their 1-based numbers."""
+
+FSDP2_STATE_DICT_TYPE = ["SHARDED_STATE_DICT", "FULL_STATE_DICT"]
+"""State-dict types FSDP2 (``fully_shard``) can save."""
+
+FSDP_PYTORCH_VERSION = "2.1.0.a0+32f93b1"
+"""Oldest torch whose ``FullyShardedDataParallel`` has every option the plugin passes."""
+
+FSDP2_PYTORCH_VERSION = "2.6.0"
+"""Oldest torch whose ``fully_shard`` is public (``torch.distributed.fsdp.fully_shard``)."""
+
+FSDP_MODEL_NAME = "pytorch_model_fsdp"
+"""Stem of the files and folders an FSDP checkpoint writes per model
+(``pytorch_model_fsdp_0.safetensors``, ``pytorch_model_fsdp_0/``)."""

@@ -210,7 +210,8 @@ class DeepSpeedPlugin:
     offload_param_nvme_path: str | None = None
     """Folder of parameters when they are offloaded to NVMe."""
     zero3_init_flag: bool | None = None
-    """Build models directly partitioned with ``deepspeed.zero.Init`` (ZeRO 3 only)."""
+    """Build models directly partitioned with ``deepspeed.zero.Init`` (ZeRO 3 only; default
+    True with ZeRO 3, False otherwise)."""
     zero3_save_16bit_model: bool | None = None
     """Gather a 16-bit copy of the weights when saving the model (ZeRO 3)."""
     transformer_moe_cls_names: str | None = None
@@ -250,6 +251,9 @@ class DeepSpeedPlugin:
             self.deepspeed_config = self.hf_ds_config.config
         self._validate()
         self.zero_stage = self.hf_ds_config.get_zero_stage()
+        # As in the reference: ZeRO 3 builds models partitioned unless told otherwise.
+        if self.zero3_init_flag is None:
+            self.zero3_init_flag = self.zero_stage == 3
         self.zero3_init_flag = bool(self.zero3_init_flag) and self.zero_stage == 3
         self._fill_reference_values()
         if self._explicit.get("zero3_init_flag") and self.zero_stage != 3:

@@ -211,6 +211,11 @@ TOP_LEVEL: dict[str, str] = {
     },
 }
 
+FSDP_API = _names(
+    "accel._fsdp_api", "save_fsdp_model load_fsdp_model save_fsdp_optimizer load_fsdp_optimizer"
+)
+FSDP_API.update(_names("accel_launch", "merge_fsdp_weights"))
+
 # Names at ``accel.utils.*`` (seed 003).
 UTILS: dict[str, str] = {
     **BIGMODEL,
@@ -230,4 +235,5 @@ UTILS: dict[str, str] = {
         "accel._deepspeed_helpers",
         "compile_regions_deepspeed get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed",
     ),
+    **FSDP_API,
 }

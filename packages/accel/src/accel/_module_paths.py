@@ -7,7 +7,7 @@ these maps; ``tests/test_module_paths.py`` keeps them honest against the referen
 
 from __future__ import annotations
 
-from ._exports import _names
+from ._exports import FSDP_API, _names
 
 PATHS: dict[str, dict[str, str]] = {
     "accel.big_modeling": {
@@ -89,7 +89,7 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_data",
-            """DataLoaderStateMixin""",
+            """DataLoaderAdapter DataLoaderStateMixin get_sampler""",
         ),
         **_names("accel_data", """MpDeviceLoaderWrapper"""),
     },
@@ -128,7 +128,8 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_pipeline",
-            """prepare_pippy""",
+            """build_pipeline find_pippy_batch_size generate_device_map pippy_forward
+                prepare_pippy""",
         ),
         **_names(
             "accel_state",
@@ -166,7 +167,7 @@ PATHS: dict[str, dict[str, str]] = {
     "accel.optimizer": {
         **_names(
             "accel._optim",
-            """AcceleratedOptimizer""",
+            """AcceleratedOptimizer move_to_device patch_optimizer_step""",
         ),
         **_names(
             "accel_collectives",
@@ -193,8 +194,8 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """AcceleratorState DistributedType DynamoBackend
                 GradientAccumulationPlugin GradientState PartialState
-                SageMakerDistributedType check_cuda_fp8_capability deepspeed_required
-                do_nothing get_int_from_env is_datasets_available is_deepspeed_available
+                SageMakerDistributedType ThreadLocalSharedDict check_cuda_fp8_capability
+                deepspeed_required do_nothing get_int_from_env is_datasets_available is_deepspeed_available
                 is_fp8_available is_habana_gaudi1 is_hpu_available is_initialized
                 is_mlu_available is_mps_available is_musa_available is_neuron_available
                 is_npu_available is_sdaa_available is_torch_xla_available
@@ -252,7 +253,7 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_precision",
             """BnbQuantizationConfig get_keys_to_not_convert
                 get_quantized_model_device_map has_4bit_bnb_layers
-                load_and_quantize_model replace_with_bnb_layers""",
+                load_and_quantize_model quantize_and_offload_8bit replace_with_bnb_layers""",
         ),
         **_names(
             "accel_state",
@@ -278,7 +279,9 @@ PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_state",
             """CUDA_DISTRIBUTED_TYPES STR_OPERATION_TO_FUNC
-                TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES""",
+                TORCH_DISTRIBUTED_OPERATION_TYPES TORCH_DYNAMO_MODES FSDP2_PYTORCH_VERSION
+                FSDP2_STATE_DICT_TYPE FSDP_AUTO_WRAP_POLICY FSDP_BACKWARD_PREFETCH FSDP_MODEL_NAME
+                FSDP_PYTORCH_VERSION FSDP_SHARDING_STRATEGY FSDP_STATE_DICT_TYPE""",
         ),
         **_names(
             "accel._checkpoint_api",
@@ -322,8 +325,9 @@ PATHS: dict[str, dict[str, str]] = {
                 DeepSpeedSequenceParallelConfig TorchContextParallelConfig
                 TorchTensorParallelConfig MegatronLMPlugin MODEL_CONFIGS_TO_MEGATRON_PARSERS
                 add_model_config_to_megatron_parser parse_bert_config parse_glm4_moe_config
-                parse_gpt2_config parse_llama_config parse_t5_config
-                compare_versions get_module_class_from_name is_cuda_available
+                parse_gpt2_config parse_llama_config parse_t5_config FSDP2_PYTORCH_VERSION
+                FSDP_AUTO_WRAP_POLICY FSDP_BACKWARD_PREFETCH FSDP_SHARDING_STRATEGY compare_versions
+                get_module_class_from_name is_cuda_available
                 is_hpu_available is_mlu_available is_msamp_available is_musa_available
                 is_neuron_available is_npu_available is_rocm_available is_torch_version
                 is_torchao_available is_transformer_engine_available is_xpu_available
@@ -393,12 +397,13 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_state",
-            """get_logger get_module_class_from_name is_torch_version""",
+            """get_logger get_module_class_from_name is_torch_version FSDP_MODEL_NAME""",
         ),
         **_names(
             "accel._model_probes",
             """is_peft_model""",
         ),
+        **FSDP_API,
     },
     "accel.utils.imports": {
         **_names("accel_state", """USE_TORCH_XLA"""),
@@ -585,6 +590,7 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """DistributedType PartialState check_os_kernel get_free_port get_logger
                 get_pretty_name is_deepspeed_available is_numpy_available is_port_in_use
+                FSDP_PYTORCH_VERSION
                 is_torch_distributed_available is_torch_version is_torch_xla_available
                 is_weights_only_available merge_dicts recursive_getattr
                 wait_for_everyone""",

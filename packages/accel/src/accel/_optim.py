@@ -3,10 +3,12 @@ the grad scaler under fp16, and keep the schedule in step with real optimizer st
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any
 
 import torch
+from accel_collectives import honor_type
 from accel_state import AcceleratorState, DistributedType, GradientState
 
 
@@ -128,6 +130,44 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
 
     def __repr__(self) -> str:
         return f"AcceleratedOptimizer({self.optimizer!r})"
+
+
+def move_to_device(state: Any, device: Any) -> Any:
+    """Return ``state`` with every tensor moved to ``device``, through lists, tuples (named
+    ones too) and dicts, which keep their types; other values come back as they are.
+
+    Args:
+        state: An optimizer state (or any nested container of tensors).
+        device: Where the tensors go.
+    """
+    if isinstance(state, (list, tuple)):
+        return honor_type(state, (move_to_device(t, device) for t in state))
+    if isinstance(state, dict):
+        return type(state)({k: move_to_device(v, device) for k, v in state.items()})
+    if isinstance(state, torch.Tensor):
+        return state.to(device)
+    return state
+
+
+def patch_optimizer_step(accelerated_optimizer: AcceleratedOptimizer, method: Any) -> Any:
+    """Wrap an optimizer's ``step`` so that calling it records
+    ``accelerated_optimizer._accelerate_step_called = True`` (a grad scaler that skips a step
+    never calls it).
+
+    Args:
+        accelerated_optimizer: The optimizer that records the call.
+        method: The bound ``step`` to wrap.
+
+    Returns:
+        A function taking ``method``'s arguments and returning its result.
+    """
+
+    @functools.wraps(method)
+    def patched_step(*args: Any, **kwargs: Any) -> Any:
+        accelerated_optimizer._accelerate_step_called = True  # type: ignore[attr-defined]
+        return method(*args, **kwargs)
+
+    return patched_step
 
 
 def _move_state(state_dict: dict[str, Any], device: torch.device) -> None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     )
     from accel_data import (
         BatchSamplerShard,
+        DataLoaderAdapter,
         DataLoaderDispatcher,
         DataLoaderShard,
         DataLoaderStateMixin,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
         SeedableRandomSampler,
         SkipBatchSampler,
         SkipDataLoader,
+        get_sampler,
         prepare_data_loader,
         skip_first_batches,
     )

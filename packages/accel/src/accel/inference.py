@@ -28,6 +28,10 @@ if TYPE_CHECKING:
         send_to_device,
     )
     from accel_pipeline import (
+        build_pipeline,
+        find_pippy_batch_size,
+        generate_device_map,
+        pippy_forward,
         prepare_pippy,
     )
     from accel_state import (

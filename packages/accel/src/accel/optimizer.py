@@ -30,4 +30,6 @@ if TYPE_CHECKING:
 
     from accel._optim import (
         AcceleratedOptimizer,
+        move_to_device,
+        patch_optimizer_step,
     )

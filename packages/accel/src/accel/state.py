@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         GradientState,
         PartialState,
         SageMakerDistributedType,
+        ThreadLocalSharedDict,
         check_cuda_fp8_capability,
         check_cuda_p2p_ib_support,
         deepspeed_required,

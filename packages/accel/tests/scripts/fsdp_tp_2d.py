@@ -26,7 +26,9 @@ def main() -> None:
     acc = Accelerator(
         parallelism_config=config,
         fsdp_plugin=FullyShardedDataParallelPlugin(
-            auto_wrap_policy="TRANSFORMER_BASED_WRAP", transformer_cls_names_to_wrap=["Block"]
+            fsdp_version=2,
+            auto_wrap_policy="TRANSFORMER_BASED_WRAP",
+            transformer_cls_names_to_wrap=["Block"],
         ),
     )
     assert acc.engine.mesh.mesh_dim_names == ("dp_shard", "tp")

@@ -115,8 +115,10 @@ class FSDPEngine(Engine):
     def __init__(self, accelerator: Accelerator) -> None:
         super().__init__(accelerator)
         state = accelerator.state
+        # A parallelism layout without a plugin shards with fully_shard (FSDP2), the only
+        # version that composes with a device mesh of several dimensions.
         self.plugin: FullyShardedDataParallelPlugin = (
-            state.fsdp_plugin or FullyShardedDataParallelPlugin()
+            state.fsdp_plugin or FullyShardedDataParallelPlugin(fsdp_version=2)
         )
         self.config: ParallelismConfig | None = getattr(state, "parallelism_config", None)
         self.version = self.plugin.fsdp_version
@@ -195,7 +197,9 @@ class FSDPEngine(Engine):
                 extra = {k: v.detach() for k, v in build.non_persistent_buffers(model).items()}
             # Every process shards an empty model; the weights arrive from process 0 below.
             model.to("meta")
-        elif plugin.sync_module_states and dist.get_world_size() > 1:
+        elif plugin.sync_module_states is not False and dist.get_world_size() > 1:
+            # FSDP2 has no sync_module_states switch (the plugin holds None): every process
+            # starts from process 0's weights.
             build.broadcast_module_states(model, device)
         if self.config is not None and self.config.tp_enabled:
             tp_handler = self.config.tp_handler
@@ -245,16 +249,19 @@ class FSDPEngine(Engine):
             extra = {k: v.detach() for k, v in build.non_persistent_buffers(model).items()}
         elif own_sync and plugin.sync_module_states and not has_meta:
             build.broadcast_module_states(model, device)
-        offload = plugin.cpu_offload
-        if not isinstance(offload, CPUOffload):
-            offload = CPUOffload(offload_params=bool(offload) and device.type != "cpu")
+        # On a CPU device the parameters already live in CPU memory.
+        offload = CPUOffload(offload_params=build.offload_enabled(plugin) and device.type != "cpu")
+        strategy = build.strategy_name(plugin)
+        prefetch = plugin.backward_prefetch
+        if isinstance(prefetch, str):
+            prefetch = None if prefetch.upper() == "NO_PREFETCH" else BackwardPrefetch[prefetch]
         kwargs: dict[str, Any] = {
-            "sharding_strategy": ShardingStrategy[plugin.sharding_strategy],
+            "sharding_strategy": ShardingStrategy[
+                "_HYBRID_SHARD_ZERO2" if strategy == "HYBRID_SHARD_ZERO2" else strategy
+            ],
             "cpu_offload": offload,
             "auto_wrap_policy": self._fsdp1_policy(model),
-            "backward_prefetch": None
-            if plugin.backward_prefetch == "NO_PREFETCH"
-            else BackwardPrefetch[plugin.backward_prefetch],
+            "backward_prefetch": prefetch,
             "mixed_precision": build.fsdp1_mp_policy(plugin),
             "ignored_modules": build.ignored_modules(plugin, model) or None,
             "param_init_fn": plugin.param_init_fn
@@ -265,7 +272,7 @@ class FSDPEngine(Engine):
             "limit_all_gathers": plugin.limit_all_gathers,
             "use_orig_params": plugin.use_orig_params,
         }
-        if plugin.sharding_strategy.startswith("HYBRID_SHARD"):
+        if strategy.startswith("HYBRID_SHARD"):
             kwargs["device_mesh"] = self.mesh
         wrapped = FSDP(model, **kwargs)
         if efficient:
@@ -282,7 +289,7 @@ class FSDPEngine(Engine):
 
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy, size_based_auto_wrap_policy
 
-        policy = self.plugin.auto_wrap_policy
+        policy = build.wrap_kind(self.plugin)
         if policy == "NO_WRAP":
             return None
         if policy == "TRANSFORMER_BASED_WRAP":
@@ -363,7 +370,7 @@ class FSDPEngine(Engine):
         return io.full_model_state(model)
 
     def _sharded(self) -> bool:
-        return self.plugin.state_dict_type != "FULL_STATE_DICT"
+        return build.state_dict_type_name(self.plugin) != "FULL_STATE_DICT"
 
     def save_model_state(self, model: torch.nn.Module, output_dir: str, index: int) -> bool:
         io.save_model(model, output_dir, index, sharded=self._sharded())

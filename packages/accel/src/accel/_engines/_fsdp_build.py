@@ -4,6 +4,7 @@ tensor parallelism, activation checkpointing and loading weights from process 0 
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Callable
@@ -11,23 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
-from accel_state import (
-    FullyShardedDataParallelPlugin,
-    ParallelismConfig,
-    get_module_class_from_name,
-)
+from accel_state import FullyShardedDataParallelPlugin, ParallelismConfig
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
-
-_DTYPES = {
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-}
 
 
 # ----------------------------------------------------------------------------- the mesh
@@ -45,7 +33,7 @@ def build_mesh(
     everywhere, and the others shard over every process.
     """
     if config is None:
-        strategy = plugin.sharding_strategy if plugin is not None else "FULL_SHARD"
+        strategy = strategy_name(plugin)
         if strategy.startswith("HYBRID_SHARD"):
             shard = local_world_size if world_size % local_world_size == 0 else world_size
             config = ParallelismConfig(dp_replicate_size=world_size // shard, dp_shard_size=shard)
@@ -70,10 +58,45 @@ def dp_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
     return mesh[dims]
 
 
+def strategy_name(plugin: FullyShardedDataParallelPlugin | None) -> str:
+    """The sharding strategy's name (``FULL_SHARD`` when none is set)."""
+    value = plugin.sharding_strategy if plugin is not None else None
+    if value is None:
+        return "FULL_SHARD"
+    return str(getattr(value, "name", value)).upper().lstrip("_")
+
+
+def state_dict_type_name(plugin: FullyShardedDataParallelPlugin) -> str:
+    """``FULL_STATE_DICT``, ``SHARDED_STATE_DICT`` or ``LOCAL_STATE_DICT``."""
+    value = plugin.state_dict_type
+    return str(getattr(value, "name", value)).upper()
+
+
 # ---------------------------------------------------------------------- which units
+def wrap_kind(plugin: FullyShardedDataParallelPlugin) -> Any:
+    """``"NO_WRAP"``, ``"TRANSFORMER_BASED_WRAP"``, ``"SIZE_BASED_WRAP"`` (the plugin's names
+    or torch's unbound policy functions), or the plugin's own callable."""
+    from torch.distributed.fsdp.wrap import (
+        size_based_auto_wrap_policy,
+        transformer_auto_wrap_policy,
+    )
+
+    policy = plugin.auto_wrap_policy
+    if isinstance(policy, str):
+        return policy.upper()
+    kinds = (
+        (None, "NO_WRAP"),
+        (transformer_auto_wrap_policy, "TRANSFORMER_BASED_WRAP"),
+        (size_based_auto_wrap_policy, "SIZE_BASED_WRAP"),
+    )
+    return next((kind for function, kind in kinds if policy is function), policy)
+
+
 def _wrap_classes(
     plugin: FullyShardedDataParallelPlugin, model: torch.nn.Module
 ) -> set[type[torch.nn.Module]]:
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+
     names = plugin.transformer_cls_names_to_wrap or list(
         getattr(model, "_no_split_modules", None) or []
     )
@@ -84,18 +107,16 @@ def _wrap_classes(
             "Set transformer_cls_names_to_wrap=['YourBlock'] (or the variable "
             "ACCEL_FSDP_TRANSFORMER_LAYER_CLS_TO_WRAP) or use SIZE_BASED_WRAP."
         )
-    classes = set()
-    for name in names:
-        cls = get_module_class_from_name(model, name)
-        if cls is None:
-            present = sorted({type(m).__name__ for m in model.modules()})
-            raise ValueError(
-                f"auto_wrap_policy TRANSFORMER_BASED_WRAP: no submodule of the model is of class "
-                f"{name!r}; the model's classes are {present}. Set "
-                "transformer_cls_names_to_wrap to names from that list."
-            )
-        classes.add(cls)
-    return classes
+    # The plugin's own binding finds the classes (and names the ones present when one is
+    # missing); a copy keeps the user's plugin unbound for the next model.
+    bound = copy.copy(plugin)
+    bound.auto_wrap_policy, bound.transformer_cls_names_to_wrap = (
+        transformer_auto_wrap_policy,
+        names,
+    )
+    bound.set_auto_wrap_policy(model)
+    policy: Any = bound.auto_wrap_policy
+    return set(policy.keywords["transformer_layer_cls"])
 
 
 def _own_numel(module: torch.nn.Module, taken: set[int]) -> int:
@@ -106,7 +127,7 @@ def select_units(
     plugin: FullyShardedDataParallelPlugin, model: torch.nn.Module
 ) -> list[torch.nn.Module]:
     """Submodules (not the root) that become their own FSDP unit, innermost first."""
-    policy = plugin.auto_wrap_policy
+    policy = wrap_kind(plugin)
     if policy == "NO_WRAP":
         return []
     if policy == "TRANSFORMER_BASED_WRAP":
@@ -145,67 +166,38 @@ def ignored_modules(
 
 
 # -------------------------------------------------------------- precision and offload
-def _policy_dtypes(policy: Any) -> dict[str, torch.dtype | None]:
-    if isinstance(policy, str):
-        dtype = _dtype(policy)
-        return {"param_dtype": dtype, "reduce_dtype": dtype, "buffer_dtype": dtype}
-    if isinstance(policy, dict):
-        return {k: _dtype(v) if v is not None else None for k, v in policy.items()}
-    return {
-        k: getattr(policy, k)
-        for k in ("param_dtype", "reduce_dtype", "buffer_dtype", "output_dtype")
-        if hasattr(policy, k)
-    }
-
-
-def _dtype(value: Any) -> torch.dtype:
-    if isinstance(value, torch.dtype):
-        return value
-    dtype = _DTYPES.get(str(value).lower())
-    if dtype is None:
-        raise ValueError(
-            f"mixed_precision_policy dtypes must be torch dtypes or one of {sorted(_DTYPES)}; "
-            f"got {value!r}. Use e.g. {{'param_dtype': 'bf16', 'reduce_dtype': 'fp32'}}."
-        )
-    return dtype
+def _mp_policy(plugin: FullyShardedDataParallelPlugin, cls: type) -> Any:
+    """The plugin's policy as ``cls``; a value assigned after construction (a name, a dict)
+    goes through the plugin's own conversion (which refuses the other version's class)."""
+    policy = plugin.mixed_precision_policy
+    if policy is None or isinstance(policy, cls):
+        return policy
+    plugin.set_mixed_precision(policy, override=not isinstance(policy, dict))
+    return plugin.mixed_precision_policy
 
 
 def fsdp2_mp_policy(plugin: FullyShardedDataParallelPlugin) -> Any:
     """The ``MixedPrecisionPolicy`` of ``fully_shard`` (default: full precision)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
-    policy = plugin.mixed_precision_policy
-    if policy is None or isinstance(policy, MixedPrecisionPolicy):
-        return policy or MixedPrecisionPolicy()
-    dtypes = _policy_dtypes(policy)
-    return MixedPrecisionPolicy(
-        param_dtype=dtypes.get("param_dtype"),
-        reduce_dtype=dtypes.get("reduce_dtype"),
-        output_dtype=dtypes.get("output_dtype"),
-    )
+    return _mp_policy(plugin, MixedPrecisionPolicy) or MixedPrecisionPolicy()
 
 
 def fsdp1_mp_policy(plugin: FullyShardedDataParallelPlugin) -> Any:
     """The ``MixedPrecision`` of ``FullyShardedDataParallel`` (None: full precision)."""
     from torch.distributed.fsdp import MixedPrecision
 
-    policy = plugin.mixed_precision_policy
-    if policy is None or isinstance(policy, MixedPrecision):
-        return policy
-    dtypes = _policy_dtypes(policy)
-    return MixedPrecision(
-        param_dtype=dtypes.get("param_dtype"),
-        reduce_dtype=dtypes.get("reduce_dtype"),
-        buffer_dtype=dtypes.get("buffer_dtype"),
-    )
+    return _mp_policy(plugin, MixedPrecision)
 
 
 def offload_enabled(plugin: FullyShardedDataParallelPlugin) -> bool:
     """Whether parameters are kept on the CPU."""
     value = plugin.cpu_offload
-    return bool(getattr(value, "offload_params", value)) or type(value).__name__ == (
-        "CPUOffloadPolicy"
-    )
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if type(value).__name__ == "CPUOffloadPolicy":
+        return True
+    return bool(getattr(value, "offload_params", False))
 
 
 # --------------------------------------------------------------- activation checkpointing

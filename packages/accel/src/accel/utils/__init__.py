@@ -120,6 +120,7 @@ if TYPE_CHECKING:
     )
     from accel_launch import (
         install_xla,
+        merge_fsdp_weights,
         prepare_sagemager_args_inputs,
         write_basic_config,
     )
@@ -323,6 +324,12 @@ if TYPE_CHECKING:
         DeepSpeedSchedulerWrapper,
         DummyOptim,
         DummyScheduler,
+    )
+    from accel._fsdp_api import (
+        load_fsdp_model,
+        load_fsdp_optimizer,
+        save_fsdp_model,
+        save_fsdp_optimizer,
     )
     from accel._megatron_lm import (
         MegatronLMDummyScheduler,

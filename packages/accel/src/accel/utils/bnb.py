@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         get_quantized_model_device_map,
         has_4bit_bnb_layers,
         load_and_quantize_model,
+        quantize_and_offload_8bit,
         replace_with_bnb_layers,
     )
     from accel_state import (

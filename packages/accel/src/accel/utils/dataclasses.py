@@ -33,6 +33,10 @@ if TYPE_CHECKING:
         TERecipeKwargs,
     )
     from accel_state import (
+        FSDP2_PYTORCH_VERSION,
+        FSDP_AUTO_WRAP_POLICY,
+        FSDP_BACKWARD_PREFETCH,
+        FSDP_SHARDING_STRATEGY,
         MODEL_CONFIGS_TO_MEGATRON_PARSERS,
         AutocastKwargs,
         BaseEnum,

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from accel_bigmodel import (
         get_non_persistent_buffers,
     )
+    from accel_launch import merge_fsdp_weights
     from accel_state import (
+        FSDP_MODEL_NAME,
         get_logger,
         get_module_class_from_name,
         is_torch_version,
@@ -30,6 +32,12 @@ if TYPE_CHECKING:
         OPTIMIZER_NAME,
         SAFE_WEIGHTS_NAME,
         WEIGHTS_NAME,
+    )
+    from accel._fsdp_api import (
+        load_fsdp_model,
+        load_fsdp_optimizer,
+        save_fsdp_model,
+        save_fsdp_optimizer,
     )
     from accel._model_probes import is_peft_model
     from accel._save_model import (

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         write_basic_config,
     )
     from accel_state import (
+        FSDP_PYTORCH_VERSION,
         DistributedType,
         PartialState,
         check_os_kernel,
