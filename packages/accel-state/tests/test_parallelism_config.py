@@ -34,13 +34,15 @@ def test_handlers_are_filled_and_each_sequence_split_needs_its_engine():
     sp = ParallelismConfig(sp_size=2)
     assert isinstance(sp.sp_handler, DeepSpeedSequenceParallelConfig) and sp.sp_enabled
     cp.check_engine(deepspeed=False)
-    sp.check_engine(deepspeed=True)
+    with pytest.raises(NotImplementedError, match=r"sp_size=2 asks for DeepSpeed Ulysses"):
+        sp.check_engine(deepspeed=True)
     with pytest.raises(ValueError, match=r"sp_size=2 .* got no DeepSpeed plugin"):
         sp.check_engine(deepspeed=False)
     with pytest.raises(ValueError, match=r"cp_size=2 .* DeepSpeed plugin"):
         cp.check_engine(deepspeed=True)
     with pytest.raises(ValueError, match=r"tp_size=2 .* DeepSpeed plugin"):
-        ParallelismConfig(tp_size=2, sp_size=2).check_engine(deepspeed=True)
+        ParallelismConfig(tp_size=2).check_engine(deepspeed=True)
+    ParallelismConfig().check_engine(deepspeed=True)
 
 
 def test_sequence_dimensions_take_their_place_in_the_mesh():

@@ -15,8 +15,8 @@ SCRIPT = Path(__file__).parent / "scripts" / "cp_checks.py"
 
 @pytest.mark.multiprocess
 @pytest.mark.timeout(600)
-def test_cp2_matches_the_unsplit_model_on_two_processes():
-    result = run_distributed(SCRIPT, num_processes=2, timeout=540)
+def test_cp2_matches_the_unsplit_model_on_two_processes(tmp_path):
+    result = run_distributed(SCRIPT, str(tmp_path / "ckpt"), num_processes=2, timeout=540)
     assert "RESULT type=FSDP mesh=('cp',) failed=[]" in result.stdout, result.stdout + result.stderr
 
 

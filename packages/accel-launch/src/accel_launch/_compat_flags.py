@@ -38,7 +38,8 @@ REFUSED: dict[str, str] = {
     "set ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD=1).",
     "use_parallelism_config": "the launcher does not build a ParallelismConfig in this version. "
     "Drop the --parallelism_config_* flags and pass "
-    "Accelerator(parallelism_config=ParallelismConfig(dp_shard_size=..., tp_size=...)) "
+    "Accelerator(parallelism_config=ParallelismConfig(dp_shard_size=..., tp_size=..., "
+    "cp_size=...)) "
     "in the script.",
     "fp8": "the launcher does not pass FP8 recipe settings to the processes in this version. "
     "Keep --mixed_precision fp8, drop the --fp8_* flags, and pass the recipe as a kwargs "

@@ -1,6 +1,7 @@
 """Context parallelism on 2 processes: output, loss and gradients of cp_size=2 against the
 unsplit model on one process, for both ways of passing keys and values around the ring and
-for balanced and unbalanced splits; buffers restored; the batch shared by both processes."""
+for balanced and unbalanced splits; buffers restored; the batch shared by both processes; the
+sharded model and optimizer through save_state / load_state (folder: first argument)."""
 
 import copy
 import sys
@@ -109,6 +110,19 @@ def main() -> None:
         checks[f"restored_{strategy}_{length}"] = torch.equal(ids, original_ids) and (
             labels.shape[1] == length // 2
         )
+
+    # The sharded model and optimizer go through save_state / load_state.
+    optimizer.step()
+    folder = sys.argv[1]
+    acc.save_state(folder)
+    saved = acc.get_state_dict(model)
+    optimizer.step()  # move away from the saved weights (the gradients are still there)
+    moved = acc.get_state_dict(model)
+    acc.load_state(folder)
+    again = acc.get_state_dict(model)
+    if rank == 0:
+        checks["checkpoint_moved"] = any(not torch.equal(saved[k], moved[k]) for k in saved)
+        checks["checkpoint"] = bool(saved) and all(torch.equal(saved[k], again[k]) for k in saved)
 
     try:
         with acc.maybe_context_parallel(buffers=[torch.zeros(1, 7)], buffer_seq_dims=[1]):
