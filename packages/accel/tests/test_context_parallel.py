@@ -59,3 +59,18 @@ def test_attention_masks_are_dropped_for_causal_ring_attention():
     ):
         with pytest.raises(ValueError, match=r"\['sliding_attention'\], whose mask"):
             drop_attention_masks(_Model(config))
+
+
+def test_sequence_splits_are_checked_when_the_accelerator_is_built():
+    from accel import Accelerator
+    from accel.utils import ParallelismConfig
+
+    with pytest.raises(ValueError, match=r"sp_size=2 .* got no DeepSpeed plugin"):
+        Accelerator(cpu=True, parallelism_config=ParallelismConfig(sp_size=2))
+    with pytest.raises(ValueError, match=r"cp_size \* sp_size \* tp_size to equal the number"):
+        Accelerator(cpu=True, parallelism_config=ParallelismConfig(cp_size=2))
+    # Without context parallelism the context leaves the buffers whole.
+    acc = Accelerator(cpu=True, parallelism_config=ParallelismConfig())
+    ids = torch.arange(6).reshape(1, 6)
+    with acc.maybe_context_parallel(buffers=[ids], buffer_seq_dims=[1]):
+        assert ids.shape == (1, 6)
