@@ -41,7 +41,8 @@ def resolve_parallel_plugins(
     deepspeed_given: bool,
 ) -> tuple[FullyShardedDataParallelPlugin | None, ParallelismConfig | None]:
     """Check the FSDP / tensor-parallel arguments of ``Accelerator`` and fill them from the
-    launcher's environment (``ACCEL_USE_FSDP=1`` builds a plugin from ``ACCEL_FSDP_*``).
+    launcher's environment (``ACCEL_USE_FSDP=1`` builds a plugin from ``ACCEL_FSDP_*``,
+    ``ACCEL_USE_PARALLELISM_CONFIG=1`` a layout from ``ACCEL_PARALLELISM_CONFIG_*``).
 
     Returns:
         The FSDP plugin (or None) and the parallelism layout (or None; a tensor-parallel
@@ -69,6 +70,8 @@ def resolve_parallel_plugins(
             )
     if use_fsdp and fsdp_plugin is None:
         fsdp_plugin = FullyShardedDataParallelPlugin()
+    if parallelism_config is None and env.read_env(env.ACCEL_USE_PARALLELISM_CONFIG, False):
+        parallelism_config = ParallelismConfig()  # sizes from ACCEL_PARALLELISM_CONFIG_*
     if torch_tp_plugin is not None:
         if parallelism_config is None:
             parallelism_config = ParallelismConfig(
