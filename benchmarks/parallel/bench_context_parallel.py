@@ -18,8 +18,8 @@ of ``--seq`` tokens. The unsplit variant runs on one process; the cp variant spl
 sequence over 2 processes inside ``accelerator.maybe_context_parallel``. A step is forward +
 backward + optimizer step; the step time is the median over ``--steps`` steps after one
 warm-up step (of the slower process). Memory is the peak resident set size (``VmHWM``) minus
-the resident size just before the model was built: what the step added on top of the
-libraries.
+the resident size just before the model was built, and minus the resident size once the
+model was prepared (what the training steps add).
 """
 
 from __future__ import annotations
@@ -91,12 +91,13 @@ def worker(variant: str, seq: int, dim: int, layers: int, steps: int, result: st
     from accel import Accelerator
     from accel.utils import ParallelismConfig
 
-    base_kb = _status_kb("VmRSS")
+    start_kb = _status_kb("VmRSS")
     model = _model(torch, dim, layers, seq)
     config = ParallelismConfig(cp_size=2) if variant == "cp" else None
     acc = Accelerator(cpu=True, parallelism_config=config)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     model, optimizer = acc.prepare(model, optimizer)
+    prepared_kb = _status_kb("VmRSS")
     g = torch.Generator().manual_seed(0)
     times = []
     for step in range(steps + 1):
@@ -123,8 +124,9 @@ def worker(variant: str, seq: int, dim: int, layers: int, steps: int, result: st
         elapsed = time.perf_counter() - start
         if step:
             times.append(elapsed)
-    added_mb = (_status_kb("VmHWM") - base_kb) / 1024
-    gathered = acc.gather(torch.tensor([[statistics.median(times), added_mb]]))
+    peak_kb = _status_kb("VmHWM")
+    added = [(peak_kb - start_kb) / 1024, (peak_kb - prepared_kb) / 1024]
+    gathered = acc.gather(torch.tensor([[statistics.median(times), *added]]))
     if acc.is_main_process:
         rows = gathered.tolist()
         data = {
@@ -132,6 +134,7 @@ def worker(variant: str, seq: int, dim: int, layers: int, steps: int, result: st
             "processes": acc.num_processes,
             "step_s": max(r[0] for r in rows),
             "added_mb": [round(r[1]) for r in rows],
+            "training_mb": [round(r[2]) for r in rows],
         }
         Path(result).write_text(json.dumps(data))
 
@@ -171,15 +174,21 @@ def main() -> None:
         "`benchmarks/parallel/bench_context_parallel.py`: one sequence of "
         f"{args.seq} tokens, {args.layers} causal-attention blocks of width {args.dim} "
         f"({HEADS} heads), SGD, fp32, CPU, 1 thread per process; median of {args.steps} steps "
-        "after one warm-up. Memory: peak RSS added by building, preparing and training the "
-        "model, per process.",
+        "after one warm-up. Memory, per process: the peak RSS above the resident size before "
+        "the model was built (model, Accelerator, process group, prepare and training), and "
+        "above the resident size once the model was prepared (what the training steps add).",
         "",
-        "| variant | processes | step time (s) | peak memory added per process (MB) |",
-        "| --- | --- | --- | --- |",
+        "| variant | processes | step time (s) | peak added from start (MB) | "
+        "peak added by training (MB) |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         memory = ", ".join(str(m) for m in row["added_mb"])
-        lines.append(f"| {row['variant']} | {row['processes']} | {row['step_s']:.2f} | {memory} |")
+        training = ", ".join(str(m) for m in row["training_mb"])
+        lines.append(
+            f"| {row['variant']} | {row['processes']} | {row['step_s']:.2f} | {memory} | "
+            f"{training} |"
+        )
     lines += ["", f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "]
     lines[-1] += f"{platform.python_version()}."
     Path(args.out).write_text("\n".join(lines) + "\n")
