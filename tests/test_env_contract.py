@@ -53,7 +53,13 @@ def test_no_variable_name_is_built_by_concatenation():
 
 
 def test_every_launcher_option_sent_to_the_processes_has_a_declared_variable():
-    for name in ("dynamo_config", "deepspeed_config", "fsdp_config", "megatron_lm_config"):
+    for name in (
+        "dynamo_config",
+        "deepspeed_config",
+        "fsdp_config",
+        "megatron_lm_config",
+        "parallelism_config",
+    ):
         section = SECTIONS[name]
         fields = {field.name for field in dataclasses.fields(section)}
         sent = set(section.variables)

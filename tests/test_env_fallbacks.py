@@ -97,6 +97,14 @@ def test_a_process_started_with_reference_names_only_sees_them(monkeypatch):
         "sync_module_states": False,
         "activation_checkpointing": True,
     }
+    layout = report["parallelism"]
+    assert {k: layout[k] for k in ("dp_replicate_size", "dp_shard_size", "cp_size", "tp_size")} == {
+        "dp_replicate_size": 1,
+        "dp_shard_size": 2,
+        "cp_size": 1,
+        "tp_size": 1,
+    }
+    assert layout["cp_comm_strategy"] == "alltoall"
 
 
 @pytest.mark.timeout(400)
@@ -180,6 +188,16 @@ def test_fsdp_precision_dynamo_and_debug_options_reach_every_process(monkeypatch
         "true",
         "--fsdp_activation_checkpointing",
         "true",
+        "--parallelism_config_dp_replicate_size",
+        "1",
+        "--parallelism_config_dp_shard_size",
+        "2",
+        "--parallelism_config_tp_size",
+        "1",
+        "--parallelism_config_cp_size",
+        "1",
+        "--parallelism_config_cp_comm_strategy",
+        "alltoall",
     )
     report = reports[0]
     assert report["processes"] == 2 and report["distributed_type"] == "FSDP"
@@ -237,6 +255,18 @@ def test_deepspeed_options_reach_every_process(monkeypatch, tmp_path):
         "true",
         "--zero3_save_16bit_model",
         "true",
+        "--parallelism_config_sp_size",
+        "1",
+        "--parallelism_config_sp_backend",
+        "deepspeed",
+        "--parallelism_config_cp_backend",
+        "torch",
+        "--parallelism_config_sp_seq_length",
+        "256",
+        "--parallelism_config_sp_seq_length_is_variable",
+        "false",
+        "--parallelism_config_sp_attn_implementation",
+        "sdpa",
     )
     report = reports[0]
     assert report["distributed_type"] == "DEEPSPEED"
@@ -251,6 +281,17 @@ def test_deepspeed_options_reach_every_process(monkeypatch, tmp_path):
         "offload_param_nvme_path": str(tmp_path / "param"),
         "zero3_init_flag": True,
         "zero3_save_16bit_model": True,
+    }
+    layout = report["parallelism"]
+    assert (layout["sp_size"], layout["sp_backend"], layout["cp_backend"]) == (
+        1,
+        "deepspeed",
+        "torch",
+    )
+    assert layout["sp"] == {
+        "sp_seq_length": 256,
+        "sp_seq_length_is_variable": False,
+        "sp_attn_implementation": "sdpa",
     }
 
 

@@ -45,16 +45,18 @@ SAMPLES = {
     "config_file": "c.yaml",
     "zero3_init_flag": "true",
     "zero3_save_16bit_model": "true",
+    "parallelism_config_sp_seq_length": "256",
+    "parallelism_config_sp_seq_length_is_variable": "true",
+    "parallelism_config_cp_comm_strategy": "alltoall",
+    "parallelism_config_sp_attn_implementation": "sdpa",
 }
 """A meaningful value for a string option whose values are checked by one of the parsers."""
 
 REFUSED = (
     "enable_cpu_affinity",
-    "use_parallelism_config",
     "deepspeed_moe_layer_cls_names",
     "fsdp_activation_checkpointing_offload",
     "fp8_",
-    "parallelism_config_",
     "aws_",
 )
 """Reference options (or families) accel refuses: see docs/migration-cli.md."""

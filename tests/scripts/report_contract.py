@@ -89,5 +89,17 @@ if mlm is not None:
         "gradient_clipping",
         "recompute_granularity",
     )
+layout = acc.parallelism_config
+if layout is not None:
+    from accel.utils import DeepSpeedSequenceParallelConfig, TorchContextParallelConfig
+
+    report["parallelism"] = {
+        **{f"{name}_size": size for name, size in layout.sizes.items()},
+        "cp_backend": layout.cp_backend,
+        "sp_backend": layout.sp_backend,
+        # The handlers are built for sizes above 1 only; these read the same variables.
+        "cp_comm_strategy": TorchContextParallelConfig().cp_comm_strategy,
+        "sp": vars(DeepSpeedSequenceParallelConfig()),
+    }
 os.write(1, ("REPORT " + json.dumps(report) + "\n").encode())  # one write: no interleaving
 acc.wait_for_everyone()

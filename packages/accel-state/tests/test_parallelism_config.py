@@ -28,15 +28,38 @@ def test_defaults_follow_the_reference():
     assert TorchTensorParallelConfig().enable_async_tp is False
 
 
-def test_handlers_are_filled_for_sizes_above_one_and_sequence_splitting_is_refused():
+def test_handlers_are_filled_and_each_sequence_split_needs_its_engine():
     cp = ParallelismConfig(cp_size=2)
     assert isinstance(cp.cp_handler, TorchContextParallelConfig)
     sp = ParallelismConfig(sp_size=2)
     assert isinstance(sp.sp_handler, DeepSpeedSequenceParallelConfig) and sp.sp_enabled
-    for config, name in ((cp, "cp_size"), (sp, "sp_size")):
-        with pytest.raises(NotImplementedError, match=f"{name}=2 splits every sequence"):
-            config.check_supported()
-    ParallelismConfig(dp_shard_size=2).check_supported()
+    cp.check_engine(deepspeed=False)
+    with pytest.raises(NotImplementedError, match=r"sp_size=2 asks for DeepSpeed Ulysses"):
+        sp.check_engine(deepspeed=True)
+    with pytest.raises(ValueError, match=r"sp_size=2 .* got no DeepSpeed plugin"):
+        sp.check_engine(deepspeed=False)
+    with pytest.raises(ValueError, match=r"cp_size=2 .* DeepSpeed plugin"):
+        cp.check_engine(deepspeed=True)
+    with pytest.raises(ValueError, match=r"tp_size=2 .* DeepSpeed plugin"):
+        ParallelismConfig(tp_size=2).check_engine(deepspeed=True)
+    ParallelismConfig().check_engine(deepspeed=True)
+
+
+def test_sequence_dimensions_take_their_place_in_the_mesh():
+    cp = ParallelismConfig(dp_shard_size=2, cp_size=2)
+    cp.validate(4)
+    assert cp.mesh_dim_names == ("dp_shard", "cp")
+    assert (cp.dp_dim_names, cp.non_dp_dim_names) == (("dp_shard",), ("cp",))
+    assert (cp.dp_shard_cp_dim_names, cp.dp_cp_dim_names) == (("dp_shard", "cp"),) * 2
+    # Row-major: the context-parallel partner of process 0 is process 1.
+    assert [cp.local_rank("cp", r) for r in range(4)] == [0, 1, 0, 1]
+    assert [cp.local_rank("dp_shard", r) for r in range(4)] == [0, 0, 1, 1]
+    sp = ParallelismConfig(sp_size=2)
+    sp.validate(4)  # the data-parallel size fills what sp leaves
+    assert (sp.dp_shard_size, sp.mesh_dim_names, sp.total_size) == (2, ("dp_shard", "sp"), 4)
+    assert [sp.local_rank("sp", r) for r in range(4)] == [0, 1, 0, 1]
+    with pytest.raises(ValueError, match=r"cp_size \* sp_size \* tp_size.*\(3\)"):
+        ParallelismConfig(dp_shard_size=1, cp_size=2).validate(3)
 
 
 @pytest.mark.parametrize(

@@ -36,10 +36,6 @@ REFUSED: dict[str, str] = {
     "to the processes in this version. Drop the flag and pass FullyShardedDataParallelPlugin("
     "activation_checkpointing=True, activation_checkpointing_offload=True) in the script (or "
     "set ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD=1).",
-    "use_parallelism_config": "the launcher does not build a ParallelismConfig in this version. "
-    "Drop the --parallelism_config_* flags and pass "
-    "Accelerator(parallelism_config=ParallelismConfig(dp_shard_size=..., tp_size=...)) "
-    "in the script.",
     "fp8": "the launcher does not pass FP8 recipe settings to the processes in this version. "
     "Keep --mixed_precision fp8, drop the --fp8_* flags, and pass the recipe as a kwargs "
     "handler in the script (e.g. Accelerator(mixed_precision='fp8', "
@@ -50,19 +46,6 @@ REFUSED: dict[str, str] = {
 }
 """Reason and fix for each refused feature, by flag name or family prefix."""
 
-_PARALLELISM: dict[str, type | list[str]] = {
-    "dp_replicate_size": int,
-    "dp_shard_size": int,
-    "tp_size": int,
-    "cp_size": int,
-    "cp_backend": ["torch"],
-    "cp_comm_strategy": str,
-    "sp_size": int,
-    "sp_backend": ["deepspeed"],
-    "sp_seq_length": str,
-    "sp_seq_length_is_variable": str,
-    "sp_attn_implementation": str,
-}
 _FP8: dict[str, type | list[str]] = {
     "backend": ["ao", "te", "msamp"],
     "margin": int,
@@ -79,8 +62,6 @@ _FP8: dict[str, type | list[str]] = {
 
 def _family(flag: str) -> str:
     """The key of :data:`REFUSED` for a refused flag."""
-    if flag.startswith("parallelism_config_"):
-        return "use_parallelism_config"
     if flag.startswith("fp8_"):
         return "fp8"
     if flag.startswith("aws_"):
@@ -106,13 +87,12 @@ def add_compat_arguments(parser: argparse.ArgumentParser) -> None:
         "Refused by this version (accepted by the reference launcher; each stops with the reason)"
     )
     hint = "Refused: see the message for the reason and the way to do it."
-    for name in ("enable_cpu_affinity", "use_parallelism_config", "fp8_use_autocast_during_eval"):
+    for name in ("enable_cpu_affinity", "fp8_use_autocast_during_eval"):
         refused.add_argument(f"--{name}", action="store_true", default=None, help=hint)
     for name in ("deepspeed_moe_layer_cls_names", "fsdp_activation_checkpointing_offload"):
         refused.add_argument(f"--{name}", default=None, help=hint)
-    for prefix, table in (("parallelism_config_", _PARALLELISM), ("fp8_", _FP8)):
-        for name, kind in table.items():
-            refused.add_argument(f"--{prefix}{name}", default=None, help=hint, **_typed(kind))
+    for name, kind in _FP8.items():
+        refused.add_argument(f"--fp8_{name}", default=None, help=hint, **_typed(kind))
     aws = parser.add_argument_group(
         "Amazon SageMaker (with a config file of compute_environment: AMAZON_SAGEMAKER)"
     )
@@ -122,9 +102,8 @@ def add_compat_arguments(parser: argparse.ArgumentParser) -> None:
 
 def refused_flags() -> list[str]:
     """Every flag name (dest) that :func:`check_refused` stops."""
-    names = ["enable_cpu_affinity", "use_parallelism_config", "fp8_use_autocast_during_eval"]
+    names = ["enable_cpu_affinity", "fp8_use_autocast_during_eval"]
     names += ["deepspeed_moe_layer_cls_names", "fsdp_activation_checkpointing_offload"]
-    names += [f"parallelism_config_{n}" for n in _PARALLELISM]
     names += [f"fp8_{n}" for n in _FP8]
     return [*names, "aws_access_key_id", "aws_secret_access_key"]
 

@@ -20,6 +20,7 @@ from ._engines import (
     DynamoConfig,
     FSDPConfig,
     MegatronLMConfig,
+    ParallelismSection,
     coerce,
 )
 from ._errors import ConfigError
@@ -91,6 +92,8 @@ class LaunchConfig:
     """FSDP options, used when ``distributed_type`` is ``FSDP``."""
     megatron_lm_config: MegatronLMConfig = field(default_factory=MegatronLMConfig)
     """Megatron-LM options, used when ``distributed_type`` is ``MEGATRON_LM``."""
+    parallelism_config: ParallelismSection = field(default_factory=ParallelismSection)
+    """``ParallelismConfig`` sizes and backends sent to the processes (any engine)."""
     downcast_bf16: str = "no"
     """TPU only: downcast bf16 tensors."""
     tpu_use_cluster: bool = False

@@ -132,6 +132,8 @@ class Section:
     """Field -> the variable of ``accel_state.environment_variables`` that carries it."""
     launcher_only: ClassVar[tuple[str, ...]] = ()
     """Fields read by the launcher itself, never sent to the processes."""
+    switches: ClassVar[tuple[str, ...]] = ()
+    """Boolean fields whose flag takes no value (``--use_parallelism_config``)."""
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -472,11 +474,86 @@ class MegatronLMConfig(Section):
         check_norm(self.megatron_lm_gradient_clipping, f"{section}.megatron_lm_gradient_clipping")
 
 
+@dataclass
+class ParallelismSection(Section):
+    """``ParallelismConfig`` of the processes (section ``parallelism_config``): each value
+    reaches the processes as an ``ACCEL_PARALLELISM_CONFIG_*`` variable, and an Accelerator
+    built without ``parallelism_config`` builds one from them."""
+
+    variables: ClassVar[dict[str, str]] = {
+        "use_parallelism_config": env.ACCEL_USE_PARALLELISM_CONFIG,
+        "parallelism_config_dp_replicate_size": env.ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE,
+        "parallelism_config_dp_shard_size": env.ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE,
+        "parallelism_config_tp_size": env.ACCEL_PARALLELISM_CONFIG_TP_SIZE,
+        "parallelism_config_cp_size": env.ACCEL_PARALLELISM_CONFIG_CP_SIZE,
+        "parallelism_config_cp_backend": env.ACCEL_PARALLELISM_CONFIG_CP_BACKEND,
+        "parallelism_config_cp_comm_strategy": env.ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY,
+        "parallelism_config_sp_size": env.ACCEL_PARALLELISM_CONFIG_SP_SIZE,
+        "parallelism_config_sp_backend": env.ACCEL_PARALLELISM_CONFIG_SP_BACKEND,
+        "parallelism_config_sp_seq_length": env.ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH,
+        "parallelism_config_sp_seq_length_is_variable": (
+            env.ACCEL_PARALLELISM_CONFIG_SP_SEQ_LENGTH_IS_VARIABLE
+        ),
+        "parallelism_config_sp_attn_implementation": (
+            env.ACCEL_PARALLELISM_CONFIG_SP_ATTN_IMPLEMENTATION
+        ),
+    }
+
+    switches: ClassVar[tuple[str, ...]] = ("use_parallelism_config",)
+
+    use_parallelism_config: bool | None = None
+    """Build a ParallelismConfig in the processes (implied by any other setting here)."""
+    parallelism_config_dp_replicate_size: int | None = None
+    """Number of replicas of the (sharded) model."""
+    parallelism_config_dp_shard_size: int | None = None
+    """Number of processes one replica is sharded over (default: what the others leave)."""
+    parallelism_config_tp_size: int | None = None
+    """Number of processes each layer is split over (tensor parallelism)."""
+    parallelism_config_cp_size: int | None = None
+    """Number of processes each sequence is split over (context parallelism, FSDP2)."""
+    parallelism_config_cp_backend: str | None = None
+    """Implementation of context parallelism: torch."""
+    parallelism_config_cp_comm_strategy: str | None = None
+    """How context-parallel processes exchange keys and values: allgather or alltoall."""
+    parallelism_config_sp_size: int | None = None
+    """Number of processes each sequence is split over with DeepSpeed Ulysses."""
+    parallelism_config_sp_backend: str | None = None
+    """Implementation of sequence parallelism: deepspeed."""
+    parallelism_config_sp_seq_length: int | None = None
+    """Fixed sequence length of sequence-parallel batches."""
+    parallelism_config_sp_seq_length_is_variable: bool | None = None
+    """Whether the sequence length may change between batches (default true)."""
+    parallelism_config_sp_attn_implementation: str | None = None
+    """Attention under sequence parallelism: sdpa, flash_attention_2 ..."""
+
+    def validate(self, section: str) -> None:
+        """Sizes are >= 1; backends and strategies are from their vocabularies."""
+        for name in self.keys():
+            value = getattr(self, name)
+            if name.endswith("_size") and value is not None and value < 1:
+                raise SectionError(f"{section}.{name} must be >= 1; got {value}. Use 1 for none.")
+        for name, variable in (
+            ("parallelism_config_cp_backend", env.ACCEL_PARALLELISM_CONFIG_CP_BACKEND),
+            ("parallelism_config_sp_backend", env.ACCEL_PARALLELISM_CONFIG_SP_BACKEND),
+            ("parallelism_config_cp_comm_strategy", env.ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY),
+        ):
+            value = _choice(getattr(self, name), f"{section}.{name}", tuple(variable.choices))
+            setattr(self, name, value)
+
+    def environment(self) -> dict[str, str]:
+        """The variables of the values set, plus ``ACCEL_USE_PARALLELISM_CONFIG`` when any is."""
+        values = super().environment()
+        if values and self.use_parallelism_config is not False:
+            values[env.ACCEL_USE_PARALLELISM_CONFIG] = env_text(True)
+        return values
+
+
 SECTIONS: dict[str, type[Section]] = {
     "dynamo_config": DynamoConfig,
     "deepspeed_config": DeepSpeedConfig,
     "fsdp_config": FSDPConfig,
     "megatron_lm_config": MegatronLMConfig,
+    "parallelism_config": ParallelismSection,
 }
 """Section name in the file -> its dataclass."""
 

@@ -22,6 +22,7 @@ from ._engines import (
     DynamoConfig,
     FSDPConfig,
     MegatronLMConfig,
+    ParallelismSection,
     Section,
 )
 from ._tpu import add_tpu_launch_arguments
@@ -130,7 +131,9 @@ def _add_section(group: argparse._ArgumentGroup, cls: type[Section]) -> None:
     for f in dataclasses.fields(cls):
         kind = str(f.type).split("|")[0].strip()
         help_text = docs.get(f.name, "")
-        if kind == "bool":
+        if f.name in cls.switches:
+            _store_true(group, f.name, help_text)
+        elif kind == "bool":
             group.add_argument(
                 f"--{f.name}",
                 nargs="?",
@@ -261,6 +264,8 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     fsdp = parser.add_argument_group("FSDP")
     _store_true(fsdp, "use_fsdp", "Train with fully sharded data parallel.")
     _add_section(fsdp, FSDPConfig)
+    layout = parser.add_argument_group("Parallelism layout (ParallelismConfig)")
+    _add_section(layout, ParallelismSection)
     mlm = parser.add_argument_group("Megatron-LM")
     _store_true(mlm, "use_megatron_lm", "Train with Megatron-LM.")
     _add_section(mlm, MegatronLMConfig)

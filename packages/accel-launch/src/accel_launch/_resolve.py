@@ -344,6 +344,7 @@ def child_environment(config: LaunchConfig) -> dict[str, str]:
     if config.gpu_ids not in ("all", "", None) and not config.use_cpu:
         env["CUDA_VISIBLE_DEVICES"] = str(config.gpu_ids)
     env.update(config.dynamo_config.environment())
+    env.update(config.parallelism_config.environment())
     for section, engine in _SECTION_ENGINE.items():
         if config.distributed_type == engine:
             env[_ENGINE_VARIABLE[engine]] = "1"

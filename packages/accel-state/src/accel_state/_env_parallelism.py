@@ -15,9 +15,19 @@ SP_BACKENDS: Final = ("deepspeed",)
 CP_COMM_STRATEGIES: Final = ("allgather", "alltoall")
 """How context-parallel ranks exchange keys and values."""
 
-_USER = "the user (no launcher option yet)"
+_USER = "``accel launch`` ``--parallelism_config_*``"
 _CONFIG = "``ParallelismConfig`` (fields left at None)"
 _SP_CONFIG = "``DeepSpeedSequenceParallelConfig`` (fields left at None)"
+
+ACCEL_USE_PARALLELISM_CONFIG: Final = EnvironmentVariable(
+    "ACCEL_USE_PARALLELISM_CONFIG",
+    "bool",
+    fallbacks=("ACCELERATE_USE_PARALLELISM_CONFIG",),
+    written_by="``accel launch`` ``--use_parallelism_config`` / ``--parallelism_config_*``",
+    read_by="``Accelerator`` (no ``parallelism_config`` argument)",
+)
+"""Lay the processes out with a ``ParallelismConfig`` built from the
+``ACCEL_PARALLELISM_CONFIG_*`` variables."""
 
 ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE: Final = EnvironmentVariable(
     "ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE",

@@ -1,8 +1,8 @@
 """N-D parallelism settings: ``ParallelismConfig`` (data replicate x data shard x context x
-tensor) and ``TorchTensorParallelPlugin``.
+sequence x tensor) and ``TorchTensorParallelPlugin``.
 
 ``ParallelismConfig.build_device_mesh`` lays the processes out on a ``torch`` ``DeviceMesh``
-whose dimensions are named ``dp_replicate``, ``dp_shard``, ``cp`` and ``tp`` (outermost
+whose dimensions are named ``dp_replicate``, ``dp_shard``, ``cp``, ``sp`` and ``tp`` (outermost
 first; dimensions of size 1 are left out, except `dp_shard` next to `dp_replicate`).
 """
 
@@ -26,7 +26,7 @@ _SIZE_VARIABLES = {
     "sp_size": env.ACCEL_PARALLELISM_CONFIG_SP_SIZE,
 }
 _SP_ATTN_BUILTIN = ("flash_attention_2", "flash_attention_3", "sdpa")
-MESH_DIMS = ("dp_replicate", "dp_shard", "cp", "tp")
+MESH_DIMS = ("dp_replicate", "dp_shard", "cp", "sp", "tp")
 """Mesh dimension names, outermost (slowest-varying rank) first."""
 
 
@@ -166,11 +166,12 @@ class TorchTensorParallelPlugin(KwargsHandler):
 class ParallelismConfig:
     """How the processes are split between the kinds of parallelism.
 
-    The product of the four sizes must equal the number of processes. ``dp_replicate_size`` x
+    The product of the five sizes must equal the number of processes. ``dp_replicate_size`` x
     ``dp_shard_size`` > 1 with both above 1 is hybrid sharding (HSDP): each group of
     ``dp_shard_size`` processes shards the model, and the groups replicate it. Fields left at
     ``None`` take ``ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE`` (and the ``_DP_SHARD_SIZE``,
-    ``_TP_SIZE``, ``_CP_SIZE`` variables; or the reference's ``PARALLELISM_CONFIG_*``), else 1.
+    ``_TP_SIZE``, ``_CP_SIZE``, ``_SP_SIZE`` variables; or the reference's
+    ``PARALLELISM_CONFIG_*``), else 1.
     """
 
     dp_replicate_size: int | None = None
@@ -182,13 +183,15 @@ class ParallelismConfig:
     tp_size: int | None = None
     """Number of processes each layer is split over (tensor parallelism)."""
     cp_size: int | None = None
-    """Number of processes a sequence is split over (context parallelism; only 1 runs today)."""
+    """Number of processes a sequence is split over with torch context parallelism (ring
+    attention inside ``Accelerator.maybe_context_parallel``; the model is sharded over
+    ``dp_shard`` x ``cp`` with FSDP2)."""
     cp_backend: str | None = None
     """Implementation of context parallelism: ``"torch"``
     (``ACCEL_PARALLELISM_CONFIG_CP_BACKEND``)."""
     sp_size: int | None = None
-    """Number of processes a sequence is split over with DeepSpeed sequence parallelism (only 1
-    runs today)."""
+    """Number of processes a sequence is split over with DeepSpeed Ulysses sequence parallelism
+    (needs the DeepSpeed engine; above 1 is refused: accel does not run Ulysses yet)."""
     sp_backend: str | None = None
     """Implementation of sequence parallelism: ``"deepspeed"``
     (``ACCEL_PARALLELISM_CONFIG_SP_BACKEND``)."""
@@ -251,19 +254,46 @@ class ParallelismConfig:
         if self.sp_size > 1 and self.sp_handler is None:  # type: ignore[operator]
             self.sp_handler = DeepSpeedSequenceParallelConfig()
 
-    def check_supported(self) -> None:
-        """Refuse what accel cannot run yet: splitting sequences over processes.
+    def check_engine(self, deepspeed: bool) -> None:
+        """Check that the engine of the run can split sequences the way this layout asks.
+
+        Args:
+            deepspeed: Whether the run trains with the DeepSpeed engine.
 
         Raises:
-            NotImplementedError: for ``cp_size`` or ``sp_size`` above 1.
+            ValueError: ``sp_size`` above 1 without DeepSpeed (Ulysses runs inside DeepSpeed),
+                or ``cp_size`` / ``tp_size`` above 1 with DeepSpeed (they run on the torch
+                device mesh, with FSDP2).
+            NotImplementedError: ``sp_size`` above 1 with DeepSpeed: accel does not wire
+                DeepSpeed's Ulysses attention and loader adapter into its engine yet.
         """
-        for name, size in (("cp_size", self.cp_size), ("sp_size", self.sp_size)):
-            if size > 1:  # type: ignore[operator]
-                raise NotImplementedError(
-                    f"ParallelismConfig.{name}={size} splits every sequence over {size} "
-                    "processes, which this version of accel does not run (its engines have no "
-                    f"sequence-splitting attention). Use {name}=1."
-                )
+        if self.sp_size > 1 and not deepspeed:  # type: ignore[operator]
+            raise ValueError(
+                f"ParallelismConfig.sp_size={self.sp_size} with sp_backend="
+                f"{self.sp_backend!r} splits sequences with DeepSpeed Ulysses, which runs inside "
+                "the DeepSpeed engine; got no DeepSpeed plugin. Pass "
+                "Accelerator(deepspeed_plugin=DeepSpeedPlugin(...)) (or launch with "
+                "--use_deepspeed), or use cp_size for context parallelism with FSDP2."
+            )
+        if deepspeed and self.sp_size > 1:  # type: ignore[operator]
+            raise NotImplementedError(
+                f"ParallelismConfig.sp_size={self.sp_size} asks for DeepSpeed Ulysses sequence "
+                "parallelism, which this version of accel does not run (its DeepSpeed engine "
+                "does not install Ulysses attention or split batches along the sequence); got "
+                "it with a DeepSpeed plugin. Use sp_size=1, or cp_size with FSDP2 for context "
+                "parallelism."
+            )
+        if deepspeed:
+            for name in ("cp_size", "tp_size", "dp_shard_size", "dp_replicate_size"):
+                size = getattr(self, name)
+                auto = name == "dp_shard_size" and self._auto_shard
+                if size > 1 and not auto:
+                    raise ValueError(
+                        f"ParallelismConfig.{name}={size} lays processes out on the torch device "
+                        "mesh (FSDP2), which the DeepSpeed engine does not use; got it together "
+                        "with a DeepSpeed plugin. With DeepSpeed set only sp_size (the other "
+                        "processes are data-parallel), or drop the DeepSpeed plugin."
+                    )
 
     def to_env(self) -> dict[str, str]:
         """The ``ACCEL_PARALLELISM_CONFIG_*`` variables that rebuild this configuration
@@ -293,6 +323,7 @@ class ParallelismConfig:
             "dp_replicate": self.dp_replicate_size,  # type: ignore[dict-item]
             "dp_shard": self.dp_shard_size,  # type: ignore[dict-item]
             "cp": self.cp_size,  # type: ignore[dict-item]
+            "sp": self.sp_size,  # type: ignore[dict-item]
             "tp": self.tp_size,  # type: ignore[dict-item]
         }
 
@@ -344,9 +375,27 @@ class ParallelismConfig:
 
     @property
     def dp_dim_names(self) -> tuple[str, ...]:
-        """Mesh dimensions over which data is split (the FSDP / HSDP mesh)."""
+        """Mesh dimensions over which data is split (processes along them read different
+        batches)."""
         names = tuple(n for n in ("dp_replicate", "dp_shard") if n in self.mesh_dim_names)
         return names
+
+    @property
+    def non_dp_dim_names(self) -> tuple[str, ...]:
+        """Mesh dimensions whose processes read the same batch (``tp``, ``cp``, ``sp``)."""
+        return tuple(n for n in ("tp", "cp", "sp") if self.sizes[n] > 1)
+
+    @property
+    def dp_shard_cp_dim_names(self) -> tuple[str, ...]:
+        """Mesh dimensions FSDP shards the model over: ``dp_shard`` and ``cp`` (context-parallel
+        processes hold shards too, and their gradients are averaged with the data-parallel
+        ones)."""
+        return tuple(n for n in ("dp_shard", "cp") if n in self.mesh_dim_names)
+
+    @property
+    def dp_cp_dim_names(self) -> tuple[str, ...]:
+        """Mesh dimensions over which the loss (and so the gradients) is averaged."""
+        return tuple(n for n in ("dp_replicate", "dp_shard", "cp") if n in self.mesh_dim_names)
 
     def validate(self, num_processes: int) -> None:
         """Check that the layout fits ``num_processes`` processes.
@@ -359,7 +408,8 @@ class ParallelismConfig:
             self.dp_shard_size = num_processes // others
         if self.total_size != num_processes:
             raise ValueError(
-                "ParallelismConfig needs dp_replicate_size * dp_shard_size * cp_size * tp_size "
+                "ParallelismConfig needs dp_replicate_size * dp_shard_size * cp_size * sp_size * "
+                "tp_size "
                 f"to equal the number of processes ({num_processes}); got {self.sizes} "
                 f"(product {self.total_size}). Change the sizes or the process count."
             )
@@ -371,7 +421,7 @@ class ParallelismConfig:
         :meth:`build_device_mesh` lays them out, so no mesh is needed to know it.
 
         Args:
-            dim: ``"dp_replicate"``, ``"dp_shard"``, ``"cp"`` or ``"tp"``.
+            dim: ``"dp_replicate"``, ``"dp_shard"``, ``"cp"``, ``"sp"`` or ``"tp"``.
             process_index: Global rank of the process.
         """
         sizes = self.sizes

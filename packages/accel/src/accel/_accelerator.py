@@ -390,8 +390,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
 
     @property
     def context_parallel_rank(self) -> int:
-        """Index of this process within its context-parallel group (``cp`` coordinate; 0, as
-        accel refuses ``cp_size`` above 1)."""
+        """Index of this process within its context-parallel group (``cp`` coordinate)."""
         return self._mesh_rank("cp", "context_parallel_rank")
 
     @property

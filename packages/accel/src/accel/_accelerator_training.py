@@ -57,16 +57,34 @@ class TrainingMixin:
         buffer_seq_dims: list[int] | None = None,
         no_restore_buffers: set[torch.Tensor] | None = None,
     ) -> Iterator[None]:
-        """Context that shards ``buffers`` along their sequence dimension under context
-        parallelism. This version has no context parallelism (``cp_size`` above 1 is refused
-        when the Accelerator is built), so the buffers stay whole and the context does nothing."""
-        if buffers is not None and buffer_seq_dims is not None:
-            if len(buffers) != len(buffer_seq_dims):
-                raise ValueError(
-                    "maybe_context_parallel takes one sequence dimension per buffer; got "
-                    f"{len(buffers)} buffers and {len(buffer_seq_dims)} dimensions."
-                )
-        yield
+        """Context of one training step under context parallelism (``cp_size`` > 1).
+
+        Inside it, each tensor of ``buffers`` holds only this process's part of its sequence
+        dimension (changed in place; head-and-tail balanced when the length is a multiple of
+        2 * ``cp_size``), and ``F.scaled_dot_product_attention`` runs as ring attention over
+        the context-parallel processes (causal, without a mask). On exit the buffers get their
+        whole contents back, except those in ``no_restore_buffers``. Without context
+        parallelism the context does nothing. Enter it anew for every step.
+
+        Args:
+            buffers: Tensors with a sequence dimension: inputs, labels (shifted before the
+                split), position ids ...
+            buffer_seq_dims: The sequence dimension of each buffer.
+            no_restore_buffers: Buffers (a subset of ``buffers``) left split on exit.
+
+        Raises:
+            ValueError: when the buffers and dimensions do not pair up, or a sequence length
+                is not a multiple of ``cp_size``.
+        """
+        from ._engines._context_parallel import check_buffers
+
+        config = self.parallelism_config
+        cp_size = int(config.cp_size) if config is not None else 1
+        check_buffers(buffers, buffer_seq_dims, no_restore_buffers, cp_size)
+        with self.engine.context_parallel(
+            list(buffers or []), list(buffer_seq_dims or []), no_restore_buffers
+        ):
+            yield
 
     def _do_sync(self: Accelerator) -> None:
         """Decide whether this step ends an accumulation cycle."""

@@ -41,8 +41,10 @@ def engine_for(accelerator: Accelerator) -> Engine:
     if (
         getattr(accelerator.state, "parallelism_config", None) is not None
         and accelerator.num_processes > 1
+        and kind != DistributedType.DEEPSPEED
     ):
-        # Tensor parallelism (alone or with data parallelism) runs on the device mesh.
+        # Tensor and context parallelism (alone or with data parallelism) run on the device
+        # mesh; DeepSpeed's sequence parallelism builds its own groups.
         cls = FSDPEngine
     if cls is None:
         raise NotImplementedError(

@@ -61,6 +61,16 @@ class Engine:
         """Context in which backward passes do not synchronise gradients."""
         return contextlib.nullcontext()
 
+    def context_parallel(
+        self,
+        buffers: list[torch.Tensor],
+        buffer_seq_dims: list[int],
+        no_restore_buffers: set[torch.Tensor] | None,
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Context that splits ``buffers`` along their sequence dimension between the
+        context-parallel processes; nothing to split here (no ``cp`` mesh dimension)."""
+        return contextlib.nullcontext()
+
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Run the backward pass of ``loss`` (already scaled for accumulation)."""
         scaler = self.accelerator.scaler

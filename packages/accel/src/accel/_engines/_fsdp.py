@@ -21,6 +21,7 @@ from accel_state import (
 )
 from accel_state import environment_variables as env
 
+from . import _context_parallel as cp
 from . import _fsdp_build as build
 from . import _fsdp_io as io
 from ._base import Engine
@@ -40,7 +41,8 @@ def resolve_parallel_plugins(
     deepspeed_given: bool,
 ) -> tuple[FullyShardedDataParallelPlugin | None, ParallelismConfig | None]:
     """Check the FSDP / tensor-parallel arguments of ``Accelerator`` and fill them from the
-    launcher's environment (``ACCEL_USE_FSDP=1`` builds a plugin from ``ACCEL_FSDP_*``).
+    launcher's environment (``ACCEL_USE_FSDP=1`` builds a plugin from ``ACCEL_FSDP_*``,
+    ``ACCEL_USE_PARALLELISM_CONFIG=1`` a layout from ``ACCEL_PARALLELISM_CONFIG_*``).
 
     Returns:
         The FSDP plugin (or None) and the parallelism layout (or None; a tensor-parallel
@@ -68,6 +70,8 @@ def resolve_parallel_plugins(
             )
     if use_fsdp and fsdp_plugin is None:
         fsdp_plugin = FullyShardedDataParallelPlugin()
+    if parallelism_config is None and env.read_env(env.ACCEL_USE_PARALLELISM_CONFIG, False):
+        parallelism_config = ParallelismConfig()  # sizes from ACCEL_PARALLELISM_CONFIG_*
     if torch_tp_plugin is not None:
         if parallelism_config is None:
             parallelism_config = ParallelismConfig(
@@ -82,7 +86,7 @@ def resolve_parallel_plugins(
         else:
             parallelism_config.tp_handler = torch_tp_plugin
     if parallelism_config is not None:
-        parallelism_config.check_supported()
+        parallelism_config.check_engine(deepspeed=deepspeed_given)
     return fsdp_plugin, parallelism_config
 
 
@@ -102,7 +106,8 @@ def shards_data(
     if num_processes < 2:
         return False
     return fsdp_plugin is not None or bool(
-        parallelism_config is not None and parallelism_config.dp_dim_names
+        parallelism_config is not None
+        and (parallelism_config.dp_dim_names or parallelism_config.cp_enabled)
     )
 
 
@@ -122,10 +127,10 @@ class FSDPEngine(Engine):
         )
         self.config: ParallelismConfig | None = getattr(state, "parallelism_config", None)
         self.version = self.plugin.fsdp_version
-        if self.config is not None and self.config.cp_enabled:
-            raise NotImplementedError(
-                "context parallelism (parallelism_config.cp_size > 1) is not supported by this "
-                f"version of accel; got cp_size={self.config.cp_size}. Use cp_size=1."
+        if self.version == 1 and self.config is not None and self.config.cp_enabled:
+            raise ValueError(
+                "context parallelism composes with FSDP2 (fully_shard) only; got cp_size="
+                f"{self.config.cp_size} with fsdp_version=1. Use fsdp_version=2."
             )
         if self.version == 1 and self.config is not None and self.config.tp_enabled:
             raise ValueError(
@@ -153,12 +158,26 @@ class FSDPEngine(Engine):
 
     def data_parallel_rank(self) -> tuple[int, int]:
         """Processes of one tensor-parallel group read the same batches."""
-        if self.config is None or not self.config.tp_enabled:
+        if self.config is None or not (self.config.tp_enabled or self.config.cp_enabled):
             return super().data_parallel_rank()
         data_mesh = build.dp_mesh(self.mesh)
         if data_mesh is None:
             return 1, 0
         return data_mesh.size(), _flat_rank(data_mesh)
+
+    def context_parallel(
+        self,
+        buffers: list[torch.Tensor],
+        buffer_seq_dims: list[int],
+        no_restore_buffers: set[torch.Tensor] | None,
+    ) -> contextlib.AbstractContextManager[Any]:
+        """Ring attention over the ``cp`` mesh dimension (see ``_context_parallel``)."""
+        if self.config is None or not self.config.cp_enabled:
+            return super().context_parallel(buffers, buffer_seq_dims, no_restore_buffers)
+        strategy = str(getattr(self.config.cp_handler, "cp_comm_strategy", "allgather"))
+        return cp.context_parallel_scope(
+            self.mesh["cp"], strategy, buffers, buffer_seq_dims, no_restore_buffers
+        )
 
     # ----------------------------------------------------------------------- wrapping
     def place_model(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -211,7 +230,9 @@ class FSDPEngine(Engine):
                 build.checkpoint_forward(
                     unit, offload=bool(plugin.activation_checkpointing_offload)
                 )
-        data_mesh = build.dp_mesh(mesh)
+        if self.config is not None and self.config.cp_enabled:
+            cp.drop_attention_masks(model)
+        data_mesh = build.shard_mesh(mesh)
         if data_mesh is not None:
             kwargs: dict[str, Any] = {
                 "mesh": data_mesh,

@@ -45,6 +45,21 @@ def build_mesh(
     return mesh
 
 
+def shard_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
+    """The mesh ``fully_shard`` shards over: the data-parallel dimensions, with ``cp`` joined
+    to ``dp_shard`` (context-parallel processes hold shards of the model, and their gradients
+    are averaged with the data-parallel ones); None without such dimensions."""
+    names = mesh.mesh_dim_names or ()
+    if "cp" not in names:
+        return dp_mesh(mesh)
+    joint = tuple(n for n in ("dp_shard", "cp") if n in names)
+    shard_name = "cp"
+    if len(joint) > 1:
+        mesh[joint]._flatten("dp_shard_cp")
+        shard_name = "dp_shard_cp"
+    return mesh[("dp_replicate", shard_name)] if "dp_replicate" in names else mesh[shard_name]
+
+
 def dp_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
     """The data-parallel part of ``mesh``: 1-D ``dp_shard`` (FSDP) or 2-D ``dp_replicate`` x
     ``dp_shard`` (HSDP; a shard size of 1 is plain replication); None when no dimension of
