@@ -79,7 +79,7 @@ class TrainingMixin:
         from ._engines._context_parallel import check_buffers
 
         config = self.parallelism_config
-        cp_size = int(config.cp_size) if config is not None else 1
+        cp_size = int(config.cp_size or 1) if config is not None else 1
         check_buffers(buffers, buffer_seq_dims, no_restore_buffers, cp_size)
         with self.engine.context_parallel(
             list(buffers or []), list(buffer_seq_dims or []), no_restore_buffers
