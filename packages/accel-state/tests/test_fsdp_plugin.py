@@ -172,7 +172,7 @@ def test_plugin_errors_state_rule_value_and_fix(kwargs, words):
 def test_parallelism_config_layout():
     config = ParallelismConfig(tp_size=2)
     config.validate(4)  # dp_shard takes what the others leave
-    assert config.sizes == {"dp_replicate": 1, "dp_shard": 2, "cp": 1, "tp": 2}
+    assert config.sizes == {"dp_replicate": 1, "dp_shard": 2, "cp": 1, "sp": 1, "tp": 2}
     assert config.mesh_dim_names == ("dp_shard", "tp") and config.dp_dim_names == ("dp_shard",)
     hsdp = ParallelismConfig(dp_replicate_size=2, dp_shard_size=1)
     assert hsdp.mesh_dim_names == ("dp_replicate", "dp_shard")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import environment_variables as env
@@ -100,8 +100,8 @@ class ProjectConfiguration:
     """Index of the next automatic checkpoint."""
     save_on_each_node: bool = False
     """Write shared files once per machine instead of once per job (no shared filesystem)."""
-    async_save: bool = False
-    """``save_state`` copies the states to host memory and writes the files on a background
+    async_save: bool = field(default=False, kw_only=True)
+    """(Keyword only.) ``save_state`` copies the states to host memory and writes the files on a background
     thread while training goes on (an accel extension; ``save_state(async_save=...)`` decides
     per call)."""
 
