@@ -97,6 +97,11 @@ def resolve_megatron_plugin(plugin: Any, other_engine: bool) -> MegatronLMPlugin
         asked = f"{env.ACCEL_USE_MEGATRON_LM}=1 in the environment"
     else:
         return None
+    if plugin is not None and not isinstance(plugin, MegatronLMPlugin):
+        raise TypeError(
+            f"megatron_lm_plugin must be a MegatronLMPlugin; got {type(plugin).__name__}. Build "
+            "one with accel.utils.MegatronLMPlugin(...)."
+        )
     message = unsupported_distributed_type("MEGATRON_LM", asked)
     if message is not None:
         raise NotImplementedError(message)
@@ -105,14 +110,7 @@ def resolve_megatron_plugin(plugin: Any, other_engine: bool) -> MegatronLMPlugin
             "Megatron-LM, DeepSpeed and FSDP each own the model and cannot be combined; got a "
             f"Megatron-LM plugin ({asked}) and a DeepSpeed or FSDP plugin. Pass only one."
         )
-    if plugin is None:
-        plugin = MegatronLMPlugin()
-    if not isinstance(plugin, MegatronLMPlugin):
-        raise TypeError(
-            f"megatron_lm_plugin must be a MegatronLMPlugin; got {type(plugin).__name__}. Build "
-            "one with accel.utils.MegatronLMPlugin(...)."
-        )
-    return plugin
+    return plugin if plugin is not None else MegatronLMPlugin()
 
 
 def check_plugin(plugin: MegatronLMPlugin) -> None:
