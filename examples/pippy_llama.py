@@ -99,6 +99,8 @@ def main() -> None:
         if os.path.exists(reference):
             diff = (logits - load_file(reference)["logits"]).abs().max().item()
             print(f"max abs difference with the unsplit model: {diff:.2e}")
+    # The last process reads the reference file above: remove the folder only after it did.
+    state.wait_for_everyone()
     if args.checkpoint is None and state.is_main_process:
         shutil.rmtree(checkpoint, ignore_errors=True)
 
