@@ -57,3 +57,15 @@ def test_twenty_runs_exit_cleanly():
             if proc.returncode != 0 or f"done {rank}" not in out:
                 failures.append((run, rank, proc.returncode, err[-500:]))
     assert not failures, f"{len(failures)} failed exits out of {2 * RUNS}: {failures[:3]}"
+
+
+@pytest.mark.multiprocess
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread names from /proc")
+def test_teardown_frees_a_group_captured_by_torch_defaults():
+    from accel_state.testing import run_distributed
+
+    script = Path(__file__).parent / "scripts" / "captured_group_script.py"
+    run = run_distributed(script, num_processes=2, timeout=180)
+    for rank in (0, 1):
+        assert f"RANK {rank} THREADS BEFORE ['gloo" in run.stdout, run.stdout
+        assert f"RANK {rank} THREADS AFTER []" in run.stdout, run.stdout

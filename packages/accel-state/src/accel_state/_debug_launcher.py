@@ -22,6 +22,8 @@ class _DebugWorker:
     def __call__(self, index: int, *args: Any) -> None:
         import torch.distributed as dist
 
+        from ._teardown import destroy_default_group
+
         os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(index)
         # A forked process inherits the parent's state objects: start from none.
         AcceleratorState._reset_state(reset_partial_state=True)
@@ -30,7 +32,7 @@ class _DebugWorker:
             self.function(*args)
         finally:
             if dist.is_initialized():
-                dist.destroy_process_group()
+                destroy_default_group()
 
 
 def debug_launcher(

@@ -4,6 +4,13 @@ gloo's worker threads can abort the interpreter (``terminate called without an a
 exception``) when a process exits while they are still alive. Tearing the group down in order
 (a barrier so no peer is mid-collective, then ``destroy_process_group``) before the interpreter
 finalises avoids it.
+
+Destroying the group only joins those threads when nothing else keeps the group object alive.
+Some torch modules capture it at import: functions of ``torch.distributed.nn.functional``
+(and a few others) take ``group=group.WORLD`` as a default argument, which is evaluated when the
+module is first imported, so a module imported after ``init_process_group`` (pipelining imports
+it) holds the default group in its defaults for ever. Those defaults are reset to ``None``
+(which every such function reads as the default group) before the group is destroyed.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import atexit
 import datetime
 import sys
 import threading
+import types
+from typing import Any
 
 import torch.distributed as dist
 
@@ -27,6 +36,47 @@ def _note_crash(exc_type, exc, tb):  # type: ignore[no-untyped-def]
     global _crashed
     _crashed = True
     _previous_excepthook(exc_type, exc, tb)
+
+
+def _defaults_without(defaults: Any, group: object) -> Any:
+    if isinstance(defaults, tuple) and any(value is group for value in defaults):
+        return tuple(None if value is group else value for value in defaults)
+    if isinstance(defaults, dict) and any(value is group for value in defaults.values()):
+        return {key: None if value is group else value for key, value in defaults.items()}
+    return None
+
+
+def _release_captured_defaults(group: object) -> int:
+    """Replaces ``group`` by ``None`` in the default arguments of torch.distributed's functions.
+
+    Returns:
+        How many functions held it.
+    """
+    released = 0
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("torch.distributed") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            candidates = vars(value).values() if isinstance(value, type) else (value,)
+            for function in candidates:
+                function = getattr(function, "__func__", function)
+                if not isinstance(function, types.FunctionType):
+                    continue
+                defaults = _defaults_without(function.__defaults__, group)
+                if defaults is not None:
+                    function.__defaults__ = defaults
+                    released += 1
+                kwdefaults = _defaults_without(function.__kwdefaults__, group)
+                if kwdefaults is not None:
+                    function.__kwdefaults__ = kwdefaults
+                    released += 1
+    return released
+
+
+def destroy_default_group() -> None:
+    """Destroys the default group (and every other) after releasing torch's captured defaults."""
+    _release_captured_defaults(dist.group.WORLD)
+    dist.destroy_process_group()
 
 
 def teardown_process_group(barrier_timeout: float | None = None) -> None:
@@ -52,7 +102,7 @@ def teardown_process_group(barrier_timeout: float | None = None) -> None:
         pass
     finally:
         try:
-            dist.destroy_process_group()
+            destroy_default_group()
         except Exception:
             pass
 
