@@ -28,6 +28,9 @@ TPU_FIELDS: dict[str, Any] = {
 }
 """Each TPU setting and its "not set" value (the config model's default)."""
 
+ANY_RUN = ("tpu_name", "tpu_zone", "commands", "command_file")
+"""Settings ``accel tpu-config`` reads whatever the run's distributed type."""
+
 XLA_PRECISIONS = ("no", "bf16")
 """Mixed precision values an XLA run takes (bf16 through torch_xla's variables)."""
 
@@ -46,7 +49,7 @@ def check_tpu_settings(config: Any) -> None:
     if distributed != "XLA":
         for name, off in TPU_FIELDS.items():
             value = getattr(config, name)
-            if value != off and name not in ("tpu_name", "tpu_zone", "commands", "command_file"):
+            if value != off and name not in ANY_RUN:
                 raise ConfigError(
                     f"{name} applies to TPU / XLA runs only; got {name}={value!r} with "
                     f"distributed_type {distributed}. Set distributed_type: XLA (or pass --tpu), "
@@ -126,6 +129,7 @@ def xla_precision_environment(mixed_precision: str, downcast_bf16: bool) -> dict
 
 
 __all__ = [
+    "ANY_RUN",
     "TPU_FIELDS",
     "XLA_PRECISIONS",
     "check_pod",
