@@ -26,9 +26,8 @@ from accel_launch import convert_to_fsdp2, resolve  # noqa: E402
 from accel_launch.cli import build_parser, main, parse_args  # noqa: E402
 
 OTHER_FAMILIES = ("megatron",)
-OTHER_OPTIONS = ("downcast_bf16",)
-"""Reference options of families handled by another change (Megatron-LM; downcast_bf16 is
-refused: XLA_DOWNCAST_BF16 through --env)."""
+OTHER_OPTIONS: tuple[str, ...] = ()
+"""Reference options of families handled by another change (the Megatron-LM family)."""
 
 SAMPLES = {
     "rdzv_backend": "c10d",

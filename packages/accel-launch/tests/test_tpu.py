@@ -37,7 +37,7 @@ def test_tpu_config_prints_the_gcloud_command(capsys, tmp_path) -> None:
         "all",
     ]
     # Flags win over the file; --use_alpha and repeated --command.
-    argv = ["tpu-config", "--tpu_name", "pod-b", "--tpu_zone", "z", "--use_alpha"]
+    argv = ["tpu-config", "--tpu_name", "pod-b", "--tpu_zone", "us-east1-d", "--use_alpha"]
     assert main([*argv, "--command", "echo", "hi", "--command", "pwd", "--debug"]) == 0
     got = _gcloud_line(capsys.readouterr().out)
     assert got[:3] == ["gcloud", "alpha", "compute"] and got[6] == "pod-b"
@@ -48,20 +48,20 @@ def test_tpu_config_refuses_what_it_cannot_run(capsys) -> None:
     assert main(["tpu-config", "--tpu_name", "p", "--command", "ls", "--debug"]) == 2
     err = capsys.readouterr().err
     assert "needs the zone of the pod; got none" in err and "--tpu_zone" in err
-    assert main(["tpu-config", "--tpu_name", "p", "--tpu_zone", "z", "--debug"]) == 2
+    assert main(["tpu-config", "--tpu_name", "p", "--tpu_zone", "us-east1-d", "--debug"]) == 2
     assert "got neither --command nor --command_file" in capsys.readouterr().err
-    argv = ["tpu-config", "--tpu_name", "p", "--tpu_zone", "z", "--command", "ls"]
+    argv = ["tpu-config", "--tpu_name", "p", "--tpu_zone", "us-east1-d", "--command", "ls"]
     assert main([*argv, "--install_accel", "--accel_version", "dev", "--debug"]) == 2
     assert "got 'dev'" in capsys.readouterr().err
 
 
 def test_launch_tpu_cluster_prints_the_pod_command(capsys, tmp_path) -> None:
-    argv = ["launch", "--tpu_cluster", "--tpu_name", "pod", "--tpu_zone", "eu-4a"]
+    argv = ["launch", "--tpu_cluster", "--tpu_name", "pod", "--tpu_zone", "europe-west4-a"]
     argv += ["--tpu_use_sudo", "--vm", "0", "--vm", "2", "--env", "XLA_USE_BF16=1"]
     argv += ["--main_training_function", "train", "--num_processes", "8", "--explain"]
     assert main([*argv, "train.py", "--lr", "0.1"]) == 0
     got = _gcloud_line(capsys.readouterr().out)
-    assert got[:9] == "gcloud compute tpus tpu-vm ssh pod --zone eu-4a --command".split()
+    assert got[:9] == "gcloud compute tpus tpu-vm ssh pod --zone europe-west4-a --command".split()
     assert got[-2:] == ["--worker", "0,2"]
     assert got[9] == (
         "export XLA_USE_BF16=1; sudo accel launch --tpu "
@@ -69,9 +69,18 @@ def test_launch_tpu_cluster_prints_the_pod_command(capsys, tmp_path) -> None:
     )
     assert main(["launch", "--tpu_cluster", "--tpu_name", "p", "--explain", "t.py"]) == 2
     assert "got tpu_name='p', tpu_zone=None" in capsys.readouterr().err
-    bad = ["launch", "--tpu_cluster", "--tpu_name", "p", "--tpu_zone", "z", "--env", "1X=2"]
+    bad = [
+        "launch",
+        "--tpu_cluster",
+        "--tpu_name",
+        "p",
+        "--tpu_zone",
+        "us-east1-d",
+        "--env",
+        "1X=2",
+    ]
     assert main([*bad, "--explain", "t.py"]) == 2
-    assert "--env takes KEY=VALUE" in capsys.readouterr().err
+    assert "tpu_env (--env) items are KEY=VALUE" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not NO_XLA, reason="torch_xla is installed: tests/xla runs --tpu")

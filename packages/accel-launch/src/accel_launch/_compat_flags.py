@@ -120,7 +120,7 @@ def check_refused(args: argparse.Namespace) -> None:
             continue
         if isinstance(value, str) and value.strip().lower() in ("false", "0", "no", "off"):
             continue
-        shown = "" if value is True else f" {value}"
+        shown = "" if value is True else f" {value!r}"  # repr: a control character stays visible
         raise ConfigError(
             f"--{name} is not supported by accel launch: {REFUSED[_family(name)]} "
             f"Got --{name}{shown}."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from ._engines import (
 )
 from ._errors import ConfigError
 from ._migrate import CONFIG_VERSION, IGNORED_KEYS, migrate
+from ._tpu_settings import check_tpu_settings
 
 
 def default_config_dir() -> Path:
@@ -94,10 +96,27 @@ class LaunchConfig:
     """Megatron-LM options, used when ``distributed_type`` is ``MEGATRON_LM``."""
     parallelism_config: ParallelismSection = field(default_factory=ParallelismSection)
     """``ParallelismConfig`` sizes and backends sent to the processes (any engine)."""
-    downcast_bf16: str = "no"
-    """TPU only: downcast bf16 tensors."""
+    downcast_bf16: bool = False
+    """XLA with bf16 mixed precision: cast float32 to bf16 and float64 to float32
+    (``XLA_DOWNCAST_BF16``) instead of every float to bf16 (``XLA_USE_BF16``)."""
+    main_training_function: str = "main"
+    """XLA: the function of the script that each process runs."""
     tpu_use_cluster: bool = False
-    """TPU only: use a TPU pod."""
+    """XLA: launch on every VM of a TPU pod through ``gcloud`` (``--tpu_cluster``)."""
+    tpu_name: str | None = None
+    """The TPU pod's name (``accel launch --tpu_cluster``, ``accel tpu-config``)."""
+    tpu_zone: str | None = None
+    """The TPU pod's Google Cloud zone, e.g. ``us-central2-b``."""
+    tpu_use_sudo: bool = False
+    """Pod launch: run ``accel launch`` with ``sudo`` on each VM."""
+    tpu_vm: list[str] | None = None
+    """Pod launch: the workers to launch on (default: all)."""
+    tpu_env: list[str] | None = None
+    """XLA: ``KEY=VALUE`` variables set for the processes (exported on each VM of a pod)."""
+    command_file: str | None = None
+    """``accel tpu-config``: a file of commands, one per line, run on each VM."""
+    commands: list[str] | None = None
+    """``accel tpu-config``: commands run on each VM."""
 
     def validate(self) -> LaunchConfig:
         """Check every value; raise :class:`ConfigError` naming the field, the value and the fix."""
@@ -135,13 +154,7 @@ class LaunchConfig:
                 f"a run on num_machines={self.num_machines} needs main_process_ip; got None. "
                 "Pass --main_process_ip <address of machine 0>."
             )
-        for name, off in (("downcast_bf16", "no"), ("tpu_use_cluster", False)):
-            if str(getattr(self, name)).strip().lower() not in ("no", "0", "false", "off", "none"):
-                raise ConfigError(
-                    f"{name} in a config file is not read by this version of accel; got "
-                    f"{name}={getattr(self, name)!r}. Drop it (or set it to {off!r}); for TPUs "
-                    "pass --tpu_cluster, or --env XLA_DOWNCAST_BF16=1, to accel launch."
-                )
+        check_tpu_settings(self)
         for name, low in (("max_restarts", 0), ("num_cpu_threads_per_process", 1)):
             value = getattr(self, name)
             if value is not None and value < low:
@@ -200,6 +213,35 @@ class LaunchConfig:
         tmp.write_text(text)
         os.replace(tmp, target)
         return target
+
+
+def check_layout(config: LaunchConfig) -> None:
+    """The sizes of a ``parallelism_config`` section fit the run's processes: their product is
+    ``num_processes``, or divides it when ``dp_shard_size`` is left to take the rest.
+
+    Raises:
+        ConfigError: naming the sizes, their product and the fix.
+    """
+    layout = config.parallelism_config
+    sizes = {
+        name: getattr(layout, f"parallelism_config_{name}_size")
+        for name in ("dp_replicate", "dp_shard", "tp", "cp", "sp")
+    }
+    given = {name: size for name, size in sizes.items() if size is not None}
+    if not given:
+        return
+    product = math.prod(given.values())
+    processes = config.num_processes
+    auto_shard = sizes["dp_shard"] is None
+    if product == processes or (auto_shard and processes % product == 0):
+        return
+    shown = " x ".join(f"{name} {size}" for name, size in given.items())
+    rest = "divide" if auto_shard else "equal"
+    raise ConfigError(
+        f"the parallelism_config sizes must {rest} the number of processes "
+        f"(num_processes={processes}); got {shown} = {product}. Change the sizes so that they "
+        f"multiply to {processes}, or set num_processes to {product}."
+    )
 
 
 FIELD_NAMES = [f.name for f in dataclasses.fields(LaunchConfig)]

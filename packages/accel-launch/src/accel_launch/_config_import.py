@@ -19,10 +19,6 @@ from ._migrate import IGNORED_KEYS, migrate
 
 __all__ = ["import_config", "reference_config_file", "reference_config_notice"]
 
-_HARMLESS = frozenset({"main_training_function"})
-"""Reference keys that may hold any value: the notebook launcher's function name means nothing
-to a script launched by ``accel launch``."""
-
 
 def reference_config_file() -> Path:
     """Where the reference library keeps its default config file, honouring ``HF_HOME`` and
@@ -61,9 +57,7 @@ def _is_off(value: Any) -> bool:
 def _refuse_set_reference_only_keys(data: dict[str, Any], source: str) -> None:
     """Refuse reference-only settings that hold a value: importing them would drop them."""
     set_keys = {
-        key: value
-        for key, value in data.items()
-        if key in IGNORED_KEYS and key not in _HARMLESS and not _is_off(value)
+        key: value for key, value in data.items() if key in IGNORED_KEYS and not _is_off(value)
     }
     if set_keys:
         shown = ", ".join(f"{key}={value!r}" for key, value in sorted(set_keys.items()))

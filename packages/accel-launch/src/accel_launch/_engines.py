@@ -81,6 +81,8 @@ def coerce(value: Any, annotation: str, name: str) -> Any:
             return int(value)
         except (TypeError, ValueError, OverflowError):
             raise SectionError(f"{name} must be an integer; got {value!r}. Write e.g. 2.") from None
+    if kind.startswith("list"):
+        return _text_list(value, name)
     if kind == "float":
         try:
             number = float(value)
@@ -97,6 +99,19 @@ def coerce(value: Any, annotation: str, name: str) -> Any:
             f"{value!r}. Write `{name.rsplit('.', 1)[-1]}: value` on one line."
         )
     return str(value)
+
+
+def _text_list(value: Any, name: str) -> list[str] | None:
+    """A list of texts (numbers become text); empty items are dropped, an empty list is None."""
+    if not isinstance(value, (list, tuple)) or any(
+        isinstance(item, (dict, list, tuple)) or item is None for item in value
+    ):
+        raise SectionError(
+            f"{name} must be a list of texts; got {type(value).__name__} {value!r}. Write "
+            f"`{name.rsplit('.', 1)[-1]}: [first, second]` (or one `- item` line per item)."
+        )
+    items = [str(item).strip() for item in value if str(item).strip()]
+    return items or None
 
 
 def check_norm(value: float | None, name: str) -> None:

@@ -257,7 +257,11 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     prec = parser.add_argument_group("Precision and compilation")
     prec.add_argument("--mixed_precision", default=None, help="no, fp16, bf16 or fp8.")
     _add_section(prec, DynamoConfig)
-    _store_true(prec, "downcast_bf16", "TPU only (refused: pass --env XLA_DOWNCAST_BF16=1).")
+    _store_true(
+        prec,
+        "downcast_bf16",
+        "XLA with bf16: float32 to bf16, float64 to float32 (XLA_DOWNCAST_BF16).",
+    )
     ds = parser.add_argument_group("DeepSpeed")
     _store_true(ds, "use_deepspeed", "Train with DeepSpeed.")
     _add_section(ds, DeepSpeedConfig)

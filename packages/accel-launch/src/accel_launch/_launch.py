@@ -24,7 +24,7 @@ from ._flags import add_launch_arguments, normalize_argv
 from ._processes import check_target, run_child, run_torchrun
 from ._resolve import LaunchPlan, check_port_free, child_environment, free_port, resolve
 from ._sagemaker import launch_on_sagemaker, sagemaker_config_path
-from ._tpu import launch_tpu, wants_tpu
+from ._tpu import launch_tpu
 
 __all__ = ["Command", "add_launch_arguments", "build_command", "launch", "normalize_argv"]
 
@@ -184,10 +184,10 @@ def launch(args: argparse.Namespace) -> int:
     sagemaker = sagemaker_config_path(args)
     if sagemaker is not None:  # the job runs on SageMaker instances, not here
         return launch_on_sagemaker(sagemaker, args)
-    if wants_tpu(args):  # XLA devices (torch_xla's spawn) or a TPU pod (gcloud)
-        return launch_tpu(args)
     check_refused(args)
     plan = resolve(args)
+    if plan.config.distributed_type == "XLA":  # torch_xla's spawn here, or gcloud on a pod
+        return launch_tpu(plan, args)
     if args.explain:
         print(plan.explain())
         if args.training_script:

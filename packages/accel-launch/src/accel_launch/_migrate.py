@@ -19,14 +19,7 @@ CONFIG_VERSION = 2
 
 IGNORED_KEYS = frozenset(
     {
-        "main_training_function",
         "enable_cpu_affinity",
-        "tpu_env",
-        "tpu_name",
-        "tpu_zone",
-        "tpu_use_sudo",
-        "commands",
-        "command_file",
         "ipex_config",
         "mpirun_ccl",
     }

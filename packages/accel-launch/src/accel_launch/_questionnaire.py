@@ -21,8 +21,8 @@ from ._engines import (
 from ._prompts import Prompter, number, whole
 from ._sagemaker import SageMakerConfig
 
-MACHINE_TYPES = ("No distributed training", "multi-CPU", "multi-GPU", "Amazon SageMaker")
-"""What the questionnaire offers: what this version runs (no TPU)."""
+MACHINE_TYPES = ("No distributed training", "multi-CPU", "multi-GPU", "Amazon SageMaker", "TPU")
+"""What the questionnaire offers: what this version runs."""
 DYNAMO_BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs", "onnxrt", "tvm", "ipex")
 DYNAMO_MODES = ("default", "reduce-overhead", "max-autotune")
 PRECISIONS = ("no", "fp16", "bf16", "fp8")
@@ -74,6 +74,10 @@ def run_questionnaire(
         from ._questionnaire_sagemaker import ask_sagemaker
 
         return ask_sagemaker(ask, _ask_dynamo)
+    if kind == "TPU":
+        from ._questionnaire_tpu import ask_tpu
+
+        return ask_tpu(ask)
     distributed = kind != "No distributed training"
     config.distributed_type = {
         "No distributed training": "NO",
@@ -115,6 +119,10 @@ def run_questionnaire(
                 else f"the total must be a positive multiple of the {machines} machine(s), got {n}"
             ),
         )
+    if config.distributed_type == "FSDP" and config.fsdp_config.fsdp_version == 2:
+        from ._questionnaire_parallelism import ask_parallelism
+
+        config.parallelism_config = ask_parallelism(ask, config.num_processes)
     if gpus and not config.use_cpu:
         config.gpu_ids = ask.ask(
             "Which GPUs (ids, comma-separated) should be used on this machine?", "all"

@@ -18,13 +18,27 @@ from accel_state import environment_variables as contract
 from accel_state import unsupported_distributed_type
 
 from ._cluster import SlurmBatch, SlurmStep, detect_slurm, detect_slurm_batch
-from ._config import LaunchConfig, default_config_file, load_config_file, read_raw
+from ._config import (
+    LaunchConfig,
+    check_layout,
+    default_config_file,
+    load_config_file,
+    read_raw,
+)
 from ._engines import SECTIONS, section_flags
 from ._errors import ConfigError
 from ._migrate import migrate
+from ._tpu_settings import TPU_FIELDS
 
 # Flags whose names are not the config field they set.
-_FLAG_TO_FIELD = {"cpu": "use_cpu"}
+_FLAG_TO_FIELD = {
+    "cpu": "use_cpu",
+    "tpu_cluster": "tpu_use_cluster",
+    "vm": "tpu_vm",
+    "env": "tpu_env",
+}
+_XLA_FLAGS = ("tpu", "tpu_cluster")
+"""Flags that make the run an XLA one (``--tpu_cluster`` launches on a pod)."""
 _NOT_SETTINGS = {
     "config_file",
     "training_script",
@@ -71,7 +85,10 @@ class LaunchPlan:
     def rows(self) -> list[tuple[str, str, str]]:
         """(setting, value, source) for every top-level setting and every set section key."""
         rows = []
+        xla = self.config.distributed_type == "XLA"
         for name, value in self.config.to_dict().items():
+            if name in TPU_FIELDS and not xla and self.sources.get(name, "default") == "default":
+                continue  # TPU settings only clutter the table of another run
             if name in SECTIONS:
                 for key, sub in value.items():
                     rows.append(
@@ -145,10 +162,19 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         if batch is not None:
             _apply_slurm_batch(config, sources, batch, given)
     _apply_flags(config, sources, given)
-    _refuse_unsupported(config, sources)
+    multi_gpu = bool(getattr(args, "multi_gpu", None))
+    if multi_gpu and config.distributed_type == "XLA":
+        raise ConfigError(
+            "--multi_gpu starts one process per GPU and an XLA run one per XLA device; got "
+            f"--multi_gpu with distributed_type XLA ({sources['distributed_type']}). Keep one."
+        )
+    if not (config.distributed_type == "XLA" and config.tpu_use_cluster):
+        _refuse_unsupported(config, sources)  # a pod launch only runs gcloud here
     config.validate()  # before anything imports torch: bad input fails fast
-    _derive(config, sources, bool(getattr(args, "multi_gpu", None)))
+    if config.distributed_type != "XLA":  # XLA processes are started by torch_xla
+        _derive(config, sources, multi_gpu)
     config.validate()
+    check_layout(config)
     return LaunchPlan(config=config, sources=sources, config_path=path, slurm=slurm)
 
 
@@ -159,9 +185,19 @@ def _apply_flags(config: LaunchConfig, sources: dict[str, str], given: dict[str,
             "one engine per run: --use_deepspeed, --use_fsdp and --use_megatron_lm exclude each "
             f"other; got {' and '.join('--' + e for e in engines)}. Keep one of them."
         )
+    xla = [flag for flag in _XLA_FLAGS if given.get(flag)]
+    if xla and (engines or given.get("cpu")):
+        other = f"--{engines[0]}" if engines else "--cpu"
+        raise ConfigError(
+            f"--{xla[0]} runs the script on XLA devices, which excludes {other}; got both. "
+            f"Keep one of them."
+        )
     if engines:
         config.distributed_type = _ENGINE_FLAGS[engines[0]]
         sources["distributed_type"] = f"flag --{engines[0]}"
+    elif xla:
+        config.distributed_type = "XLA"
+        sources["distributed_type"] = f"flag --{xla[0]}"
     by_flag = section_flags()
     for flag, value in given.items():
         if flag in _ENGINE_FLAGS:
@@ -174,10 +210,10 @@ def _apply_flags(config: LaunchConfig, sources: dict[str, str], given: dict[str,
         target = _FLAG_TO_FIELD.get(flag, flag)
         if target not in sources:
             continue
-        if isinstance(getattr(config, target), bool) and value is False:
-            continue
+        if isinstance(getattr(config, target), bool) and value is False and flag != "tpu_cluster":
+            continue  # an unset switch; --no_tpu_cluster is an explicit false
         setattr(config, target, value)
-        sources[target] = f"flag --{flag}"
+        sources[target] = "flag --no_tpu_cluster" if value is False else f"flag --{flag}"
     for flag in given:
         section = by_flag.get(flag, ("", ""))[0]
         engine = _SECTION_ENGINE.get(section)

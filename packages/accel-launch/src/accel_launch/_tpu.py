@@ -16,30 +16,26 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from accel_state import environment_variables as contract
-from accel_state import patch_environment, torch_xla_module, unsupported_distributed_type
+from accel_state import patch_environment, torch_xla_module
 
-from ._config import default_config_file
+from ._config import LaunchConfig, default_config_file, load_config_file
 from ._errors import ConfigError
+from ._tpu_settings import check_pod, env_pairs, xla_precision_environment
 
-_TPU_KEYS = ("tpu_name", "tpu_zone", "command_file", "commands", "main_training_function")
+if TYPE_CHECKING:
+    from ._resolve import LaunchPlan
 
 
-def _config_tpu_keys(path: str | None) -> dict[str, Any]:
-    """The TPU keys of a config file (the reference's names), or nothing without a file."""
-    target = Path(path) if path is not None else default_config_file()
-    if not target.is_file():
-        if path is not None:
-            raise ConfigError(
-                f"--config_file must name an existing file; got {path!r}. Pass the file that "
-                "`accel config` wrote, or leave --config_file out."
-            )
-        return {}
-    data = yaml.safe_load(target.read_text()) or {}
-    return {k: data[k] for k in _TPU_KEYS if isinstance(data, dict) and data.get(k) is not None}
+def _file_config(path: str | None) -> LaunchConfig | None:
+    """The validated config file of ``accel tpu-config``: ``--config_file``, else the default
+    file when it exists."""
+    if path is not None:
+        return load_config_file(path)
+    target = default_config_file()
+    return load_config_file(target) if target.is_file() else None
 
 
 # ------------------------------------------------------------------------------ tpu-config
@@ -117,22 +113,24 @@ def tpu_config_plan(args: argparse.Namespace) -> list[str]:
     Raises:
         ConfigError: without a TPU name or zone, or without any command to run.
     """
-    defaults = _config_tpu_keys(args.config_file)
-    name = args.tpu_name or defaults.get("tpu_name")
-    zone = args.tpu_zone or defaults.get("tpu_zone")
+    config = _file_config(args.config_file)
+    name = args.tpu_name or (config.tpu_name if config else None)
+    zone = args.tpu_zone or (config.tpu_zone if config else None)
     # One --command is one line (its words joined), however many words it was given as.
     commands: list[str] = [" ".join(group) for group in args.command or []]
-    command_file = args.command_file or (None if commands else defaults.get("command_file"))
+    command_file = args.command_file
+    if not commands and not command_file and config is not None:
+        command_file = config.command_file
+        commands = list(config.commands or [])
     if command_file:
-        commands = Path(command_file).read_text().splitlines()
-    elif not commands:
-        commands = list(defaults.get("commands") or [])
+        commands = _read_commands(command_file)
     for label, value, flag in (("TPU name", name, "--tpu_name"), ("zone", zone, "--tpu_zone")):
         if not value:
             raise ConfigError(
                 f"accel tpu-config needs the {label} of the pod; got none from the flags or the "
                 f"config file. Pass {flag}, or set it with `accel config`."
             )
+    check_pod(name, zone)
     if not commands:
         raise ConfigError(
             "accel tpu-config needs something to run on the pod; got neither --command nor "
@@ -143,6 +141,17 @@ def tpu_config_plan(args: argparse.Namespace) -> list[str]:
         lines.append(_install_line(str(args.accel_version)))
     lines += commands
     return gcloud_ssh_command(str(name), str(zone), "; ".join(lines), use_alpha=args.use_alpha)
+
+
+def _read_commands(path: str) -> list[str]:
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(
+            f"command_file must be a readable text file of commands, one per line; got "
+            f"{path!r} ({err.__class__.__name__}: {err}). Pass an existing file."
+        ) from None
+    return [line for line in text.splitlines() if line.strip()]
 
 
 def tpu_config_command(args: argparse.Namespace) -> int:
@@ -212,29 +221,10 @@ def add_tpu_launch_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def wants_tpu(args: argparse.Namespace) -> bool:
-    """Whether ``args`` ask for the XLA launch path (``--tpu`` or ``--tpu_cluster``)."""
-    return bool(getattr(args, "tpu", None) or getattr(args, "tpu_cluster", None))
-
-
-def _check_env(values: list[str]) -> dict[str, str]:
-    out = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise ConfigError(
-                f"--env takes KEY=VALUE with KEY a variable name; got {item!r}. Use e.g. "
-                "--env XLA_USE_BF16=1."
-            )
-        out[key] = value
-    return out
-
-
-def tpu_pod_command(args: argparse.Namespace) -> list[str]:
+def tpu_pod_command(plan: LaunchPlan, args: argparse.Namespace) -> list[str]:
     """The gcloud command that starts ``accel launch --tpu --no_tpu_cluster`` on the workers."""
-    defaults = _config_tpu_keys(args.config_file)
-    name = args.tpu_name or defaults.get("tpu_name")
-    zone = args.tpu_zone or defaults.get("tpu_zone")
+    config = plan.config
+    name, zone = config.tpu_name, config.tpu_zone
     if not name or not zone:
         raise ConfigError(
             f"--tpu_cluster needs the pod's name and zone; got tpu_name={name!r}, "
@@ -245,30 +235,33 @@ def tpu_pod_command(args: argparse.Namespace) -> list[str]:
             "--tpu_cluster needs the training script to run; got none. Pass it last: "
             "accel launch --tpu_cluster ... train.py"
         )
-    env = _check_env(args.env or [])
-    remote = [*(["sudo"] if args.tpu_use_sudo else []), "accel", "launch", "--tpu"]
-    remote += ["--no_tpu_cluster"]
-    remote += ["--main_training_function", args.main_training_function or "main"]
-    if args.num_processes is not None:
-        remote += ["--num_processes", str(args.num_processes)]
+    env = {
+        **xla_precision_environment(config.mixed_precision, config.downcast_bf16),
+        **env_pairs(config.tpu_env or []),
+    }
+    remote = [*(["sudo"] if config.tpu_use_sudo else []), "accel", "launch", "--tpu"]
+    remote += ["--no_tpu_cluster", "--main_training_function", config.main_training_function]
+    if plan.sources.get("num_processes", "default") != "default":
+        remote += ["--num_processes", str(config.num_processes)]
+    if config.debug:
+        remote += ["--debug"]
     remote += [args.training_script, *args.training_script_args]
     exports = [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
     line = "; ".join([*exports, shlex.join(remote)])
-    worker = ",".join(args.vm) if args.vm else "all"
+    worker = ",".join(config.tpu_vm) if config.tpu_vm else "all"
     return gcloud_ssh_command(str(name), str(zone), line, worker=worker)
 
 
-def launch_tpu(args: argparse.Namespace) -> int:
-    """``accel launch --tpu`` / ``--tpu_cluster``: run on XLA devices, here or on a pod."""
-    if args.tpu_cluster:
-        command = tpu_pod_command(args)
+def launch_tpu(plan: LaunchPlan, args: argparse.Namespace) -> int:
+    """``accel launch`` of an XLA run: torch_xla's spawn on this machine's devices, or
+    ``accel launch --tpu`` started on every VM of a pod through gcloud."""
+    config = plan.config
+    if config.tpu_use_cluster:
+        command = tpu_pod_command(plan, args)
         if args.explain:
-            print(f"launcher: gcloud\ncommand: {shlex.join(command)}")
+            print(f"{plan.explain()}\n\nlauncher: gcloud\ncommand: {shlex.join(command)}")
             return 0
         return _run_gcloud(command)
-    message = unsupported_distributed_type("XLA", "--tpu")
-    if message is not None:
-        raise ConfigError(message)
     if args.no_python:
         raise ConfigError(
             "--tpu runs a function of a Python script (imported, then spawned on each XLA "
@@ -276,22 +269,29 @@ def launch_tpu(args: argparse.Namespace) -> int:
         )
     if not args.training_script:
         raise ConfigError("--tpu needs the training script; got none. Pass it last.")
-    env = {contract.ACCEL_DISTRIBUTED_TYPE: "XLA", **_check_env(args.env or [])}
-    if args.debug:
+    env = {
+        contract.ACCEL_DISTRIBUTED_TYPE: "XLA",
+        **xla_precision_environment(config.mixed_precision, config.downcast_bf16),
+        **env_pairs(config.tpu_env or []),
+    }
+    if config.debug:
         env[contract.ACCEL_DEBUG_MODE] = contract.env_text(True)
-    function_name = args.main_training_function or "main"
+    function_name = config.main_training_function
+    # torch_xla's PJRT spawn runs one process, or one per device of this machine.
+    one = config.num_processes == 1 and plan.sources.get("num_processes") != "default"
     if args.explain:
+        spawn = "one process" if one else "one process per XLA device"
+        shown = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
         print(
-            f"launcher: xmp.spawn\nfunction: {function_name} of {args.training_script}\n"
-            f"environment: {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}"
+            f"{plan.explain()}\n\nlauncher: xmp.spawn ({spawn})\n"
+            f"function: {function_name} of {args.training_script}\nenvironment: {shown}"
         )
         return 0
     function = _main_function(args.training_script, bool(args.module), function_name)
     sys.argv = [args.training_script, *args.training_script_args]
     xmp = torch_xla_module("distributed.xla_multiprocessing")
-    nprocs = 1 if args.num_processes == 1 else None
     with patch_environment(**env):
-        xmp.spawn(_Replica(function), args=(), nprocs=nprocs)
+        xmp.spawn(_Replica(function), args=(), nprocs=1 if one else None)
     return 0
 
 
@@ -374,6 +374,5 @@ __all__ = [
     "tpu_config_command",
     "tpu_config_plan",
     "tpu_pod_command",
-    "wants_tpu",
     "xla_install_commands",
 ]
