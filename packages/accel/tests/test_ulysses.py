@@ -30,6 +30,7 @@ NEEDS_DEEPSPEED = pytest.mark.skipif(
 
 @NEEDS_DEEPSPEED
 @pytest.mark.multiprocess
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_sp2_matches_the_unsplit_model_on_two_processes():
     launcher = shutil.which("accel-launch") or str(Path(sys.executable).parent / "accel-launch")

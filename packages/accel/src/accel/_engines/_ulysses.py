@@ -264,6 +264,8 @@ class SequenceParallelLoader:
             yield send_to_device(batch, self.device)
 
     def __getattr__(self, name: str) -> Any:
+        if "base_dataloader" not in self.__dict__:  # while copying or unpickling
+            raise AttributeError(name)
         return getattr(self.__dict__["base_dataloader"], name)
 
 
