@@ -34,8 +34,7 @@ def test_handlers_are_filled_and_each_sequence_split_needs_its_engine():
     sp = ParallelismConfig(sp_size=2)
     assert isinstance(sp.sp_handler, DeepSpeedSequenceParallelConfig) and sp.sp_enabled
     cp.check_engine(deepspeed=False)
-    with pytest.raises(NotImplementedError, match=r"sp_size=2 asks for DeepSpeed Ulysses"):
-        sp.check_engine(deepspeed=True)
+    sp.check_engine(deepspeed=True)  # Ulysses runs inside the DeepSpeed engine
     with pytest.raises(ValueError, match=r"sp_size=2 .* got no DeepSpeed plugin"):
         sp.check_engine(deepspeed=False)
     with pytest.raises(ValueError, match=r"cp_size=2 .* DeepSpeed plugin"):

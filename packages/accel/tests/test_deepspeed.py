@@ -100,15 +100,3 @@ def test_zero_stages_match_ddp_save_and_resume(tmp_path):
         assert f"PASSED check_{name}" in first.stdout, first.stdout + first.stderr
     second = run_distributed(script, str(tmp_path), "resume", timeout=600, env=env)
     assert "PASSED check_resume_continues" in second.stdout, second.stdout + second.stderr
-
-
-def test_ulysses_adapter_keeps_the_loader_and_refuses_sequence_parallelism():
-    loader = [1, 2, 3]
-    acc = Accelerator(cpu=True)
-    assert acc.deepspeed_ulysses_dl_adapter(loader, None) is loader
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
-    config = {"sequence_parallel_size": 2, "zero_optimization": {"stage": 2}}
-    acc = Accelerator(cpu=True, deepspeed_plugin=DeepSpeedPlugin(hf_ds_config=config))
-    with pytest.raises(NotImplementedError, match="got sequence_parallel_size=2"):
-        acc.deepspeed_ulysses_dl_adapter(loader, None)

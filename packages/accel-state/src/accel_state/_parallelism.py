@@ -191,7 +191,7 @@ class ParallelismConfig:
     (``ACCEL_PARALLELISM_CONFIG_CP_BACKEND``)."""
     sp_size: int | None = None
     """Number of processes a sequence is split over with DeepSpeed Ulysses sequence parallelism
-    (needs the DeepSpeed engine; above 1 is refused: accel does not run Ulysses yet)."""
+    (needs the DeepSpeed engine; the other processes are data-parallel replicas)."""
     sp_backend: str | None = None
     """Implementation of sequence parallelism: ``"deepspeed"``
     (``ACCEL_PARALLELISM_CONFIG_SP_BACKEND``)."""
@@ -264,8 +264,6 @@ class ParallelismConfig:
             ValueError: ``sp_size`` above 1 without DeepSpeed (Ulysses runs inside DeepSpeed),
                 or ``cp_size`` / ``tp_size`` above 1 with DeepSpeed (they run on the torch
                 device mesh, with FSDP2).
-            NotImplementedError: ``sp_size`` above 1 with DeepSpeed: accel does not wire
-                DeepSpeed's Ulysses attention and loader adapter into its engine yet.
         """
         if self.sp_size > 1 and not deepspeed:  # type: ignore[operator]
             raise ValueError(
@@ -274,14 +272,6 @@ class ParallelismConfig:
                 "the DeepSpeed engine; got no DeepSpeed plugin. Pass "
                 "Accelerator(deepspeed_plugin=DeepSpeedPlugin(...)) (or launch with "
                 "--use_deepspeed), or use cp_size for context parallelism with FSDP2."
-            )
-        if deepspeed and self.sp_size > 1:  # type: ignore[operator]
-            raise NotImplementedError(
-                f"ParallelismConfig.sp_size={self.sp_size} asks for DeepSpeed Ulysses sequence "
-                "parallelism, which this version of accel does not run (its DeepSpeed engine "
-                "does not install Ulysses attention or split batches along the sequence); got "
-                "it with a DeepSpeed plugin. Use sp_size=1, or cp_size with FSDP2 for context "
-                "parallelism."
             )
         if deepspeed:
             for name in ("cp_size", "tp_size", "dp_shard_size", "dp_replicate_size"):

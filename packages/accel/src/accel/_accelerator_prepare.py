@@ -233,25 +233,19 @@ class PrepareMixin:
         return _mark_prepared(prepared)
 
     def deepspeed_ulysses_dl_adapter(self: Accelerator, dl: Any, model: Any) -> Any:
-        """Adapt a loader prepared apart from ``model`` to DeepSpeed sequence parallelism.
+        """Adapt a loader to DeepSpeed Ulysses sequence parallelism: each process then gets its
+        slice of every sequence (see ``ParallelismConfig(sp_size=...)``).
 
-        Without sequence parallelism (every run of this version) the loader is already
-        sharded by ``prepare`` and comes back unchanged.
+        ``prepare`` adapts every loader it prepares under sequence parallelism, in any call;
+        this is for a loader prepared elsewhere. Without sequence parallelism, or for a loader
+        already adapted, ``dl`` comes back unchanged.
 
-        Raises:
-            NotImplementedError: when a DeepSpeed config asks for ``sequence_parallel_size``
-                above 1 (Ulysses sequence parallelism is not supported yet).
+        Args:
+            dl: A prepared data loader.
+            model: The prepared model (kept for the reference's signature; the slices go to
+                the Accelerator's device).
         """
-        state = self.state
-        plugin = state.deepspeed_plugin if self.distributed_type.value == "DEEPSPEED" else None
-        size = 1 if plugin is None else plugin.deepspeed_config.get("sequence_parallel_size", 1)
-        if size not in (1, "auto", None):
-            raise NotImplementedError(
-                "DeepSpeed Ulysses sequence parallelism is not supported by this version of "
-                f"accel; got sequence_parallel_size={size!r} in the DeepSpeed config. Remove "
-                "it (or set it to 1) to train data-parallel with ZeRO."
-            )
-        return dl
+        return self.engine.sequence_parallel_loader(dl)
 
     def unwrap_model(
         self: Accelerator,

@@ -236,4 +236,6 @@ UTILS: dict[str, str] = {
         "compile_regions_deepspeed get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed",
     ),
     **FSDP_API,
+    # accel's own: the loss of DeepSpeed Ulysses sequence parallelism, averaged over the group.
+    "sequence_parallel_loss": "accel._engines._ulysses",
 }

@@ -71,6 +71,11 @@ class Engine:
         context-parallel processes; nothing to split here (no ``cp`` mesh dimension)."""
         return contextlib.nullcontext()
 
+    def sequence_parallel_loader(self, loader: Any) -> Any:
+        """``loader`` adapted to sequence parallelism; nothing to adapt here (only the
+        DeepSpeed engine splits sequences with Ulysses)."""
+        return loader
+
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Run the backward pass of ``loss`` (already scaled for accumulation)."""
         scaler = self.accelerator.scaler

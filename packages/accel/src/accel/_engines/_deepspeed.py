@@ -19,6 +19,7 @@ import torch
 from accel_state import DeepSpeedPlugin
 from accel_state import environment_variables as env
 
+from . import _ulysses as ulysses
 from ._base import Engine
 from ._deepspeed_files import validate_folder
 from ._deepspeed_objects import (
@@ -70,9 +71,13 @@ class DeepSpeedEngine(Engine):
                 "Accelerator(deepspeed_plugin=DeepSpeedPlugin(...)) or launch with "
                 "accel launch --use_deepspeed."
             )
+        self.sp_size = _sequence_parallel_size(accelerator)
         for plugin in plugins.values():
             plugin.set_mixed_precision(accelerator.mixed_precision)
             _reconcile_accumulation(accelerator, plugin)
+            ulysses.check_deepspeed_config(plugin.deepspeed_config, self.sp_size)
+        if self.sp_size > 1:
+            ulysses.setup_groups(self.sp_size)
         self.engines: list[Any] = []
         self._wrappers: dict[int, DeepSpeedEngineWrapper] = {}
         self._plugins: dict[int, DeepSpeedPlugin] = {}
@@ -94,6 +99,11 @@ class DeepSpeedEngine(Engine):
             if isinstance(o, (torch.optim.Optimizer, DummyOptim))
         ]
         dummy_schedulers = [(i, o) for i, o in enumerate(objects) if isinstance(o, DummyScheduler)]
+        loaders = {
+            i: self.sequence_parallel_loader(o)
+            for i, o in enumerate(objects)
+            if isinstance(o, torch.utils.data.DataLoader) and self.sp_size > 1
+        }
         if not models:
             if optimizers or dummy_schedulers:
                 raise ValueError(
@@ -101,7 +111,7 @@ class DeepSpeedEngine(Engine):
                     "optimizer or scheduler without a model. Pass them in one call: "
                     "accelerator.prepare(model, optimizer, scheduler, dataloader)."
                 )
-            return {}
+            return loaders
         if len(models) > 1 or len(optimizers) > 1 or len(dummy_schedulers) > 1:
             raise ValueError(
                 "one DeepSpeed engine is built per prepare call, from one model, one optimizer "
@@ -114,7 +124,7 @@ class DeepSpeedEngine(Engine):
         optimizer = optimizers[0][1] if optimizers else None
         scheduler = dummy_schedulers[0][1] if dummy_schedulers else None
         engine, ds_optimizer, ds_scheduler = self._initialize(model, optimizer, scheduler)
-        prepared: dict[int, Any] = {model_index: engine}
+        prepared: dict[int, Any] = {**loaders, model_index: engine}
         if optimizer is not None:
             client = optimizer if isinstance(optimizer, torch.optim.Optimizer) else ds_optimizer
             wrapped = DeepSpeedOptimizerWrapper(client, engine=engine)
@@ -132,6 +142,15 @@ class DeepSpeedEngine(Engine):
             return model
         engine, _, _ = self._initialize(model, None, None)
         return engine
+
+    def sequence_parallel_loader(self, loader: Any) -> Any:
+        """Under Ulysses (``sp_size`` > 1), ``loader`` yielding this process's slice of each
+        sequence (once: an adapted loader comes back as is); else ``loader``."""
+        if self.sp_size == 1 or isinstance(loader, ulysses.SequenceParallelLoader):
+            return loader
+        handler = self.accelerator.state.parallelism_config.sp_handler
+        fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
+        return ulysses.SequenceParallelLoader(loader, self.accelerator.device, fixed)
 
     def _initialize(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> Any:
         deepspeed = import_deepspeed()
@@ -165,6 +184,10 @@ class DeepSpeedEngine(Engine):
                     'config without a "scheduler" section. Add the section, pass '
                     "DummyScheduler(..., lr_scheduler_callable=fn), or a torch scheduler."
                 )
+        if self.sp_size > 1:
+            handler = self.accelerator.state.parallelism_config.sp_handler
+            micro = int(config["train_micro_batch_size_per_gpu"])
+            kwargs["mpu"] = ulysses.register_attention(model, self.sp_size, handler, micro)
         engine, ds_optimizer, _, ds_scheduler = deepspeed.initialize(**kwargs)
         wrapper = DeepSpeedEngineWrapper(engine)
         self.engines.append(engine)
@@ -193,19 +216,21 @@ class DeepSpeedEngine(Engine):
                     "to the same prepare call, or write the batch size in the config."
                 )
             micro = 1
+        # The processes of a sequence-parallel group read one batch together.
+        replicas = acc.num_processes // self.sp_size
         if micro is not None:
             values["train_micro_batch_size_per_gpu"] = micro
-            values["train_batch_size"] = micro * gas * acc.num_processes
+            values["train_batch_size"] = micro * gas * replicas
         elif isinstance(config.get("train_micro_batch_size_per_gpu"), int):
-            values["train_batch_size"] = (
-                config["train_micro_batch_size_per_gpu"] * gas * acc.num_processes
-            )
+            values["train_batch_size"] = config["train_micro_batch_size_per_gpu"] * gas * replicas
         if plugin.gradient_clipping not in (None, AUTO_VALUE):
             values["gradient_clipping"] = plugin.gradient_clipping
         elif config.get("gradient_clipping", AUTO_VALUE) == AUTO_VALUE:
             # DeepSpeed clips to 1.0 when the config is silent; no clipping unless asked for,
             # as with the other engines.
             config["gradient_clipping"] = 0.0
+        if config.get("sequence_parallel_size") == AUTO_VALUE:
+            values["sequence_parallel_size"] = self.sp_size
         values.update(_bucket_sizes(model))
         if isinstance(optimizer, DummyOptim):
             opt_params = {"lr": optimizer.lr, "weight_decay": optimizer.weight_decay}
@@ -408,6 +433,17 @@ def resolve_deepspeed_plugins(plugin: Any, plugins: Any) -> dict[str, Any] | Non
 
 def _engine_class() -> Any:
     return import_deepspeed().DeepSpeedEngine
+
+
+def _sequence_parallel_size(accelerator: Accelerator) -> int:
+    """``ParallelismConfig.sp_size`` (1 without a layout), checked against the process count."""
+    config = getattr(accelerator.state, "parallelism_config", None)
+    if config is None or not config.sp_enabled:
+        return 1
+    sp_size = int(config.sp_size)
+    ulysses.check_layout(sp_size, accelerator.num_processes)
+    config.validate(accelerator.num_processes)
+    return sp_size
 
 
 def _reconcile_accumulation(accelerator: Accelerator, plugin: DeepSpeedPlugin) -> None:

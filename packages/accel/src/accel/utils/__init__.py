@@ -325,6 +325,7 @@ if TYPE_CHECKING:
         DummyOptim,
         DummyScheduler,
     )
+    from accel._engines._ulysses import sequence_parallel_loss
     from accel._fsdp_api import (
         load_fsdp_model,
         load_fsdp_optimizer,
