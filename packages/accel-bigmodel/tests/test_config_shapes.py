@@ -73,9 +73,9 @@ CASES = [
 
 
 def _config(model_type, fields):
-    base = {} if model_type == "gpt2" else dict(SMALL)
-    if model_type == "gpt2":
-        base = {"vocab_size": 64, "bos_token_id": 0, "eos_token_id": 0}
+    base = {"vocab_size": 64, "bos_token_id": 0, "eos_token_id": 0}  # gpt2's ids are 50256
+    if model_type != "gpt2":
+        base = dict(SMALL)
     return transformers.AutoConfig.for_model(model_type, **base, **fields)
 
 
@@ -124,6 +124,7 @@ def test_what_is_not_known_exactly_is_built_instead(tmp_path):
         {**llama, "hidden_size": 18},  # 18 heads-dims split over 4 heads: not whole
         {**llama, "eos_token_id": 500},  # outside the vocabulary: transformers warns
         {**llama, "num_hidden_layers": "2"},
+        {**llama, "model_type": "qwen2", "layer_types": ["full_attention"]},  # 1 type, 2 layers
     ]
     for data in odd:
         assert skeleton_from_dict(data) is None, data
@@ -135,3 +136,51 @@ def test_what_is_not_known_exactly_is_built_instead(tmp_path):
     built = estimate_memory(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(llama))
     assert estimate_memory_from_config(tmp_path) == built
+
+
+# config.json files as older transformers releases saved them (rope_scaling and rope_theta at the
+# top level, a list of eos ids, torch_dtype, gpt2's n_ctx and summary fields).
+RAW = [
+    {
+        "model_type": "llama",
+        **SMALL,
+        "num_key_value_heads": 2,
+        "eos_token_id": [1, 2],
+        "pretraining_tp": 1,
+        "rope_scaling": {**LLAMA3_ROPE, "rope_type": "llama3"},
+        "rope_theta": 500000.0,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.43.0",
+    },
+    {
+        "model_type": "qwen2",
+        **SMALL,
+        "num_key_value_heads": 2,
+        "rope_scaling": {"type": "linear", "factor": 2.0},
+        "rope_theta": 1000000.0,
+        "use_sliding_window": False,
+        "tie_word_embeddings": True,
+    },
+    {
+        "model_type": "gpt2",
+        "vocab_size": 64,
+        "n_ctx": 32,
+        "n_positions": 32,
+        "n_embd": 16,
+        "n_layer": 2,
+        "n_head": 2,
+        "bos_token_id": 3,
+        "eos_token_id": 3,
+        "summary_type": "cls_index",
+        "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}},
+    },
+]
+
+
+@pytest.mark.parametrize("data", RAW, ids=[d["model_type"] for d in RAW])
+def test_older_config_files_give_the_rows_of_the_built_model(tmp_path, data):
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    fast = estimate_memory_from_config(tmp_path, DTYPES)
+    assert fast is not None
+    model = _meta_model(transformers.AutoConfig.from_pretrained(tmp_path))
+    assert fast == estimate_memory(model, DTYPES)

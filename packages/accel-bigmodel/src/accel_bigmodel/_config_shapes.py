@@ -172,6 +172,12 @@ def _llama_like(
             raise _Unknown("hidden_size")
         bias = _flag(c, "attention_bias") if "attention_bias" in c else False
         mlp_bias = _flag(c, "mlp_bias") if "mlp_bias" in c else False
+        layer_types = c.get("layer_types")
+        n_layers = _int(c, "num_hidden_layers")
+        if layer_types is not None and (
+            not isinstance(layer_types, list) or len(layer_types) != n_layers
+        ):
+            raise _Unknown("layer_types")  # transformers refuses it
         q, k = heads * head_dim, kv * head_dim
         sk.add(
             "model.embed_tokens", ("weight", vocab * hidden), *([("embed_scale", 1)] * scaled_embed)
