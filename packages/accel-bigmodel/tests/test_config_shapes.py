@@ -67,6 +67,20 @@ CASES = [
         "gpt2",
         {"n_embd": 16, "n_layer": 3, "n_head": 2, "n_inner": 20, "tie_word_embeddings": False},
     ),
+    ("phi3", {"num_key_value_heads": 2, "pad_token_id": 0, "eos_token_id": 1}),
+    (
+        "phi3",
+        {
+            "tie_word_embeddings": True,
+            "pad_token_id": 0,
+            "eos_token_id": 1,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 1e4,
+                "partial_rotary_factor": 0.5,
+            },
+        },
+    ),
     ("gpt_neox", {}),
     ("gpt_neox", {"attention_bias": False, "tie_word_embeddings": True}),
 ]
@@ -160,6 +174,18 @@ RAW = [
         "rope_theta": 1000000.0,
         "use_sliding_window": False,
         "tie_word_embeddings": True,
+    },
+    {
+        "model_type": "phi3",
+        **SMALL,
+        "rope_scaling": None,
+        "rope_theta": 10000.0,
+        "partial_rotary_factor": 0.5,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "sliding_window": 16,
+        "original_max_position_embeddings": 32,
+        "embd_pdrop": 0.0,
     },
     {
         "model_type": "gpt2",

@@ -160,16 +160,7 @@ def _llama_like(
     """Builder of the llama-shaped families (embed, decoder layers, norm, rotary, lm_head)."""
 
     def build(sk: ConfigSkeleton, c: dict[str, Any]) -> None:
-        vocab, hidden, inter = (
-            _int(c, "vocab_size"),
-            _int(c, "hidden_size"),
-            _int(c, "intermediate_size"),
-        )
-        heads = _int(c, "num_attention_heads")
-        kv = heads if c.get("num_key_value_heads") is None else _int(c, "num_key_value_heads")
-        head_dim = hidden // heads if c.get("head_dim") is None else _int(c, "head_dim")
-        if c.get("head_dim") is None and hidden % heads:
-            raise _Unknown("hidden_size")
+        vocab, hidden, inter, heads, kv, head_dim = _decoder_dims(c)
         bias = _flag(c, "attention_bias") if "attention_bias" in c else False
         mlp_bias = _flag(c, "mlp_bias") if "mlp_bias" in c else False
         layer_types = c.get("layer_types")
@@ -212,13 +203,30 @@ def _llama_like(
             norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"] * sandwich
             sk.add(p, *((f"{n}.weight", hidden) for n in norms))
             sk.layers.append(p)
-        rotary = _rotary_length(c, head_dim, 1.0, allow_partial=False)
-        sk.add("model.norm", ("weight", hidden))
-        sk.add("model.rotary_emb", ("inv_freq", rotary), ("original_inv_freq", rotary))
-        sk.layers += ["model.norm", "model.rotary_emb"]
-        _lm_head(sk, c, vocab * hidden)
+        _decoder_tail(sk, c, hidden, vocab, _rotary_length(c, head_dim, 1.0, allow_partial=False))
 
     return build
+
+
+def _decoder_dims(c: Mapping[str, Any]) -> tuple[int, int, int, int, int, int]:
+    """``(vocab, hidden, intermediate, heads, key-value heads, head_dim)`` of a decoder."""
+    vocab, hidden = _int(c, "vocab_size"), _int(c, "hidden_size")
+    heads = _int(c, "num_attention_heads")
+    kv = heads if c.get("num_key_value_heads") is None else _int(c, "num_key_value_heads")
+    head_dim = hidden // heads if c.get("head_dim") is None else _int(c, "head_dim")
+    if c.get("head_dim") is None and hidden % heads:
+        raise _Unknown("hidden_size")
+    return vocab, hidden, _int(c, "intermediate_size"), heads, kv, head_dim
+
+
+def _decoder_tail(
+    sk: ConfigSkeleton, c: Mapping[str, Any], hidden: int, vocab: int, rotary: int
+) -> None:
+    """The final norm, the rotary buffers and the lm_head of a ``model.*`` decoder."""
+    sk.add("model.norm", ("weight", hidden))
+    sk.add("model.rotary_emb", ("inv_freq", rotary), ("original_inv_freq", rotary))
+    sk.layers += ["model.norm", "model.rotary_emb"]
+    _lm_head(sk, c, vocab * hidden)
 
 
 def _lm_head(sk: ConfigSkeleton, c: Mapping[str, Any], numel: int) -> None:
@@ -297,6 +305,32 @@ def _gpt_neox(sk: ConfigSkeleton, c: dict[str, Any]) -> None:
     sk.add("gpt_neox.rotary_emb", ("inv_freq", rotary), ("original_inv_freq", rotary))
     sk.layers += ["gpt_neox.final_layer_norm", "gpt_neox.rotary_emb"]
     _lm_head(sk, c, vocab * hidden)
+
+
+def _phi3(sk: ConfigSkeleton, c: dict[str, Any]) -> None:
+    vocab, hidden, inter, heads, kv, head_dim = _decoder_dims(c)
+    rope = c.get("rope_parameters") or {}
+    # Phi-3 turns yarn into its own longrope: only the default rotary embedding is known here.
+    if c.get("rope_scaling") is not None or rope.get("rope_type", "default") != "default":
+        raise _Unknown("rope_parameters")
+    sk.add("model.embed_tokens", ("weight", vocab * hidden))
+    sk.layers.append("model.embed_tokens")
+    for i in range(_int(c, "num_hidden_layers")):
+        p = f"model.layers.{i}"
+        sk.add(
+            p,
+            ("self_attn.qkv_proj.weight", (heads + 2 * kv) * head_dim * hidden),
+            ("self_attn.o_proj.weight", hidden * heads * head_dim),
+            ("mlp.gate_up_proj.weight", 2 * inter * hidden),
+            ("mlp.down_proj.weight", hidden * inter),
+            ("input_layernorm.weight", hidden),
+            ("post_attention_layernorm.weight", hidden),
+        )
+        sk.layers.append(p)
+    partial = c.get("partial_rotary_factor", 1.0)
+    if not isinstance(partial, (int, float)) or not 0 < partial <= 1:
+        raise _Unknown("partial_rotary_factor")
+    _decoder_tail(sk, c, hidden, vocab, _rotary_length(c, head_dim, partial, allow_partial=True))
 
 
 _DECODER = frozenset({"max_position_embeddings", "hidden_act", "rms_norm_eps"}) | _ROPE_KEYS
@@ -397,6 +431,23 @@ CONFIG_FAMILIES: dict[str, _Family] = {
             "cache_implementation",
         },
         _llama_like(scaled_embed=True, sandwich=True),
+    ),
+    "phi3": _Family(
+        {
+            **_sizes(32064, 3072, 8192, 32, 32),
+            **_tokens(1, 32000, 32000),
+            "num_key_value_heads": None,
+            "tie_word_embeddings": False,
+        },
+        _DECODER
+        | {
+            "resid_pdrop",
+            "embd_pdrop",
+            "original_max_position_embeddings",
+            "sliding_window",
+            "partial_rotary_factor",
+        },
+        _phi3,
     ),
     "gpt2": _Family(
         {

@@ -125,8 +125,8 @@ def estimate_memory(
     """Estimates the memory a model needs in each dtype, without allocating its weights.
 
     A ``config.json`` of a family whose shapes follow from its fields alone (llama, mistral,
-    qwen2, qwen3, gemma, gemma2, gpt2, gpt_neox; see ``CONFIG_FAMILIES``) is estimated without
-    importing torch or transformers, with the same result as the model built on ``meta``.
+    qwen2, qwen3, gemma, gemma2, phi3, gpt2, gpt_neox; see ``CONFIG_FAMILIES``) is estimated
+    without importing torch or transformers, with the same result as the model built on ``meta``.
 
     Args:
         model: An ``nn.Module`` (meta tensors are fine), a folder or file holding a
