@@ -105,6 +105,13 @@ def _build_from_class_path(spec: str) -> nn.Module:
 
 def _as_model(model: Union[nn.Module, str, os.PathLike]) -> nn.Module:
     if not isinstance(model, (str, os.PathLike)):
+        from torch import nn
+
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                "A model to estimate must be an nn.Module, a 'module:Class' path or a local "
+                f"config.json; got a {type(model).__name__}. Pass one of these."
+            )
         return model
     text = os.fspath(model)
     if os.path.exists(text):
