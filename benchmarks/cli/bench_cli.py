@@ -7,7 +7,8 @@ are temporary folders, so no user file is read or written.
 
 Commands: ``--help``; ``--version`` (the reference has none); ``env``; ``config default`` when
 the file already exists (nothing is written); ``estimate-memory`` on a local transformers
-config.json (a 4-layer Llama; offline); ``test`` on 2 CPU processes.
+config.json (a 4-layer Llama, which accel answers from its fields without importing torch or
+transformers; offline); ``test`` on 2 CPU processes.
 
 Run: ``uv run --no-sync python benchmarks/cli/bench_cli.py [--runs 3] [--out FILE]``
 """

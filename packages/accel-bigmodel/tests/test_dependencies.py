@@ -1,7 +1,9 @@
+import ast
 import importlib.metadata
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_required_dependencies_are_exactly_torch_and_safetensors():
@@ -15,6 +17,7 @@ def test_required_dependencies_are_exactly_torch_and_safetensors():
 def test_importing_accel_bigmodel_imports_no_other_accel_package_nor_optional_ones():
     code = (
         "import sys, accel_bigmodel\n"
+        "[getattr(accel_bigmodel, name) for name in accel_bigmodel.__all__]\n"  # every module
         "ours = sorted(m for m in sys.modules if m.split('.')[0].startswith('accel')"
         " and m.split('.')[0] != 'accel_bigmodel')\n"
         "optional = [m for m in ('transformers', 'accelerate', 'psutil') if m in sys.modules]\n"
@@ -24,3 +27,16 @@ def test_importing_accel_bigmodel_imports_no_other_accel_package_nor_optional_on
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "([], [])"
+
+
+def test_the_lazy_map_matches_the_typing_surface_and_loads_nothing_heavy():
+    import accel_bigmodel
+
+    tree = ast.parse(Path(accel_bigmodel.__file__).read_text(encoding="utf-8"))
+    (block,) = [n for n in tree.body if isinstance(n, ast.If) and n.test.id == "TYPE_CHECKING"]
+    surface = {a.name: "." + s.module for s in block.body for a in s.names}
+    assert surface == accel_bigmodel._EXPORTS
+    assert sorted(n for n in accel_bigmodel.__all__ if n != "__version__") == sorted(surface)
+    code = "import sys, accel_bigmodel\nprint('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr

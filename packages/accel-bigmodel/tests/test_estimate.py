@@ -39,6 +39,8 @@ def test_estimate_bad_inputs():
         estimate_memory("no_such_module_xyz:Model")
     with pytest.raises(ValueError, match="does not exist"):
         estimate_memory("torch.nn:NoSuchLayer")
+    with pytest.raises(TypeError, match="got a int"):
+        estimate_memory(5)
     with pytest.raises(ValueError, match="float17"):
         estimate_memory(torch.nn.Linear(2, 2), dtypes=["float17"])
 

@@ -1,11 +1,13 @@
 """Commands that do not need torch answer without importing it (torch's import is refused in
 the process that runs them), report versions from the installed metadata, and explain
 themselves: ``accel --version``, ``accel --help``, ``accel env``, ``accel config default`` on an
-existing file, ``accel test --help`` and a bad ``accel test`` flag."""
+existing file, ``accel test --help``, a bad ``accel test`` flag, and ``accel estimate-memory`` on
+a llama config.json (estimated from its fields, without transformers)."""
 
 from __future__ import annotations
 
 import io
+import json
 import re
 import sys
 import time
@@ -31,13 +33,53 @@ def _version_or_none(dist: str) -> str | None:
         return None
 
 
-def test_commands_without_torch_do_not_import_it(isolated_config_home):
+# Llama 3.1 8B's config.json as published (8,030,261,248 parameters).
+LLAMA_31_8B = {
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 128000,
+    "eos_token_id": [128001, 128008, 128009],
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 131072,
+    "mlp_bias": False,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.0.dev0",
+    "use_cache": True,
+    "vocab_size": 128256,
+}
+
+
+def test_commands_without_torch_do_not_import_it(isolated_config_home, tmp_path):
     isolated_config_home.mkdir()
     config = isolated_config_home / "default_config.yaml"
     config.write_text(yaml.safe_dump({"num_processes": 2, "mixed_precision": "bf16"}))
     before = config.read_text()
+    llama = tmp_path / "llama"
+    llama.mkdir()
+    (llama / "config.json").write_text(json.dumps(LLAMA_31_8B))
     result = run_command(
-        [sys.executable, str(SCRIPTS / "commands_without_torch.py")], timeout=120, check=True
+        [sys.executable, str(SCRIPTS / "commands_without_torch.py"), str(llama)],
+        timeout=120,
+        check=True,
     )
     out = _outputs(result.stdout)
     launch_version = version("accel-launch")
@@ -83,6 +125,18 @@ def test_commands_without_torch_do_not_import_it(isolated_config_home):
         "usage: accel test --num_processes NUM_PROCESSES  (Total number of processes over all "
         "machines (overrides the config file))",
     ]
+    # estimate-memory on a llama folder: the parameters plus two rotary buffers of 64 floats.
+    head, _, body = out[f"estimate-memory {llama} --json --dtypes bfloat16 int4"].partition("\n")
+    assert head.endswith("-> 0"), body
+    bf16, int4 = json.loads(body)
+    numel = 8_030_261_248 + 2 * 64
+    assert bf16["total_size"] == numel * 2 and int4["total_size"] == numel // 2
+    assert bf16["training_size"] == numel * 2 * 4
+    layer = 4096 * (4096 + 1024 + 1024 + 4096) + 3 * 4096 * 14336 + 2 * 4096
+    assert bf16["largest_layer"] == 128256 * 4096 * 2 > layer * 2  # embeddings and lm_head
+    assert bf16["largest_layer_names"] == ["model.embed_tokens", "lm_head"]
+    table = out[f"estimate-memory {llama} --dtypes float32"]
+    assert "| float32 | 1.96 GiB      | 29.92 GiB  | 119.66 GiB      |" in table, table
     assert result.stdout.rstrip().endswith("=== torch imported: False")
 
 

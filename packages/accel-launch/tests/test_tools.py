@@ -49,7 +49,12 @@ def test_estimate_memory_errors(capsys):
     reason="checks the message given when transformers is absent",
 )
 def test_estimate_memory_from_config_without_transformers(tmp_path):
+    # A family whose shapes follow from its fields needs no transformers (gpt2's defaults).
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    rows = json.loads(accel("estimate-memory", str(tmp_path), "--json").stdout)
+    assert rows[0]["total_size"] == 124_439_808 * 4
+    # Any other config is built by transformers, which is missing: the message says so.
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     r = accel("estimate-memory", str(tmp_path), check=False)
     assert r.returncode == 2 and "pip install transformers" in r.stderr
 
@@ -58,6 +63,8 @@ def test_estimate_memory_from_config_without_transformers(tmp_path):
     importlib.util.find_spec("transformers") is None, reason="transformers is not installed"
 )
 def test_estimate_memory_from_transformers_config(tmp_path):
+    # gpt2's default token ids lie outside this tiny vocabulary: the fields alone do not settle
+    # it, so transformers builds the model (and says what it thinks of those ids).
     config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 100}
     (tmp_path / "config.json").write_text(json.dumps(config))
     result = accel("estimate-memory", str(tmp_path), "--json")

@@ -1,4 +1,9 @@
-"""Memory estimates of a model per dtype, offline, from a module, a config file or a class path."""
+"""Memory estimates of a model per dtype, offline, from a module, a config file or a class path.
+
+Importing this module imports no torch: a config.json of a family :mod:`._config_shapes` knows
+is estimated from its fields alone; anything else is built on the meta device (torch, and
+transformers for a config).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,15 @@ import importlib
 import json
 import os
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
-from torch import nn
-
-from ._init_empty import init_empty_weights
+from ._config_shapes import DTYPE_BYTES, ConfigSkeleton, skeleton_from_config_file
 from ._progress import human_bytes
-from ._sizes import dtype_byte_size, get_max_layer_size, named_module_tensors
+
+if TYPE_CHECKING:
+    from torch import nn
 
 DEFAULT_DTYPES = ("float32", "float16", "int8", "int4")
 _OPTIMIZER_FACTOR = 4
@@ -58,6 +63,8 @@ def _build_from_config(path: str) -> nn.Module:
             f"A transformers config must have a 'model_type'; {config_path} has keys "
             f"{sorted(data)[:10]}. Use a config.json saved by transformers."
         )
+    from ._init_empty import init_empty_weights
+
     with init_empty_weights():
         try:
             return transformers.AutoModelForCausalLM.from_config(config)
@@ -66,6 +73,10 @@ def _build_from_config(path: str) -> nn.Module:
 
 
 def _build_from_class_path(spec: str) -> nn.Module:
+    from torch import nn
+
+    from ._init_empty import init_empty_weights
+
     module_name, _, class_name = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -93,7 +104,14 @@ def _build_from_class_path(spec: str) -> nn.Module:
 
 
 def _as_model(model: Union[nn.Module, str, os.PathLike]) -> nn.Module:
-    if isinstance(model, nn.Module):
+    if not isinstance(model, (str, os.PathLike)):
+        from torch import nn
+
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                "A model to estimate must be an nn.Module, a 'module:Class' path or a local "
+                f"config.json; got a {type(model).__name__}. Pass one of these."
+            )
         return model
     text = os.fspath(model)
     if os.path.exists(text):
@@ -113,16 +131,27 @@ def estimate_memory(
 ) -> list[MemoryEstimate]:
     """Estimates the memory a model needs in each dtype, without allocating its weights.
 
+    A ``config.json`` of a family whose shapes follow from its fields alone (llama, mistral,
+    qwen2, qwen3, gemma, gemma2, phi3, gpt2, gpt_neox; see ``CONFIG_FAMILIES``) is estimated
+    without importing torch or transformers, with the same result as the model built on ``meta``.
+
     Args:
         model: An ``nn.Module`` (meta tensors are fine), a folder or file holding a
-            ``transformers`` ``config.json`` (built on the meta device; needs transformers), or a
-            ``"package.module:Class"`` path to a class built with no arguments.
+            ``transformers`` ``config.json`` (built on the meta device with transformers unless
+            its family is known), or a ``"package.module:Class"`` path to a class built with no
+            arguments.
         dtypes: Names of the dtypes to report (``"float32"``, ``"bfloat16"``, ``"int8"``,
             ``"int4"`` ...).
 
     Returns:
         One :class:`MemoryEstimate` per dtype, in the order given.
     """
+    if isinstance(model, (str, os.PathLike)):
+        known = estimate_memory_from_config(model, dtypes)
+        if known is not None:
+            return known
+    from ._sizes import dtype_byte_size, get_max_layer_size, named_module_tensors
+
     built = _as_model(model)
     no_split = list(getattr(built, "_no_split_modules", None) or [])
     top: list[tuple[str, Any]] = [
@@ -130,21 +159,76 @@ def estimate_memory(
         *built.named_children(),
         *built.named_buffers(recurse=False),
     ]
-    tensors = list(named_module_tensors(built, recurse=True))
+    tensors = [
+        (name, t.numel(), None if t.is_floating_point() else dtype_byte_size(t.dtype))
+        for name, t in named_module_tensors(built, recurse=True)
+    ]
+    return _rows(
+        tensors,
+        dtypes,
+        dtype_byte_size,
+        lambda sizes: get_max_layer_size(top, sizes, no_split),
+    )
+
+
+def estimate_memory_from_config(
+    path: Union[str, os.PathLike[str]], dtypes: Sequence[str] = DEFAULT_DTYPES
+) -> list[MemoryEstimate] | None:
+    """:func:`estimate_memory` of a config.json from its fields alone, without torch.
+
+    Args:
+        path: A folder holding ``config.json``, or the file itself.
+        dtypes: Names of the dtypes to report.
+
+    Returns:
+        The rows :func:`estimate_memory` gives for the model built on ``meta``, or ``None`` when
+        the config is not one whose shapes are known exactly (another family, an unusual field,
+        ``auto_map``, ``quantization_config`` ...), the file is missing, or a dtype is not a
+        plain name (``float32`` ... ``int4``): then build the model instead.
+    """
+    if not all(dtype in DTYPE_BYTES for dtype in dtypes):
+        return None
+    skeleton = skeleton_from_config_file(os.fspath(path))
+    return None if skeleton is None else _skeleton_rows(skeleton, dtypes)
+
+
+def _skeleton_rows(skeleton: ConfigSkeleton, dtypes: Sequence[str]) -> list[MemoryEstimate]:
+
+    def largest(sizes: Mapping[str, int]) -> tuple[int, list[str]]:
+        best, names = 0, []  # the comparison get_max_layer_size makes, over the known layers
+        for name in skeleton.layers:
+            size = sizes.get(name, 0)
+            if size > best:
+                best, names = size, [name]
+            elif size == best:
+                names.append(name)
+        return best, names
+
+    tensors = [(name, numel, None) for name, numel in skeleton.tensors]
+    return _rows(tensors, dtypes, DTYPE_BYTES.__getitem__, largest)
+
+
+def _rows(
+    tensors: Iterable[tuple[str, int, Union[int, float, None]]],
+    dtypes: Sequence[str],
+    byte_size: Callable[[str], Union[int, float]],
+    largest_layer: Callable[[Mapping[str, int]], tuple[int, list[str]]],
+) -> list[MemoryEstimate]:
+    """One row per dtype from ``(name, numel, bytes per element or None if floating)``."""
+    tensors = list(tensors)
     rows = []
     for dtype in dtypes:
-        factor = dtype_byte_size(dtype)
+        factor = byte_size(dtype)
         sizes: dict[str, int] = defaultdict(int)
-        for name, tensor in tensors:
-            per = factor if tensor.is_floating_point() else dtype_byte_size(tensor.dtype)
-            size = int(tensor.numel() * per)
+        for name, numel, own in tensors:
+            size = int(numel * (factor if own is None else own))
             sizes[name] += size
             prefix = name
             while "." in prefix:
                 prefix = prefix.rsplit(".", 1)[0]
                 sizes[prefix] += size
             sizes[""] += size
-        largest, names = get_max_layer_size(top, sizes, no_split)
+        largest, names = largest_layer(sizes)
         rows.append(
             MemoryEstimate(
                 dtype=dtype,

@@ -119,6 +119,24 @@ def estimate_memory_command(args: argparse.Namespace) -> int:
             "got --library_name timm, which this version does not support. Pass "
             "'package.module:Class' for a class built with no arguments."
         )
+    from accel_bigmodel import estimate_memory_from_config, format_memory_table
+
+    # A config of a family whose shapes follow from its fields answers without torch.
+    rows = (
+        estimate_memory_from_config(args.model, args.dtypes) if Path(args.model).exists() else None
+    )
+    if rows is None:
+        rows = _built_model_rows(args)
+
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+    else:
+        print(format_memory_table(rows, title=f"Memory needed by {args.model}"))
+    return 0
+
+
+def _built_model_rows(args: argparse.Namespace) -> list[Any]:
+    """The estimate of ``args.model`` built on the meta device (torch, maybe transformers)."""
     message = (
         f"accel estimate-memory: building {args.model} on the meta device (no weights; "
         "importing torch and transformers first takes a few seconds)"
@@ -128,13 +146,6 @@ def estimate_memory_command(args: argparse.Namespace) -> int:
             from accel_bigmodel import estimate_memory
 
             built = _remote_code_model(args.model, args.trust_remote_code)
-            rows = estimate_memory(args.model if built is None else built, dtypes=args.dtypes)
+            return estimate_memory(args.model if built is None else built, dtypes=args.dtypes)
     except (FileNotFoundError, ValueError, ImportError) as err:
         raise ConfigError(str(err)) from None
-    from accel_bigmodel import format_memory_table
-
-    if args.json:
-        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
-    else:
-        print(format_memory_table(rows, title=f"Memory needed by {args.model}"))
-    return 0

@@ -1,5 +1,6 @@
 """Run several ``accel`` commands in one process where importing torch or transformers fails,
-printing each command's exit code and output between markers."""
+printing each command's exit code and output between markers (the first argument, if any: a
+folder holding a llama config.json for ``estimate-memory``)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ COMMANDS = [
     ["test", "--num_processes", "two"],
     ["launch-version"],
 ]
+if len(sys.argv) > 1:  # a folder holding a llama config.json: estimated from its fields
+    COMMANDS += [
+        ["estimate-memory", sys.argv[1], "--json", "--dtypes", "bfloat16", "int4"],
+        ["estimate-memory", sys.argv[1], "--dtypes", "float32"],
+    ]
 
 for argv in COMMANDS:
     out, err = io.StringIO(), io.StringIO()
