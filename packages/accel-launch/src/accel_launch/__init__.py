@@ -5,9 +5,10 @@ Importing this package imports neither torch nor yaml: each name loads its modul
 so ``accel --version``, ``accel --help`` and ``accel env`` answer without paying for torch.
 """
 
-from importlib import import_module as _import_module
 from importlib.metadata import version as _version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from accel_state.lazy import lazy_module as _lazy_module
 
 # Public name -> private module, loaded on first use.
 _EXPORTS = {
@@ -43,17 +44,7 @@ __version__ = _version("accel-launch")
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'accel_launch' has no attribute {name!r}")
-    value = getattr(_import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS)
 
 
 if TYPE_CHECKING:

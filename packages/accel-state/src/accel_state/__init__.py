@@ -3,9 +3,10 @@
 Importing this package imports torch and nothing heavier.
 """
 
-from importlib import import_module as _import_module
 from importlib.metadata import version as _version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_module as _lazy_module
 
 # Public name -> private module. Loaded on first use so that `import accel_state` (and the
 # `accel` command) does not pay for torch until a name that needs it is used.
@@ -357,17 +358,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'accel_state' has no attribute {name!r}")
-    value = getattr(_import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS)
 
 
 if TYPE_CHECKING:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
 
+from accel_state.lazy import lazy_module
+
 from ._exports import TOP_LEVEL as _EXPORTS
-from ._lazy import lazy_module
 
 __version__ = _version("accel-torch")
 
@@ -24,7 +25,7 @@ _SUBMODULES = (
     "scheduler state tracking utils"
 ).split()
 
-__getattr__, __dir__ = lazy_module(globals(), _EXPORTS, _SUBMODULES)
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS, submodules=_SUBMODULES)
 
 if TYPE_CHECKING:
     from accel_bigmodel import (

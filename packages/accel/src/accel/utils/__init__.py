@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from accel_state.lazy import lazy_module
+
 from .._exports import UTILS as _EXPORTS
-from .._lazy import lazy_module
 
 __all__ = sorted(_EXPORTS)
 
@@ -15,7 +16,7 @@ _SUBMODULES = (
     "modeling offload operations other random tqdm versions"
 ).split()
 
-__getattr__, __dir__ = lazy_module(globals(), _EXPORTS, _SUBMODULES)
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS, submodules=_SUBMODULES)
 
 # ``accel.utils.tqdm`` is both a module and the function it holds: binding the function now
 # keeps it the package attribute even after ``import accel.utils.tqdm``. Nothing heavy loads.
