@@ -20,7 +20,7 @@ from ._device_map import (
     mapped_device,
 )
 from ._devices import DeviceMapError
-from ._dispatch import (
+from ._dispatch_model import (
     cpu_offload,
     cpu_offload_with_hook,
     disk_offload,

@@ -19,24 +19,24 @@ _EXPORTS = {
     "SageMakerConfig": "._sagemaker",
     "build_estimator": "._sagemaker",
     "prepare_sagemager_args_inputs": "._sagemaker",
-    "ConfigError": "._config",
-    "DeepSpeedConfig": "._engines",
-    "DynamoConfig": "._engines",
-    "FSDPConfig": "._engines",
-    "LaunchConfig": "._config",
-    "MegatronLMConfig": "._engines",
+    "ConfigError": "._config_file",
+    "DeepSpeedConfig": "._engine_configs",
+    "DynamoConfig": "._engine_configs",
+    "FSDPConfig": "._engine_configs",
+    "LaunchConfig": "._config_file",
+    "MegatronLMConfig": "._engine_configs",
     "LaunchPlan": "._resolve",
     "child_environment": "._resolve",
-    "config_from_dict": "._config",
+    "config_from_dict": "._config_file",
     "convert_to_fsdp2": "._to_fsdp2",
-    "default_config_file": "._config",
-    "load_config_file": "._config",
+    "default_config_file": "._config_file",
+    "load_config_file": "._config_file",
     "merge_fsdp_weights": "._merge",
     "merge_weights": "._merge",
     "notebook_launcher": "._notebook",
     "resolve": "._resolve",
     "install_xla": "._tpu",
-    "write_basic_config": "._config",
+    "write_basic_config": "._config_file",
 }
 
 __version__ = _version("accel-launch")
@@ -48,7 +48,7 @@ __getattr__, __dir__ = _lazy_module(globals(), _EXPORTS)
 
 
 if TYPE_CHECKING:
-    from ._config import (
+    from ._config_file import (
         ConfigError,
         LaunchConfig,
         config_from_dict,
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         load_config_file,
         write_basic_config,
     )
-    from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
+    from ._engine_configs import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
     from ._merge import merge_fsdp_weights, merge_weights
     from ._notebook import notebook_launcher
     from ._resolve import LaunchPlan, child_environment, resolve

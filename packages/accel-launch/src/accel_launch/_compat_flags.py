@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._config import ConfigError
+from ._config_file import ConfigError
 
 TORCHRUN_OPTIONS: dict[str, str] = {
     "tee": "Copy each process's stdout/stderr to a log file as well as the console "

@@ -22,7 +22,7 @@ import yaml
 from accel_state import environment_variables as contract
 from accel_state import patch_environment, torch_xla_module, unsupported_distributed_type
 
-from ._config import default_config_file
+from ._config_file import default_config_file
 from ._errors import ConfigError
 
 _TPU_KEYS = ("tpu_name", "tpu_zone", "command_file", "commands", "main_training_function")

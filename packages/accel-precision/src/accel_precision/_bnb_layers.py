@@ -12,7 +12,7 @@ import torch
 from accel_bigmodel import find_tied_parameters
 
 from ._bnb_config import BnbQuantizationConfig
-from ._imports import require_bnb
+from ._optional_backends import require_bnb
 
 
 @dataclass

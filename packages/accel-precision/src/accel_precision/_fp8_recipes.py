@@ -11,7 +11,12 @@ from typing import Any, Literal, Union
 import torch
 from accel_state import KwargsHandler, PrecisionType
 
-from ._imports import importable, require_msamp, require_torchao, require_transformer_engine
+from ._optional_backends import (
+    importable,
+    require_msamp,
+    require_torchao,
+    require_transformer_engine,
+)
 
 logger = logging.getLogger("accel_precision")
 

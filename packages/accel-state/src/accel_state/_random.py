@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ._devices import accelerator_module, family_available
+from ._device_families import accelerator_module, family_available
 from ._enums import RNGType
 from ._state import PartialState
 

@@ -11,7 +11,7 @@ from accel_state import PartialState, RNGType
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler
 
 from ._comm import broadcast_object
-from ._dispatch import DataLoaderDispatcher
+from ._dispatcher_loader import DataLoaderDispatcher
 from ._iterable import IterableDatasetShard
 from ._loaders import DataLoaderShard
 from ._mesh import mesh_data_ranks
