@@ -136,3 +136,20 @@ def test_no_private_module_name_repeats_across_packages() -> None:
         f"REPEATED_PRIVATE_NAMES allows {stale}, which no longer repeat across packages; remove "
         "them from the list so that they stay unique."
     )
+
+
+MAX_SOURCE_LINES = 600
+
+
+def test_no_source_file_exceeds_600_lines() -> None:
+    found = []
+    for _, path in _sources():
+        length = len(path.read_text().splitlines())
+        if length > MAX_SOURCE_LINES:
+            found.append(f"{path.relative_to(ROOT)}: {length} lines")
+    assert not found, (
+        f"A source file holds at most {MAX_SOURCE_LINES} lines (ARCHITECTURE.md); these are "
+        "longer. Split each by job: move one job (a group of functions or classes that work "
+        "together) into a sibling private module named after it, and import it back:\n"
+        + "\n".join(found)
+    )

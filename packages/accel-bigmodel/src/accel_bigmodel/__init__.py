@@ -2,6 +2,12 @@
 
 from importlib.metadata import version as _version
 
+from ._align_devices import (
+    AlignDevicesHook,
+    attach_align_device_hook,
+    attach_align_device_hook_on_blocks,
+    attach_execution_device_hook,
+)
 from ._checkpoint_files import (
     SAFE_MODEL_NAME,
     SAFE_WEIGHTS_INDEX_NAME,
@@ -29,15 +35,11 @@ from ._dispatch_model import (
 )
 from ._estimate import MemoryEstimate, estimate_memory, format_memory_table
 from ._hooks import (
-    AlignDevicesHook,
     CpuOffload,
     ModelHook,
     SequentialHook,
     UserCpuOffloadHook,
     add_hook_to_module,
-    attach_align_device_hook,
-    attach_align_device_hook_on_blocks,
-    attach_execution_device_hook,
     remove_hook_from_module,
     remove_hook_from_submodules,
 )
@@ -47,6 +49,7 @@ from ._layerwise_casting import (
     LayerwiseCastingHook,
     attach_layerwise_casting_hooks,
 )
+from ._memory_budget import get_balanced_memory, get_max_memory
 from ._offload import (
     OffloadedWeightsLoader,
     PrefixedDataset,
@@ -86,9 +89,7 @@ from ._sizes import (
     convert_bytes,
     convert_file_size_to_int,
     dtype_byte_size,
-    get_balanced_memory,
     get_max_layer_size,
-    get_max_memory,
     get_non_persistent_buffers,
     named_module_tensors,
 )

@@ -11,17 +11,16 @@ from typing import Any, Union
 import torch
 from torch import nn
 
-from ._checkpoint_io import load_checkpoint_in_model
-from ._device_map import check_device_map, require_offload_folder, resolve_device_map
-from ._devices import DeviceMapError, check_device
-from ._hooks import (
+from ._align_devices import (
     AlignDevicesHook,
-    CpuOffload,
-    UserCpuOffloadHook,
-    add_hook_to_module,
     attach_align_device_hook,
     attach_align_device_hook_on_blocks,
 )
+from ._checkpoint_io import load_checkpoint_in_model
+from ._device_map import check_device_map, require_offload_folder, resolve_device_map
+from ._devices import DeviceMapError, check_device
+from ._hooks import CpuOffload, UserCpuOffloadHook, add_hook_to_module
+from ._memory_budget import DeviceKey
 from ._offload import (
     INDEX_FILE,
     OffloadedWeightsLoader,
@@ -31,7 +30,6 @@ from ._offload import (
     write_offload_file,
 )
 from ._prefetch import attach_prefetcher
-from ._sizes import DeviceKey
 from ._tensors import Device, find_tied_parameters, retie_parameters
 
 logger = logging.getLogger("accel_bigmodel")
