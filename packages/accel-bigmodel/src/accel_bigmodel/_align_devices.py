@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import torch
 from torch import nn
@@ -146,7 +146,8 @@ class AlignDevicesHook(ModelHook):
                 )
             for name in names:
                 owner, leaf = get_submodule_and_name(module, name)
-                if owner._buffers[leaf] is not None and owner._buffers[leaf].device.type != "meta":
+                buffer = owner._buffers[leaf]
+                if buffer is not None and buffer.device.type != "meta":
                     set_module_tensor_to_device(
                         module, name, target, tied_params_map=self.tied_params_map
                     )
@@ -218,7 +219,7 @@ class AlignDevicesHook(ModelHook):
 
 def attach_execution_device_hook(
     module: nn.Module,
-    execution_device: Device,
+    execution_device: Device | None,
     skip_keys: Union[str, list[str], None] = None,
     preload_module_classes: list[str] | None = None,
     tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
@@ -227,7 +228,7 @@ def attach_execution_device_hook(
 
     Args:
         module: The module to walk.
-        execution_device: Device inputs are moved to.
+        execution_device: Device inputs are moved to (``None``: inputs stay where they are).
         skip_keys: Keyword arguments never moved.
         preload_module_classes: Classes whose submodules are not hooked separately.
         tied_params_map: Shared map of tied weights already placed.
@@ -308,7 +309,7 @@ def attach_align_device_hook(
 
 def attach_align_device_hook_on_blocks(
     module: nn.Module,
-    execution_device: Union[Device, Mapping[str, Device], None] = None,
+    execution_device: Union[Device, Mapping[str, Union[Device, None]], None] = None,
     offload: Union[bool, Mapping[str, bool]] = False,
     weights_map: Mapping[str, torch.Tensor] | None = None,
     offload_buffers: bool = False,
@@ -352,13 +353,18 @@ def attach_align_device_hook_on_blocks(
                 tied_params_map=tied_params_map,
             )
         return
-    if not isinstance(execution_device, Mapping):
-        execution_device = dict.fromkeys(offload, execution_device)  # type: ignore[arg-type]
-    if not isinstance(offload, Mapping):
-        offload = dict.fromkeys(execution_device, offload)
-    if module_name in execution_device and module_name in offload and not offload[module_name]:
+    # One of the two is a map (module name -> value): spread the other over its keys.
+    devices: Mapping[str, Device | None]
+    offloads: Mapping[str, bool]
+    if isinstance(execution_device, Mapping):
+        devices = execution_device
+        offloads = offload if isinstance(offload, Mapping) else dict.fromkeys(devices, offload)
+    else:
+        offloads = cast(Mapping[str, bool], offload)  # a map: the case of none returned above
+        devices = dict.fromkeys(offloads, execution_device)
+    if module_name in devices and module_name in offloads and not offloads[module_name]:
         hook = AlignDevicesHook(
-            execution_device=execution_device[module_name],
+            execution_device=devices[module_name],
             offload_buffers=offload_buffers,
             io_same_device=module_name == "",
             place_submodules=True,
@@ -368,14 +374,14 @@ def attach_align_device_hook_on_blocks(
         add_hook_to_module(module, hook)
         attach_execution_device_hook(
             module,
-            execution_device[module_name],
+            devices[module_name],
             skip_keys=skip_keys,
             tied_params_map=tied_params_map,
         )
-    elif module_name in execution_device and module_name in offload:
+    elif module_name in devices and module_name in offloads:
         attach_align_device_hook(
             module,
-            execution_device=execution_device[module_name],
+            execution_device=devices[module_name],
             offload=True,
             weights_map=weights_map,
             offload_buffers=offload_buffers,
@@ -386,7 +392,7 @@ def attach_align_device_hook_on_blocks(
         )
         if not hasattr(module, "_hf_hook"):
             hook = AlignDevicesHook(
-                execution_device=execution_device[module_name],
+                execution_device=devices[module_name],
                 io_same_device=module_name == "",
                 skip_keys=skip_keys,
                 tied_params_map=tied_params_map,
@@ -394,14 +400,14 @@ def attach_align_device_hook_on_blocks(
             add_hook_to_module(module, hook)
         attach_execution_device_hook(
             module,
-            execution_device[module_name],
+            devices[module_name],
             preload_module_classes=preload_module_classes,
             skip_keys=skip_keys,
             tied_params_map=tied_params_map,
         )
     elif module_name == "":
         hook = AlignDevicesHook(
-            execution_device=execution_device.get(""),
+            execution_device=devices.get(""),
             io_same_device=True,
             skip_keys=skip_keys,
             tied_params_map=tied_params_map,
@@ -411,8 +417,8 @@ def attach_align_device_hook_on_blocks(
         child_name = f"{module_name}.{child_name}" if module_name else child_name
         attach_align_device_hook_on_blocks(
             child,
-            execution_device=execution_device,
-            offload=offload,
+            execution_device=devices,
+            offload=offloads,
             weights_map=weights_map,
             offload_buffers=offload_buffers,
             module_name=child_name,

@@ -158,7 +158,7 @@ class _Placer:
 
     def place(
         self, reserve: Mapping[DeviceKey, int]
-    ) -> tuple[dict[str, DeviceKey], dict[str, int]]:
+    ) -> tuple[dict[str, DeviceKey], dict[DeviceKey, int]]:
         """Returns ``(device_map, size of the largest layer placed on each device)``."""
         queue: deque[tuple[str, Any]] = deque(_units_of("", self.model))
         device_map: dict[str, DeviceKey] = {}

@@ -7,7 +7,8 @@ The hook that places inputs and weights on the execution device is in ``_align_d
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -71,13 +72,15 @@ class SequentialHook(ModelHook):
 
 
 def _hooked_forward(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
-    hook: ModelHook = module._hf_hook  # type: ignore[assignment]
+    # nn.Module types unknown attributes as ``Tensor | Module``; these two are set below.
+    hook = cast(ModelHook, module._hf_hook)
+    old_forward = cast(Callable[..., Any], module._old_forward)
     args, kwargs = hook.pre_forward(module, *args, **kwargs)
     if hook.no_grad:
         with torch.no_grad():
-            output = module._old_forward(*args, **kwargs)  # type: ignore[operator]
+            output = old_forward(*args, **kwargs)
     else:
-        output = module._old_forward(*args, **kwargs)  # type: ignore[operator]
+        output = old_forward(*args, **kwargs)
     return hook.post_forward(module, output)
 
 
@@ -96,17 +99,19 @@ def add_hook_to_module(module: nn.Module, hook: ModelHook, append: bool = False)
         The module (as returned by ``hook.init_hook``).
     """
     if append and getattr(module, "_hf_hook", None) is not None:
-        existing = module._hf_hook
+        existing = cast(ModelHook, module._hf_hook)
         remove_hook_from_module(module)
-        hook = SequentialHook(existing, hook)  # type: ignore[arg-type]
+        hook = SequentialHook(existing, hook)
+    old_forward: Callable[..., Any]
     if hasattr(module, "_hf_hook") and hasattr(module, "_old_forward"):
-        old_forward = module._old_forward
+        old_forward = cast(Callable[..., Any], module._old_forward)
     else:
         object.__setattr__(module, _INSTANCE_FORWARD, "forward" in module.__dict__)
         old_forward = module.forward
-        module._old_forward = old_forward
+        module._old_forward = old_forward  # type: ignore[assignment]  # see below
     module = hook.init_hook(module)
-    module._hf_hook = hook
+    # torch types a module attribute as ``Tensor | Module``; a hook is plain Python state.
+    module._hf_hook = hook  # type: ignore[assignment]
     wrapped = functools.partial(_hooked_forward, module)
     try:
         functools.update_wrapper(wrapped, old_forward)

@@ -72,7 +72,7 @@ def _memory_key(key: Any, check_devices: bool) -> DeviceKey:
             "Remove that key; to plan a map for a machine that has it, call "
             "infer_auto_device_map(..., check_devices=False).",
         )
-    return key  # type: ignore[no-any-return]
+    return key
 
 
 def get_max_memory(

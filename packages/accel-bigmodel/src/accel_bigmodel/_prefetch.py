@@ -131,5 +131,5 @@ def attach_prefetcher(model: nn.Module) -> Prefetcher | None:
     prefetcher = Prefetcher(hooks)
     for hook in hooks:
         hook.prefetcher = prefetcher
-    model._accel_prefetcher = prefetcher
+    model._accel_prefetcher = prefetcher  # type: ignore[assignment]  # stubs: Tensor | Module
     return prefetcher

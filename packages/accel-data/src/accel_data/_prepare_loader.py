@@ -273,4 +273,4 @@ def prepare_data_loader(
     if on_xla:
         # torch_xla's loader moves the batches (ahead of use) and marks a step per batch.
         return MpDeviceLoaderWrapper(loader, torch.device(str(target_device)))
-    return loader  # type: ignore[no-any-return]
+    return loader

@@ -71,7 +71,7 @@ def _check_override(value: Any) -> tuple[bool, bool, bool]:
             "override_linear_precision must be three booleans (fprop, dgrad, wgrad run in higher "
             f"precision); got {value!r}. Pass e.g. (False, False, True)."
         )
-    return items  # type: ignore[return-value]
+    return items
 
 
 @dataclass

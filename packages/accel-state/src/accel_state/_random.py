@@ -79,7 +79,7 @@ def _get_state(rng_type: RNGType, generator: torch.Generator | None) -> torch.Te
                 "Pass generator=my_generator."
             )
         return generator.get_state()
-    return _device_rng(rng_type).get_rng_state()  # type: ignore[no-any-return]
+    return _device_rng(rng_type).get_rng_state()
 
 
 def _set_state(rng_type: RNGType, state: torch.Tensor, generator: torch.Generator | None) -> None:
