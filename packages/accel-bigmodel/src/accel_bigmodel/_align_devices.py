@@ -360,7 +360,7 @@ def attach_align_device_hook_on_blocks(
         devices = execution_device
         offloads = offload if isinstance(offload, Mapping) else dict.fromkeys(devices, offload)
     else:
-        offloads = cast(Mapping[str, bool], offload)  # a map: the case of none returned above
+        offloads = cast("Mapping[str, bool]", offload)  # a map: the case of none returned above
         devices = dict.fromkeys(offloads, execution_device)
     if module_name in devices and module_name in offloads and not offloads[module_name]:
         hook = AlignDevicesHook(

@@ -74,7 +74,7 @@ class SequentialHook(ModelHook):
 def _hooked_forward(module: nn.Module, *args: Any, **kwargs: Any) -> Any:
     # nn.Module types unknown attributes as ``Tensor | Module``; these two are set below.
     hook = cast(ModelHook, module._hf_hook)
-    old_forward = cast(Callable[..., Any], module._old_forward)
+    old_forward = cast("Callable[..., Any]", module._old_forward)
     args, kwargs = hook.pre_forward(module, *args, **kwargs)
     if hook.no_grad:
         with torch.no_grad():
@@ -104,7 +104,7 @@ def add_hook_to_module(module: nn.Module, hook: ModelHook, append: bool = False)
         hook = SequentialHook(existing, hook)
     old_forward: Callable[..., Any]
     if hasattr(module, "_hf_hook") and hasattr(module, "_old_forward"):
-        old_forward = cast(Callable[..., Any], module._old_forward)
+        old_forward = cast("Callable[..., Any]", module._old_forward)
     else:
         object.__setattr__(module, _INSTANCE_FORWARD, "forward" in module.__dict__)
         old_forward = module.forward

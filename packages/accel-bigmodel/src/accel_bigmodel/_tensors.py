@@ -126,7 +126,7 @@ def set_module_tensor_to_device(
         if is_buffer:
             owner._buffers[name] = new_value
             return
-        param_cls = cast(type[nn.Parameter], type(old))
+        param_cls = cast("type[nn.Parameter]", type(old))
         extra = dict(old.__dict__)
         if param_cls is nn.Parameter:
             new_param = nn.Parameter(new_value, requires_grad=old.requires_grad)
