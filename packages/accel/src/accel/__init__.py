@@ -29,6 +29,10 @@ __getattr__, __dir__ = lazy_module(globals(), _EXPORTS, submodules=_SUBMODULES)
 
 if TYPE_CHECKING:
     from accel_bigmodel import (
+        CheckpointKeysError,
+        CorruptSafetensorsError,
+        DeviceMapError,
+        UntrustedPickleError,
         cpu_offload,
         cpu_offload_with_hook,
         disk_offload,
@@ -39,14 +43,17 @@ if TYPE_CHECKING:
         load_checkpoint_and_dispatch,
         load_checkpoint_in_model,
     )
+    from accel_collectives import DistributedOperationException
     from accel_data import (
         DataLoaderConfiguration,
         skip_first_batches,
     )
     from accel_launch import (
+        ConfigError,
         notebook_launcher,
     )
     from accel_pipeline import (
+        PipelineTraceError,
         prepare_pippy,
     )
     from accel_state import (
@@ -75,6 +82,7 @@ if TYPE_CHECKING:
     from accel._accelerator_prepare import (
         compile_regions,
     )
+    from accel._checkpoint_async import AsyncSaveError
     from accel._checkpoint_io import (
         UnsafeCheckpointError,
     )

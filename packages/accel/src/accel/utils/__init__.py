@@ -28,15 +28,18 @@ if TYPE_CHECKING:
         SAFE_WEIGHTS_PATTERN_NAME,
         WEIGHTS_PATTERN_NAME,
         AlignDevicesHook,
+        CheckpointKeysError,
         CorruptSafetensorsError,
         CpuOffload,
         CustomDtype,
+        DeviceMapError,
         LoadReport,
         MemoryEstimate,
         ModelHook,
         OffloadedWeightsLoader,
         PrefixedDataset,
         SequentialHook,
+        UntrustedPickleError,
         UserCpuOffloadHook,
         add_hook_to_module,
         align_module_device,
@@ -120,11 +123,13 @@ if TYPE_CHECKING:
         skip_first_batches,
     )
     from accel_launch import (
+        ConfigError,
         install_xla,
         merge_fsdp_weights,
         prepare_sagemager_args_inputs,
         write_basic_config,
     )
+    from accel_pipeline import PipelineTraceError
     from accel_precision import (
         AORecipeKwargs,
         BnbQuantizationConfig,
@@ -296,6 +301,7 @@ if TYPE_CHECKING:
         compile_regions,
     )
     from accel._checkpoint_api import SAMPLER_NAME
+    from accel._checkpoint_async import AsyncSaveError
     from accel._checkpoint_io import (
         MODEL_NAME,
         OPTIMIZER_NAME,
