@@ -58,3 +58,15 @@ def test_package_namespaces_use_it():
     assert "PartialState" in dir(accel_state)
     with pytest.raises(AttributeError, match="did you mean 'PartialState'"):
         accel_state.PartialStat  # noqa: B018
+
+
+def test_version_is_read_from_the_distribution_on_first_access():
+    import importlib.metadata
+
+    namespace = _namespace()
+    getattr_, dir_ = lazy_module(namespace, {}, distribution="accel-state")
+    assert "__version__" in dir_() and "__version__" not in namespace
+    assert getattr_("__version__") == importlib.metadata.version("accel-state")
+    assert namespace["__version__"] == accel_state.__version__
+    with pytest.raises(AttributeError, match="has no attribute '__version__'"):
+        lazy_module(_namespace(), {})[0]("__version__")

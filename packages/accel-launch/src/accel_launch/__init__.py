@@ -5,7 +5,6 @@ Importing this package imports neither torch nor yaml: each name loads its modul
 so ``accel --version``, ``accel --help`` and ``accel env`` answer without paying for torch.
 """
 
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module as _lazy_module
@@ -39,12 +38,13 @@ _EXPORTS = {
     "write_basic_config": "._config_file",
 }
 
-__version__ = _version("accel-launch")
+# Read from the installed metadata on first access (see lazy_module).
+__version__: str
 
 __all__ = ["__version__", *_EXPORTS]
 
 
-__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS)
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS, distribution="accel-launch")
 
 
 if TYPE_CHECKING:

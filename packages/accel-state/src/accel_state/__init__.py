@@ -3,7 +3,6 @@
 Importing this package imports torch and nothing heavier.
 """
 
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
 
 from .lazy import lazy_module as _lazy_module
@@ -182,7 +181,8 @@ _EXPORTS = {
     "set_numa_affinity": "._hardware",
 }
 
-__version__ = _version("accel-state")
+# Read from the installed metadata on first access (see lazy_module).
+__version__: str
 
 __all__ = [
     "clear_device_cache",
@@ -358,7 +358,7 @@ __all__ = [
 ]
 
 
-__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS)
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS, distribution="accel-state")
 
 
 if TYPE_CHECKING:

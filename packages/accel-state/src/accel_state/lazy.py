@@ -19,6 +19,7 @@ def lazy_module(
     exports: Mapping[str, str],
     *,
     submodules: Collection[str] = (),
+    distribution: str | None = None,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """Return ``(__getattr__, __dir__)`` for a module whose names live in other modules.
 
@@ -32,6 +33,9 @@ def lazy_module(
             (``"accel_state"``) or relative (``"._memory"``).
         submodules: Names of the package's own submodules that attribute access imports on
             first use (``accel.utils.modeling`` without ``import accel.utils.modeling``).
+        distribution: The installed distribution whose version ``__version__`` reads, on first
+            access: reading it at import would load ``importlib.metadata``, which costs more than
+            the rest of the import.
 
     Returns:
         The module-level ``__getattr__`` and ``__dir__`` (PEP 562). ``__getattr__`` raises
@@ -44,6 +48,11 @@ def lazy_module(
     def __getattr__(name: str) -> Any:
         source = exports.get(name)
         if source is None:
+            if name == "__version__" and distribution is not None:
+                from importlib.metadata import version
+
+                namespace[name] = version(distribution)
+                return namespace[name]
             if name in submodules:
                 return import_module(f"{module_name}.{name}")
             raise AttributeError(_unknown_name(module_name, name, exports, submodules), name=name)
@@ -52,7 +61,8 @@ def lazy_module(
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(namespace) | set(exports) | set(submodules))
+        version = {"__version__"} if distribution is not None else set()
+        return sorted(set(namespace) | set(exports) | set(submodules) | version)
 
     return __getattr__, __dir__
 

@@ -7,14 +7,14 @@ Every public name is loaded on first use, so ``import accel`` costs little more 
 
 from __future__ import annotations
 
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
 from ._exports import TOP_LEVEL as _EXPORTS
 
-__version__ = _version("accel-torch")
+# Read from the installed metadata on first access (see lazy_module).
+__version__: str
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 
@@ -25,7 +25,9 @@ _SUBMODULES = (
     "scheduler state tracking utils"
 ).split()
 
-__getattr__, __dir__ = lazy_module(globals(), _EXPORTS, submodules=_SUBMODULES)
+__getattr__, __dir__ = lazy_module(
+    globals(), _EXPORTS, submodules=_SUBMODULES, distribution="accel-torch"
+)
 
 if TYPE_CHECKING:
     from accel_bigmodel import (
