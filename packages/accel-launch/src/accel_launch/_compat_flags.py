@@ -120,7 +120,8 @@ def check_refused(args: argparse.Namespace) -> None:
             continue
         if isinstance(value, str) and value.strip().lower() in ("false", "0", "no", "off"):
             continue
-        shown = "" if value is True else f" {value}"
+        # A value with a line break or another control character is shown quoted, on one line.
+        shown = "" if value is True else f" {value}" if str(value).isprintable() else f" {value!r}"
         raise ConfigError(
             f"--{name} is not supported by accel launch: {REFUSED[_family(name)]} "
             f"Got --{name}{shown}."
