@@ -7,8 +7,8 @@ excluded) and whether torch was imported as a side effect.
 Run: ``uv run --no-sync python benchmarks/foundation/bench_import_time.py [--runs 7]``
 
 To compare with another version of the ``accel`` sources under the same machine load, pass
-``--baseline-src DIR`` (a directory holding an ``accel`` package, e.g. extracted with
-``git archive <commit> packages/accel/src``): runs alternate between the two.
+``--baseline-src DIR`` (a directory holding the ``accel`` packages, e.g. the ``src`` folders of
+``git archive <commit> packages`` linked into one directory): runs alternate between the two.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ STATEMENTS = {
     "import accel.utils": "accel.utils",
     "import accel.utils.modeling": "accel.utils.modeling",
     "import accel.state": "accel.state",
+    "import accel_state": "accel_state",
+    "import accel_launch": "accel_launch",
 }
 
 

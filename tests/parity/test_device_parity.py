@@ -18,7 +18,7 @@ reference = pytest.importorskip(
 import accel.utils  # noqa: E402
 import accelerate.state as reference_state  # noqa: E402
 import accelerate.utils  # noqa: E402
-from accel_state import _devices, _imports, _probes  # noqa: E402
+from accel_state import _availability, _device_families, _probes  # noqa: E402
 
 FAMILIES = ["mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron", "cpu"]
 PROBE_NAMES = {
@@ -30,7 +30,7 @@ PROBE_NAMES = {
     "xpu": "is_xpu_available",
     "neuron": "is_neuron_available",
 }
-ACCEL_MODULES = {"npu": _imports, "xpu": _imports}
+ACCEL_MODULES = {"npu": _availability, "xpu": _availability}
 
 
 def machine_with(monkeypatch, family: str) -> None:
@@ -43,7 +43,7 @@ def machine_with(monkeypatch, family: str) -> None:
     monkeypatch.setattr(reference_state, "is_xccl_available", lambda: True)
     monkeypatch.setattr(_probes, "is_xccl_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: family == "cuda")
-    monkeypatch.setattr(_imports, "is_cuda_available", lambda: family == "cuda")
+    monkeypatch.setattr(_availability, "is_cuda_available", lambda: family == "cuda")
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -53,7 +53,7 @@ def test_backend_and_distributed_type_match_the_reference(monkeypatch, family):
     monkeypatch.setenv("WORLD_SIZE", "2")
     cpu = family == "cpu"
     theirs = reference_state.PartialState._prepare_backend(None, cpu=cpu)
-    ours = _devices.prepare_backend(cpu=cpu)
+    ours = _device_families.prepare_backend(cpu=cpu)
     assert (ours[0], ours[1].value) == (theirs[0], theirs[1].value)
 
 

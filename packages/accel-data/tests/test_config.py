@@ -8,7 +8,7 @@ import inspect
 
 import pytest
 
-from accel_data import DataLoaderConfiguration, _config, prepare_data_loader
+from accel_data import DataLoaderConfiguration, _loader_config, prepare_data_loader
 
 
 def test_defaults() -> None:
@@ -25,7 +25,7 @@ def test_defaults() -> None:
 
 
 def test_every_field_has_a_docstring_under_it() -> None:
-    tree = ast.parse(inspect.getsource(_config))
+    tree = ast.parse(inspect.getsource(_loader_config))
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
     documented = set()
     for node, following in zip(cls.body, cls.body[1:]):

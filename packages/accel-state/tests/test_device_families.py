@@ -18,8 +18,8 @@ import torch
 from accel_state import (
     DistributedType,
     PartialState,
-    _devices,
-    _imports,
+    _availability,
+    _device_families,
     _probes,
     clear_device_cache,
     set_seed,
@@ -45,10 +45,10 @@ EXPECTED = {
 REGISTERED_IN_TORCH = {"cuda", "xpu", "hpu", "mps"}
 
 PROBES = {
-    "mps": (_imports, "is_mps_available"),
-    "cuda": (_imports, "is_cuda_available"),
-    "xpu": (_imports, "is_xpu_available"),
-    "npu": (_imports, "is_npu_available"),
+    "mps": (_availability, "is_mps_available"),
+    "cuda": (_availability, "is_cuda_available"),
+    "xpu": (_availability, "is_xpu_available"),
+    "npu": (_availability, "is_npu_available"),
     "mlu": (_probes, "is_mlu_available"),
     "sdaa": (_probes, "is_sdaa_available"),
     "musa": (_probes, "is_musa_available"),
@@ -76,48 +76,51 @@ def machine_with(monkeypatch, *present, xccl=True):
 def test_each_family_selects_its_device_backend_and_distributed_type(monkeypatch, family):
     machine_with(monkeypatch, family)
     backend, kind = EXPECTED[family]
-    assert _devices.prepare_backend() == (backend, kind)
-    assert _devices.default_device_type() == family
-    assert _devices.get_current_device_type() == (family, kind.value)
+    assert _device_families.prepare_backend() == (backend, kind)
+    assert _device_families.default_device_type() == family
+    assert _device_families.get_current_device_type() == (family, kind.value)
     if family in REGISTERED_IN_TORCH:
-        assert _devices.default_device() == torch.device(family)
+        assert _device_families.default_device() == torch.device(family)
 
 
 def test_cpu_only_machine_and_cpu_flag(monkeypatch):
     machine_with(monkeypatch)
-    assert _devices.prepare_backend() == ("gloo", DistributedType.MULTI_CPU)
-    assert _devices.default_device() == torch.device("cpu")
-    assert _devices.get_current_device_type() == ("cpu", "MULTI_CPU")
+    assert _device_families.prepare_backend() == ("gloo", DistributedType.MULTI_CPU)
+    assert _device_families.default_device() == torch.device("cpu")
+    assert _device_families.get_current_device_type() == ("cpu", "MULTI_CPU")
     machine_with(monkeypatch, "npu")
-    assert _devices.prepare_backend(cpu=True) == ("gloo", DistributedType.MULTI_CPU)
-    assert _devices.prepare_backend(cpu=True, backend="mpi") == ("mpi", DistributedType.MULTI_CPU)
-    assert _devices.default_device(cpu=True) == torch.device("cpu")
+    assert _device_families.prepare_backend(cpu=True) == ("gloo", DistributedType.MULTI_CPU)
+    assert _device_families.prepare_backend(cpu=True, backend="mpi") == (
+        "mpi",
+        DistributedType.MULTI_CPU,
+    )
+    assert _device_families.default_device(cpu=True) == torch.device("cpu")
 
 
 def test_an_explicit_backend_replaces_the_family_default(monkeypatch):
     machine_with(monkeypatch, "cuda")
-    assert _devices.prepare_backend(backend="gloo") == ("gloo", DistributedType.MULTI_GPU)
+    assert _device_families.prepare_backend(backend="gloo") == ("gloo", DistributedType.MULTI_GPU)
 
 
 def test_vendor_extensions_come_before_cuda(monkeypatch):
     # torch_npu's transfer_to_npu makes CUDA report devices too: the NPU must win.
     machine_with(monkeypatch, "npu", "cuda")
-    assert _devices.prepare_backend() == ("hccl", DistributedType.MULTI_NPU)
-    assert _devices.default_device_type() == "npu"
+    assert _device_families.prepare_backend() == ("hccl", DistributedType.MULTI_NPU)
+    assert _device_families.default_device_type() == "npu"
     machine_with(monkeypatch, "cuda", "xpu", "neuron")
-    assert _devices.prepare_backend()[1] is DistributedType.MULTI_GPU
+    assert _device_families.prepare_backend()[1] is DistributedType.MULTI_GPU
 
 
 def test_mps_serves_one_process_only(monkeypatch):
     machine_with(monkeypatch, "mps")
-    assert _devices.default_device() == torch.device("mps")
-    assert _devices.prepare_backend() == ("gloo", DistributedType.MULTI_CPU)
+    assert _device_families.default_device() == torch.device("mps")
+    assert _device_families.prepare_backend() == ("gloo", DistributedType.MULTI_CPU)
 
 
 def test_xpu_without_xccl_runs_distributed_on_cpu(monkeypatch):
     machine_with(monkeypatch, "xpu", xccl=False)
-    assert _devices.default_device() == torch.device("xpu")
-    assert _devices.prepare_backend() == ("gloo", DistributedType.MULTI_CPU)
+    assert _device_families.default_device() == torch.device("xpu")
+    assert _device_families.prepare_backend() == ("gloo", DistributedType.MULTI_CPU)
 
 
 def test_gaudi_loads_hccl_before_a_distributed_run(monkeypatch):
@@ -126,13 +129,13 @@ def test_gaudi_loads_hccl_before_a_distributed_run(monkeypatch):
     monkeypatch.setattr(
         _probes, "is_hpu_available", lambda init_hccl=False: asked.append(init_hccl) or True
     )
-    assert _devices.prepare_backend() == ("hccl", DistributedType.MULTI_HPU)
+    assert _device_families.prepare_backend() == ("hccl", DistributedType.MULTI_HPU)
     assert asked == [True]
 
 
 def test_unknown_family_is_refused():
     with pytest.raises(ValueError, match=r"device family must be one of .*got 'tpu'"):
-        _devices.family_available("tpu")
+        _device_families.family_available("tpu")
 
 
 @pytest.mark.parametrize("family", ["npu", "mlu", "hpu", "musa", "sdaa", "neuron"])
@@ -253,7 +256,9 @@ def extension(tmp_path, monkeypatch):
 
 def test_probe_is_false_without_the_extension():
     assert not _probes.is_sdaa_available() and not _probes.is_sdaa_available(check_device=True)
-    assert not _imports.is_npu_available() and not _imports.is_npu_available(check_device=True)
+    assert not _availability.is_npu_available() and not _availability.is_npu_available(
+        check_device=True
+    )
 
 
 def test_probe_imports_the_extension_and_asks_for_a_device(extension):
@@ -287,7 +292,7 @@ def test_check_device_turns_a_driver_error_into_false(extension):
 
 def test_npu_extension_that_fails_to_import_is_false(extension):
     extension("torch_npu", "npu", "raise ImportError('libascendcl.so: cannot open')\ndevice = None")
-    assert not _imports.is_npu_available()
+    assert not _availability.is_npu_available()
 
 
 def test_mlu_probe_uses_the_driver_free_check(extension):

@@ -11,7 +11,7 @@ from accel_trackers import (
     register_tracker,
     register_tracker_class,
 )
-from accel_trackers._base import BackendTracker
+from accel_trackers._tracker_interface import BackendTracker
 
 
 def test_logger_type_values():

@@ -23,24 +23,24 @@ _EXPORTS = {
     "infer_auto_device_map": "._device_map",
     "mapped_device": "._device_map",
     "DeviceMapError": "._devices",
-    "cpu_offload": "._dispatch",
-    "cpu_offload_with_hook": "._dispatch",
-    "disk_offload": "._dispatch",
-    "dispatch_model": "._dispatch",
-    "load_checkpoint_and_dispatch": "._dispatch",
+    "cpu_offload": "._dispatch_model",
+    "cpu_offload_with_hook": "._dispatch_model",
+    "disk_offload": "._dispatch_model",
+    "dispatch_model": "._dispatch_model",
+    "load_checkpoint_and_dispatch": "._dispatch_model",
     "MemoryEstimate": "._estimate",
     "estimate_memory": "._estimate",
     "estimate_memory_from_config": "._estimate",
     "format_memory_table": "._estimate",
-    "AlignDevicesHook": "._hooks",
+    "AlignDevicesHook": "._align_devices",
     "CpuOffload": "._hooks",
     "ModelHook": "._hooks",
     "SequentialHook": "._hooks",
     "UserCpuOffloadHook": "._hooks",
     "add_hook_to_module": "._hooks",
-    "attach_align_device_hook": "._hooks",
-    "attach_align_device_hook_on_blocks": "._hooks",
-    "attach_execution_device_hook": "._hooks",
+    "attach_align_device_hook": "._align_devices",
+    "attach_align_device_hook_on_blocks": "._align_devices",
+    "attach_execution_device_hook": "._align_devices",
     "remove_hook_from_module": "._hooks",
     "remove_hook_from_submodules": "._hooks",
     "init_empty_weights": "._init_empty",
@@ -80,9 +80,9 @@ _EXPORTS = {
     "convert_bytes": "._sizes",
     "convert_file_size_to_int": "._sizes",
     "dtype_byte_size": "._sizes",
-    "get_balanced_memory": "._sizes",
+    "get_balanced_memory": "._memory_budget",
     "get_max_layer_size": "._sizes",
-    "get_max_memory": "._sizes",
+    "get_max_memory": "._memory_budget",
     "get_non_persistent_buffers": "._sizes",
     "named_module_tensors": "._sizes",
     "clean_state_dict_for_safetensors": "._state_dict_tools",
@@ -218,7 +218,7 @@ if TYPE_CHECKING:
         mapped_device,
     )
     from ._devices import DeviceMapError
-    from ._dispatch import (
+    from ._dispatch_model import (
         cpu_offload,
         cpu_offload_with_hook,
         disk_offload,
@@ -231,16 +231,18 @@ if TYPE_CHECKING:
         estimate_memory_from_config,
         format_memory_table,
     )
-    from ._hooks import (
+    from ._align_devices import (
         AlignDevicesHook,
+        attach_align_device_hook,
+        attach_align_device_hook_on_blocks,
+        attach_execution_device_hook,
+    )
+    from ._hooks import (
         CpuOffload,
         ModelHook,
         SequentialHook,
         UserCpuOffloadHook,
         add_hook_to_module,
-        attach_align_device_hook,
-        attach_align_device_hook_on_blocks,
-        attach_execution_device_hook,
         remove_hook_from_module,
         remove_hook_from_submodules,
     )
@@ -250,6 +252,7 @@ if TYPE_CHECKING:
         LayerwiseCastingHook,
         attach_layerwise_casting_hooks,
     )
+    from ._memory_budget import get_balanced_memory, get_max_memory
     from ._offload import (
         OffloadedWeightsLoader,
         PrefixedDataset,
@@ -289,9 +292,7 @@ if TYPE_CHECKING:
         convert_bytes,
         convert_file_size_to_int,
         dtype_byte_size,
-        get_balanced_memory,
         get_max_layer_size,
-        get_max_memory,
         get_non_persistent_buffers,
         named_module_tensors,
     )

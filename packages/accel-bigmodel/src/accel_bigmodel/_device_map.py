@@ -12,14 +12,12 @@ import torch
 from torch import nn
 
 from ._devices import DeviceMapError, check_device
+from ._memory_budget import DeviceKey, get_balanced_memory, get_max_memory
 from ._sizes import (
-    DeviceKey,
     ModuleScan,
     compute_module_sizes,
     compute_module_total_buffer_size,
     gc_paused,
-    get_balanced_memory,
-    get_max_memory,
     scan_modules,
 )
 
@@ -160,7 +158,7 @@ class _Placer:
 
     def place(
         self, reserve: Mapping[DeviceKey, int]
-    ) -> tuple[dict[str, DeviceKey], dict[str, int]]:
+    ) -> tuple[dict[str, DeviceKey], dict[DeviceKey, int]]:
         """Returns ``(device_map, size of the largest layer placed on each device)``."""
         queue: deque[tuple[str, Any]] = deque(_units_of("", self.model))
         device_map: dict[str, DeviceKey] = {}

@@ -89,7 +89,7 @@ def init_on_device(
             return
         module._parameters[name] = _moved_parameter(current, target)
 
-    nn.Module.register_parameter = register_parameter  # type: ignore[method-assign]
+    nn.Module.register_parameter = register_parameter  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:

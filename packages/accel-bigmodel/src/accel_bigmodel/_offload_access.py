@@ -11,7 +11,7 @@ from typing import Any, Union
 import torch
 from torch import nn
 
-from ._hooks import AlignDevicesHook
+from ._align_devices import AlignDevicesHook
 from ._tensors import set_module_tensor_to_device
 
 _logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from ._hooks import AlignDevicesHook
+    from ._align_devices import AlignDevicesHook
 
 _PAGE = 4096
 
@@ -103,7 +103,8 @@ class Prefetcher:
 
 def offloaded_hooks(model: nn.Module) -> list[AlignDevicesHook]:
     """The offloading :class:`AlignDevicesHook` objects of a model, in module order."""
-    from ._hooks import AlignDevicesHook, SequentialHook
+    from ._align_devices import AlignDevicesHook
+    from ._hooks import SequentialHook
 
     found: list[AlignDevicesHook] = []
     for module in model.modules():
@@ -130,5 +131,5 @@ def attach_prefetcher(model: nn.Module) -> Prefetcher | None:
     prefetcher = Prefetcher(hooks)
     for hook in hooks:
         hook.prefetcher = prefetcher
-    model._accel_prefetcher = prefetcher
+    model._accel_prefetcher = prefetcher  # type: ignore[assignment]  # stubs: Tensor | Module
     return prefetcher

@@ -324,7 +324,7 @@ def safe_dcp_load(
     metadata = read_dcp_metadata_safely(folder, trust_pickles=trust_pickles, opt_in=opt_in)
     try:
         dcp.load(
-            state_dict,  # type: ignore[arg-type]
+            state_dict,
             storage_reader=_safe_reader(folder, metadata, trust_pickles, opt_in),
             planner=_safe_planner(folder, trust_pickles, opt_in),
             no_dist=no_dist,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import torch
 from torch import nn
@@ -95,7 +95,8 @@ def set_module_tensor_to_device(
                 continue
             placed = tied_params_map.get(ptr_source.data_ptr())
             if placed is not None and target in placed:
-                owner._parameters[name] = placed[target]  # type: ignore[assignment]
+                # Only parameters are placed through the tied map, so the entry is one.
+                owner._parameters[name] = cast(nn.Parameter, placed[target])
                 return
 
     if value is None and old.device.type == "meta" and target.type != "meta":
@@ -103,29 +104,29 @@ def set_module_tensor_to_device(
             f"{tensor_name!r} is on the meta device, so it has no data to move to {target}; pass "
             f"`value=` with its weights (for instance from the checkpoint)."
         )
-    cast = resolve_dtype(dtype)
+    cast_to = resolve_dtype(dtype)
     if value is not None:
         if tuple(old.shape) != tuple(value.shape):
             raise ValueError(
                 f"The value for {tensor_name!r} must have the model's shape {tuple(old.shape)}; "
                 f"got {tuple(value.shape)}. Check that the checkpoint matches the model config."
             )
-        if cast is None:
+        if cast_to is None:
             if value.dtype != old.dtype and (value.is_floating_point() or old.is_floating_point()):
                 value = value.to(old.dtype)
         elif value.is_floating_point():
-            value = value.to(cast)
+            value = value.to(cast_to)
     with torch.no_grad():
         if value is None:
             new_value = old.to(target, non_blocking=non_blocking)
-            if cast is not None and target.type == "meta" and old.is_floating_point():
-                new_value = new_value.to(cast)
+            if cast_to is not None and target.type == "meta" and old.is_floating_point():
+                new_value = new_value.to(cast_to)
         else:
             new_value = value.to(target, non_blocking=non_blocking)
         if is_buffer:
             owner._buffers[name] = new_value
             return
-        param_cls = type(old)
+        param_cls = cast("type[nn.Parameter]", type(old))
         extra = dict(old.__dict__)
         if param_cls is nn.Parameter:
             new_param = nn.Parameter(new_value, requires_grad=old.requires_grad)

@@ -16,7 +16,7 @@ def xla_gather(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
         tensor = tensor.reshape(1)
     if tensor.device != device:
         tensor = tensor.to(device)
-    return xla_model().all_gather(tensor, dim=0)  # type: ignore[no-any-return]
+    return xla_model().all_gather(tensor, dim=0)
 
 
 def xla_all_reduce(tensor: torch.Tensor, reduction: str, device: torch.device) -> torch.Tensor:
@@ -25,7 +25,7 @@ def xla_all_reduce(tensor: torch.Tensor, reduction: str, device: torch.device) -
     xm = xla_model()
     op = {"max": xm.REDUCE_MAX, "min": xm.REDUCE_MIN}.get(reduction, xm.REDUCE_SUM)
     source = tensor if tensor.device == device else tensor.to(device)
-    return xm.all_reduce(op, source.clone())  # type: ignore[no-any-return]
+    return xm.all_reduce(op, source.clone())
 
 
 __all__ = ["xla_all_reduce", "xla_gather"]

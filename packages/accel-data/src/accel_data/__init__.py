@@ -8,12 +8,12 @@ gathers per-sample results without the samples repeated to even out the last ste
 from importlib.metadata import version as _version
 
 from ._adapter import DataLoaderAdapter, get_sampler
-from ._config import DataLoaderConfiguration
-from ._dispatch import DataLoaderDispatcher
+from ._dispatcher_loader import DataLoaderDispatcher
 from ._iterable import IterableDatasetShard
+from ._loader_config import DataLoaderConfiguration
 from ._loaders import DataLoaderShard
 from ._metrics import gather_for_metrics
-from ._prepare import prepare_data_loader
+from ._prepare_loader import prepare_data_loader
 from ._samplers import BatchSamplerShard, SeedableRandomSampler
 from ._skip import SkipBatchSampler, SkipDataLoader, skip_first_batches
 from ._state_mixin import DataLoaderStateMixin

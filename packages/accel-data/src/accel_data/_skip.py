@@ -13,9 +13,9 @@ from typing import Any
 from accel_state import GradientState
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset
 
-from ._dispatch import DataLoaderDispatcher
+from ._dispatcher_loader import DataLoaderDispatcher
 from ._loaders import DataLoaderShard, _set_loader_attribute, check_skip_count
-from ._prepare import loader_settings
+from ._prepare_loader import loader_settings
 from ._samplers import batch_sampler_length
 from ._state_mixin import DataLoaderStateMixin
 

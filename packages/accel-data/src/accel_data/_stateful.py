@@ -35,7 +35,7 @@ def stateful_loader_base() -> type:
             f"StatefulDataLoader (torchdata >= 0.11), which cannot be imported ({exc}). "
             f"Install it with: {_INSTALL}, or pass use_stateful_dataloader=False."
         ) from exc
-    return StatefulDataLoader  # type: ignore[no-any-return]
+    return StatefulDataLoader
 
 
 class _StatefulLoaderMixin:

@@ -5,9 +5,9 @@ Importing this package imports neither torch nor yaml: each name loads its modul
 so ``accel --version``, ``accel --help`` and ``accel env`` answer without paying for torch.
 """
 
-from importlib import import_module as _import_module
-from importlib.metadata import version as _version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from accel_state.lazy import lazy_module as _lazy_module
 
 # Public name -> private module, loaded on first use.
 _EXPORTS = {
@@ -18,46 +18,37 @@ _EXPORTS = {
     "SageMakerConfig": "._sagemaker",
     "build_estimator": "._sagemaker",
     "prepare_sagemager_args_inputs": "._sagemaker",
-    "ConfigError": "._config",
-    "DeepSpeedConfig": "._engines",
-    "DynamoConfig": "._engines",
-    "FSDPConfig": "._engines",
-    "LaunchConfig": "._config",
-    "MegatronLMConfig": "._engines",
+    "ConfigError": "._config_file",
+    "DeepSpeedConfig": "._engine_configs",
+    "DynamoConfig": "._engine_configs",
+    "FSDPConfig": "._engine_configs",
+    "LaunchConfig": "._config_file",
+    "MegatronLMConfig": "._engine_configs",
     "LaunchPlan": "._resolve",
     "child_environment": "._resolve",
-    "config_from_dict": "._config",
+    "config_from_dict": "._config_file",
     "convert_to_fsdp2": "._to_fsdp2",
-    "default_config_file": "._config",
-    "load_config_file": "._config",
+    "default_config_file": "._config_file",
+    "load_config_file": "._config_file",
     "merge_fsdp_weights": "._merge",
     "merge_weights": "._merge",
     "notebook_launcher": "._notebook",
     "resolve": "._resolve",
     "install_xla": "._tpu",
-    "write_basic_config": "._config",
+    "write_basic_config": "._config_file",
 }
 
-__version__ = _version("accel-launch")
+# Read from the installed metadata on first access (see lazy_module).
+__version__: str
 
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'accel_launch' has no attribute {name!r}")
-    value = getattr(_import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS, distribution="accel-launch")
 
 
 if TYPE_CHECKING:
-    from ._config import (
+    from ._config_file import (
         ConfigError,
         LaunchConfig,
         config_from_dict,
@@ -65,7 +56,7 @@ if TYPE_CHECKING:
         load_config_file,
         write_basic_config,
     )
-    from ._engines import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
+    from ._engine_configs import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
     from ._merge import merge_fsdp_weights, merge_weights
     from ._notebook import notebook_launcher
     from ._resolve import LaunchPlan, child_environment, resolve

@@ -11,7 +11,7 @@ from typing import Any
 from accel_state import PrecisionType
 
 from ._comments import has_comments
-from ._config import (
+from ._config_file import (
     config_from_dict,
     default_config_file,
     read_raw,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._config import ConfigError
+from ._config_file import ConfigError
 
 TORCHRUN_OPTIONS: dict[str, str] = {
     "tee": "Copy each process's stdout/stderr to a log file as well as the console "
@@ -120,7 +120,8 @@ def check_refused(args: argparse.Namespace) -> None:
             continue
         if isinstance(value, str) and value.strip().lower() in ("false", "0", "no", "off"):
             continue
-        shown = "" if value is True else f" {value!r}"  # repr: a control character stays visible
+        # A value with a line break or another control character is shown quoted, on one line.
+        shown = "" if value is True else f" {value}" if str(value).isprintable() else f" {value!r}"
         raise ConfigError(
             f"--{name} is not supported by accel launch: {REFUSED[_family(name)]} "
             f"Got --{name}{shown}."

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._config import LaunchConfig, config_from_dict, default_config_file, read_raw
+from ._config_file import LaunchConfig, config_from_dict, default_config_file, read_raw
 from ._errors import ConfigError
 from ._migrate import IGNORED_KEYS, migrate
 

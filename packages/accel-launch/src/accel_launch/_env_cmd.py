@@ -12,7 +12,7 @@ import re
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from ._config import default_config_file, load_config_file
+from ._config_file import default_config_file, load_config_file
 
 ACCEL_DISTRIBUTIONS = (
     "accel-torch",

@@ -11,7 +11,7 @@ import re
 from typing import NoReturn
 
 from ._compat_flags import add_compat_arguments
-from ._engines import (
+from ._engine_configs import (
     DEEPSPEED_LAUNCHERS,
     FSDP_PREFETCH,
     FSDP_SHARDING,

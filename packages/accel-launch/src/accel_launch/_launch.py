@@ -18,7 +18,7 @@ from ._cluster import (
     python_target,
 )
 from ._compat_flags import add_torchrun_options, check_refused
-from ._config import LaunchConfig
+from ._config_file import LaunchConfig
 from ._errors import ConfigError
 from ._flags import add_launch_arguments, normalize_argv
 from ._processes import check_target, run_child, run_torchrun

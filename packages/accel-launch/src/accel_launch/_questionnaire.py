@@ -6,8 +6,8 @@ import os
 import shutil
 import subprocess
 
-from ._config import LaunchConfig
-from ._engines import (
+from ._config_file import LaunchConfig
+from ._engine_configs import (
     DEEPSPEED_LAUNCHERS,
     FSDP_PREFETCH,
     FSDP_SHARDING,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._engines import DynamoConfig
+from ._engine_configs import DynamoConfig
 from ._prompts import Prompter, whole
 from ._questionnaire import PRECISIONS, _existing_file, _positive
 from ._sagemaker import SAGEMAKER_PARALLEL_EC2_INSTANCES, SageMakerConfig

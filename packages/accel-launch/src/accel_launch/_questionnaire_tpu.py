@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ._config import LaunchConfig
+from ._config_file import LaunchConfig
 from ._errors import ConfigError
 from ._prompts import Prompter, whole
 from ._questionnaire import _existing_file, _positive

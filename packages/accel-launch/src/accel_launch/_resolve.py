@@ -18,14 +18,14 @@ from accel_state import environment_variables as contract
 from accel_state import unsupported_distributed_type
 
 from ._cluster import SlurmBatch, SlurmStep, detect_slurm, detect_slurm_batch
-from ._config import (
+from ._config_file import (
     LaunchConfig,
     check_layout,
     default_config_file,
     load_config_file,
     read_raw,
 )
-from ._engines import SECTIONS, section_flags
+from ._engine_configs import SECTIONS, section_flags
 from ._errors import ConfigError
 from ._migrate import migrate
 from ._tpu_settings import TPU_FIELDS

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ._config import config_from_dict, read_raw
+from ._config_file import config_from_dict, read_raw
 from ._errors import ConfigError
 from ._migrate import migrate
 

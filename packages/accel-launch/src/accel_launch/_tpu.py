@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from accel_state import environment_variables as contract
 from accel_state import patch_environment, torch_xla_module
 
-from ._config import LaunchConfig, default_config_file, load_config_file
+from ._config_file import LaunchConfig, default_config_file, load_config_file
 from ._errors import ConfigError
 from ._tpu_settings import check_pod, env_pairs, xla_precision_environment
 

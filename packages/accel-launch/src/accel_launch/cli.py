@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._config import ConfigError
+from ._config_file import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,7 +3,7 @@
 from importlib.metadata import version as _version
 
 from ._helpers import build_pipeline, find_pippy_batch_size, generate_device_map, pippy_forward
-from ._prepare import prepare_pippy
+from ._prepare_pippy import prepare_pippy
 from ._split_points import find_split_points
 from ._trace import BACKEND, PipelineTraceError
 

@@ -124,7 +124,7 @@ def split_marks(model: nn.Module, split_points: Sequence[str], pipe_split: Any) 
         for name in split_points:
             module = model.get_submodule(name)
             marked.append((module, module.__dict__.get("forward")))
-            module.forward = _starting_a_stage(module.forward, pipe_split)  # type: ignore[method-assign]
+            module.forward = _starting_a_stage(module.forward, pipe_split)
         yield
     finally:
         for module, own_forward in marked:

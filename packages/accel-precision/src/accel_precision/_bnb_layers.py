@@ -12,7 +12,7 @@ import torch
 from accel_bigmodel import find_tied_parameters
 
 from ._bnb_config import BnbQuantizationConfig
-from ._imports import require_bnb
+from ._optional_backends import require_bnb
 
 
 @dataclass
@@ -93,7 +93,7 @@ class PendingQuantization(torch.nn.Parameter):
 def _layer_classes() -> tuple[type, type]:
     bnb = require_bnb()
 
-    class Linear8bit(bnb.nn.Linear8bitLt):  # type: ignore[name-defined,misc]
+    class Linear8bit(bnb.nn.Linear8bitLt):  # type: ignore[name-defined]
         """``Linear8bitLt`` whose row scales are a buffer, so that they follow the int8 weight
         through device hooks and state dicts."""
 
@@ -153,7 +153,7 @@ def _layer_classes() -> tuple[type, type]:
             elif has_bias:
                 missing_keys.append(prefix + "bias")
 
-    class Linear4bit(bnb.nn.Linear4bit):  # type: ignore[name-defined,misc]
+    class Linear4bit(bnb.nn.Linear4bit):  # type: ignore[name-defined]
         """``Linear4bit`` that reloads its packed weight and quantization state from a state
         dict written by ``state_dict()``.
 

@@ -28,7 +28,7 @@ from ._bnb_layers import (
     get_keys_to_not_convert,
     replace_with_bnb_layers,
 )
-from ._imports import require_bnb
+from ._optional_backends import require_bnb
 
 logger = logging.getLogger("accel_precision")
 

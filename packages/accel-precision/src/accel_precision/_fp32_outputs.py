@@ -63,7 +63,7 @@ def convert_outputs_to_fp32(model_forward: Callable[..., Any]) -> Callable[..., 
     def forward(*args: Any, **kwargs: Any) -> Any:
         return converter(*args, **kwargs)
 
-    forward.__wrapped__ = converter  # type: ignore[attr-defined]
+    forward.__wrapped__ = converter
     return forward
 
 

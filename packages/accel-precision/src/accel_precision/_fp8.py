@@ -9,7 +9,7 @@ import torch
 
 from ._fp8_ao import ao_module_filter, convert_model_to_fp8_ao
 from ._fp8_recipes import AORecipeKwargs, FP8Recipe, MSAMPRecipeKwargs, TERecipeKwargs
-from ._imports import require_msamp
+from ._optional_backends import require_msamp
 
 
 def convert_model_to_fp8(

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ._imports import require_torchao
+from ._optional_backends import require_torchao
 
 
 def find_first_last_linear_layers(model: torch.nn.Module) -> tuple[str | None, str | None]:

@@ -11,7 +11,12 @@ from typing import Any, Literal, Union
 import torch
 from accel_state import KwargsHandler, PrecisionType
 
-from ._imports import importable, require_msamp, require_torchao, require_transformer_engine
+from ._optional_backends import (
+    importable,
+    require_msamp,
+    require_torchao,
+    require_transformer_engine,
+)
 
 logger = logging.getLogger("accel_precision")
 
@@ -66,7 +71,7 @@ def _check_override(value: Any) -> tuple[bool, bool, bool]:
             "override_linear_precision must be three booleans (fprop, dgrad, wgrad run in higher "
             f"precision); got {value!r}. Pass e.g. (False, False, True)."
         )
-    return items  # type: ignore[return-value]
+    return items
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ._fp8_recipes import TERecipeKwargs
-from ._imports import require_transformer_engine
+from ._optional_backends import require_transformer_engine
 
 
 def te_recipe_kwargs(recipe: TERecipeKwargs) -> dict[str, Any]:

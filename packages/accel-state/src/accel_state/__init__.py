@@ -3,9 +3,9 @@
 Importing this package imports torch and nothing heavier.
 """
 
-from importlib import import_module as _import_module
-from importlib.metadata import version as _version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_module as _lazy_module
 
 # Public name -> private module. Loaded on first use so that `import accel_state` (and the
 # `accel` command) does not pay for torch until a name that needs it is used.
@@ -52,39 +52,39 @@ _EXPORTS = {
     "TorchTensorParallelPlugin": "._parallelism",
     "WorldInfo": "._environment",
     "clear_environment": "._environment",
-    "compare_versions": "._imports",
+    "compare_versions": "._availability",
     "detect_world": "._environment",
     "get_int_from_env": "._environment",
     "get_module_class_from_name": "._fsdp_plugin",
-    "is_aim_available": "._imports",
-    "is_bf16_available": "._imports",
-    "is_bnb_available": "._imports",
-    "is_clearml_available": "._imports",
-    "is_comet_ml_available": "._imports",
-    "is_cuda_available": "._imports",
-    "is_datasets_available": "._imports",
+    "is_aim_available": "._availability",
+    "is_bf16_available": "._availability",
+    "is_bnb_available": "._availability",
+    "is_clearml_available": "._availability",
+    "is_comet_ml_available": "._availability",
+    "is_cuda_available": "._availability",
+    "is_datasets_available": "._availability",
     "is_debug_mode": "._state",
-    "is_deepspeed_available": "._imports",
-    "is_dvclive_available": "._imports",
-    "is_fp16_available": "._imports",
-    "is_fp8_available": "._imports",
-    "is_megatron_lm_available": "._imports",
-    "is_mlflow_available": "._imports",
-    "is_mps_available": "._imports",
-    "is_msamp_available": "._imports",
-    "is_npu_available": "._imports",
-    "is_pippy_available": "._imports",
-    "is_rich_available": "._imports",
-    "is_safetensors_available": "._imports",
-    "is_tensorboard_available": "._imports",
-    "is_torch_version": "._imports",
-    "is_torch_xla_available": "._imports",
-    "is_torchao_available": "._imports",
-    "is_tpu_available": "._imports",
-    "is_transformer_engine_available": "._imports",
-    "is_transformers_available": "._imports",
-    "is_wandb_available": "._imports",
-    "is_xpu_available": "._imports",
+    "is_deepspeed_available": "._availability",
+    "is_dvclive_available": "._availability",
+    "is_fp16_available": "._availability",
+    "is_fp8_available": "._availability",
+    "is_megatron_lm_available": "._availability",
+    "is_mlflow_available": "._availability",
+    "is_mps_available": "._availability",
+    "is_msamp_available": "._availability",
+    "is_npu_available": "._availability",
+    "is_pippy_available": "._availability",
+    "is_rich_available": "._availability",
+    "is_safetensors_available": "._availability",
+    "is_tensorboard_available": "._availability",
+    "is_torch_version": "._availability",
+    "is_torch_xla_available": "._availability",
+    "is_torchao_available": "._availability",
+    "is_tpu_available": "._availability",
+    "is_transformer_engine_available": "._availability",
+    "is_transformers_available": "._availability",
+    "is_wandb_available": "._availability",
+    "is_xpu_available": "._availability",
     "parse_choice_from_env": "._environment",
     "parse_flag_from_env": "._environment",
     "patch_environment": "._environment",
@@ -94,19 +94,19 @@ _EXPORTS = {
     "synchronize_rng_states": "._random",
     "teardown_process_group": "._teardown",
     "unsupported_distributed_type": "._support",
-    "USE_TORCH_XLA": "._xla",
-    "XLA_ENV_SCRIPT": "._xla",
-    "torch_xla_module": "._xla",
-    "xla_device_type": "._xla",
-    "xla_mark_step": "._xla",
-    "xla_missing_message": "._xla",
-    "xla_model": "._xla",
-    "xla_rendezvous": "._xla",
+    "USE_TORCH_XLA": "._xla_runtime",
+    "XLA_ENV_SCRIPT": "._xla_runtime",
+    "torch_xla_module": "._xla_runtime",
+    "xla_device_type": "._xla_runtime",
+    "xla_mark_step": "._xla_runtime",
+    "xla_missing_message": "._xla_runtime",
+    "xla_model": "._xla_runtime",
+    "xla_rendezvous": "._xla_runtime",
     "MultiProcessAdapter": "._logging",
     "get_logger": "._logging",
     "wait_for_everyone": "._process",
     "debug_launcher": "._debug_launcher",
-    "get_current_device_type": "._devices",
+    "get_current_device_type": "._device_families",
     "CUDA_DISTRIBUTED_TYPES": "._constants",
     "STR_OPERATION_TO_FUNC": "._constants",
     "TORCH_DISTRIBUTED_OPERATION_TYPES": "._constants",
@@ -181,7 +181,8 @@ _EXPORTS = {
     "set_numa_affinity": "._hardware",
 }
 
-__version__ = _version("accel-state")
+# Read from the installed metadata on first access (see lazy_module).
+__version__: str
 
 __all__ = [
     "clear_device_cache",
@@ -357,21 +358,42 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'accel_state' has no attribute {name!r}")
-    value = getattr(_import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS, distribution="accel-state")
 
 
 if TYPE_CHECKING:
     from ._accelerator_state import AcceleratorState, GradientState
+    from ._availability import (
+        compare_versions,
+        is_aim_available,
+        is_bf16_available,
+        is_bnb_available,
+        is_clearml_available,
+        is_comet_ml_available,
+        is_cuda_available,
+        is_datasets_available,
+        is_deepspeed_available,
+        is_dvclive_available,
+        is_fp8_available,
+        is_fp16_available,
+        is_megatron_lm_available,
+        is_mlflow_available,
+        is_mps_available,
+        is_msamp_available,
+        is_npu_available,
+        is_pippy_available,
+        is_rich_available,
+        is_safetensors_available,
+        is_tensorboard_available,
+        is_torch_version,
+        is_torch_xla_available,
+        is_torchao_available,
+        is_tpu_available,
+        is_transformer_engine_available,
+        is_transformers_available,
+        is_wandb_available,
+        is_xpu_available,
+    )
     from ._constants import (
         CUDA_DISTRIBUTED_TYPES,
         FSDP2_PYTORCH_VERSION,
@@ -389,7 +411,7 @@ if TYPE_CHECKING:
     )
     from ._debug_launcher import debug_launcher
     from ._deepspeed_plugin import DeepSpeedPlugin, HfDeepSpeedConfig
-    from ._devices import get_current_device_type
+    from ._device_families import get_current_device_type
     from ._enum_base import BaseEnum, EnumWithContains
     from ._enums import (
         ComputeEnvironment,
@@ -426,37 +448,6 @@ if TYPE_CHECKING:
         get_gpu_info,
         override_numa_affinity,
         set_numa_affinity,
-    )
-    from ._imports import (
-        compare_versions,
-        is_aim_available,
-        is_bf16_available,
-        is_bnb_available,
-        is_clearml_available,
-        is_comet_ml_available,
-        is_cuda_available,
-        is_datasets_available,
-        is_deepspeed_available,
-        is_dvclive_available,
-        is_fp8_available,
-        is_fp16_available,
-        is_megatron_lm_available,
-        is_mlflow_available,
-        is_mps_available,
-        is_msamp_available,
-        is_npu_available,
-        is_pippy_available,
-        is_rich_available,
-        is_safetensors_available,
-        is_tensorboard_available,
-        is_torch_version,
-        is_torch_xla_available,
-        is_torchao_available,
-        is_tpu_available,
-        is_transformer_engine_available,
-        is_transformers_available,
-        is_wandb_available,
-        is_xpu_available,
     )
     from ._kwargs import (
         AutocastKwargs,
@@ -551,7 +542,7 @@ if TYPE_CHECKING:
     from ._support import unsupported_distributed_type
     from ._teardown import teardown_process_group
     from ._tqdm import tqdm
-    from ._xla import (
+    from ._xla_runtime import (
         USE_TORCH_XLA,
         XLA_ENV_SCRIPT,
         torch_xla_module,

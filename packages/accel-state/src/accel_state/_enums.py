@@ -17,7 +17,7 @@ class _StrEnum(str, enum.Enum):
         return [m.value for m in cls]
 
     @classmethod
-    def parse(cls, value: object, what: str):  # type: ignore[no-untyped-def]
+    def parse(cls, value: object, what: str):
         """Turn ``value`` into a member, or raise a ``ValueError`` naming the valid choices.
 
         Args:

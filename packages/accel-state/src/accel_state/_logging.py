@@ -12,7 +12,7 @@ from . import environment_variables as env
 from ._state import PartialState
 
 
-class MultiProcessAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
+class MultiProcessAdapter(logging.LoggerAdapter):
     """A logger adapter whose calls take ``main_process_only`` and ``in_order``.
 
     Every logging call (``debug``, ``info``, ``warning``, ``error``, ``critical``, ``log``,

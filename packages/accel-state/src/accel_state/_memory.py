@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ._imports import is_torch_version
+from ._availability import is_torch_version
 
 _OOM_MESSAGES = (
     "CUDA out of memory.",
@@ -36,7 +36,7 @@ def clear_device_cache(garbage_collection: bool = False) -> None:
     """Collect garbage (optionally) and empty the allocator cache of this machine's
     accelerator family (``torch.npu.empty_cache()`` on an Ascend machine, ``torch.mps`` on
     Apple ...). Gaudi HPUs reserve their memory per process and have no cache to empty."""
-    from ._devices import accelerator_module, family_available
+    from ._device_families import accelerator_module, family_available
 
     if garbage_collection:
         gc.collect()

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from ._imports import (
+from ._availability import (
     _is_at_least,
     _is_package_available,
     _vendor_device_available,

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ._devices import accelerator_module, family_available
+from ._device_families import accelerator_module, family_available
 from ._enums import RNGType
 from ._state import PartialState
 
@@ -79,7 +79,7 @@ def _get_state(rng_type: RNGType, generator: torch.Generator | None) -> torch.Te
                 "Pass generator=my_generator."
             )
         return generator.get_state()
-    return _device_rng(rng_type).get_rng_state()  # type: ignore[no-any-return]
+    return _device_rng(rng_type).get_rng_state()
 
 
 def _set_state(rng_type: RNGType, state: torch.Tensor, generator: torch.Generator | None) -> None:

@@ -14,14 +14,14 @@ import torch
 import torch.distributed as dist
 
 from . import environment_variables as env
-from ._devices import default_device, device_for_process, distributed_family
+from ._device_families import default_device, device_for_process, distributed_family
 from ._enums import DistributedType
 from ._environment import detect_world
 from ._process_group import init_default_group
 from ._split import split_inputs
 from ._support import unsupported_distributed_type
 from ._teardown import register_teardown, teardown_process_group
-from ._xla import torch_xla_usable, xla_rendezvous, xla_replica
+from ._xla_runtime import torch_xla_usable, xla_rendezvous, xla_replica
 from .hang_watchdog import collective
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -57,7 +57,7 @@ def unsupported_distributed_type(value: str, got: str) -> str | None:
     """
     kind = str(value).upper()
     if kind in _XLA_TYPES:
-        from ._xla import torch_xla_usable, xla_missing_message
+        from ._xla_runtime import torch_xla_usable, xla_missing_message
 
         return None if torch_xla_usable() else xla_missing_message(got)
     reason = UNSUPPORTED_DISTRIBUTED_TYPES.get(kind)

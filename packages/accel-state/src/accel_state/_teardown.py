@@ -32,7 +32,7 @@ _crashed = False
 _previous_excepthook = sys.excepthook
 
 
-def _note_crash(exc_type, exc, tb):  # type: ignore[no-untyped-def]
+def _note_crash(exc_type, exc, tb):
     global _crashed
     _crashed = True
     _previous_excepthook(exc_type, exc, tb)

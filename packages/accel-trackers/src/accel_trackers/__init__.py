@@ -3,7 +3,6 @@
 from importlib.metadata import version as _version
 
 from ._aim import AimTracker
-from ._base import GeneralTracker, LoggerType, NoOpTracker
 from ._clearml import ClearMLTracker
 from ._comet import CometMLTracker
 from ._dvclive import DVCLiveTracker
@@ -20,6 +19,7 @@ from ._registry import (
 from ._set import TrackerSet, init_trackers, resolve_main_process
 from ._swanlab import SwanLabTracker
 from ._tensorboard import TensorBoardTracker
+from ._tracker_interface import GeneralTracker, LoggerType, NoOpTracker
 from ._trackio import TrackioTracker
 from ._values import flatten
 from ._wandb import WandBTracker

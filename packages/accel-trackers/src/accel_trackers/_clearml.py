@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._base import BackendTracker
+from ._tracker_interface import BackendTracker
 from ._values import is_number, normalize, warn_once
 
 __all__ = ["ClearMLTracker"]

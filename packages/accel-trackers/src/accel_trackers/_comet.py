@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import BackendTracker
+from ._tracker_interface import BackendTracker
 from ._values import is_number, normalize, stringify_unsupported, warn_once
 
 __all__ = ["CometMLTracker"]

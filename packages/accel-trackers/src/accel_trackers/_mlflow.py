@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._base import BackendTracker, logger
+from ._tracker_interface import BackendTracker, logger
 from ._values import is_number, normalize, warn_once
 
 __all__ = ["MLflowTracker"]

@@ -8,13 +8,13 @@ from collections.abc import Iterable
 from typing import Union
 
 from ._aim import AimTracker
-from ._base import GeneralTracker, LoggerType, install_command, logger
 from ._clearml import ClearMLTracker
 from ._comet import CometMLTracker
 from ._dvclive import DVCLiveTracker
 from ._mlflow import MLflowTracker
 from ._swanlab import SwanLabTracker
 from ._tensorboard import TensorBoardTracker
+from ._tracker_interface import GeneralTracker, LoggerType, install_command, logger
 from ._trackio import TrackioTracker
 from ._wandb import WandBTracker
 

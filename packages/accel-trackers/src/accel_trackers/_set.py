@@ -7,8 +7,8 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ._base import GeneralTracker, NoOpTracker, logger
 from ._registry import LogWith, filter_trackers, get_tracker_class
+from ._tracker_interface import GeneralTracker, NoOpTracker, logger
 
 __all__ = ["TrackerSet", "init_trackers", "resolve_main_process"]
 

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Any
 
-from ._base import BackendTracker, install_command
+from ._tracker_interface import BackendTracker, install_command
 from ._values import is_number, normalize, stringify_unsupported, warn_once
 
 __all__ = ["TensorBoardTracker"]

@@ -7,13 +7,14 @@ Every public name is loaded on first use, so ``import accel`` costs little more 
 
 from __future__ import annotations
 
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING
 
-from ._exports import TOP_LEVEL as _EXPORTS
-from ._lazy import lazy_module
+from accel_state.lazy import lazy_module
 
-__version__ = _version("accel-torch")
+from ._exports import TOP_LEVEL as _EXPORTS
+
+# Read from the installed metadata on first access (see lazy_module).
+__version__: str
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 
@@ -24,10 +25,16 @@ _SUBMODULES = (
     "scheduler state tracking utils"
 ).split()
 
-__getattr__, __dir__ = lazy_module(globals(), _EXPORTS, _SUBMODULES)
+__getattr__, __dir__ = lazy_module(
+    globals(), _EXPORTS, submodules=_SUBMODULES, distribution="accel-torch"
+)
 
 if TYPE_CHECKING:
     from accel_bigmodel import (
+        CheckpointKeysError,
+        CorruptSafetensorsError,
+        DeviceMapError,
+        UntrustedPickleError,
         cpu_offload,
         cpu_offload_with_hook,
         disk_offload,
@@ -38,14 +45,17 @@ if TYPE_CHECKING:
         load_checkpoint_and_dispatch,
         load_checkpoint_in_model,
     )
+    from accel_collectives import DistributedOperationException
     from accel_data import (
         DataLoaderConfiguration,
         skip_first_batches,
     )
     from accel_launch import (
+        ConfigError,
         notebook_launcher,
     )
     from accel_pipeline import (
+        PipelineTraceError,
         prepare_pippy,
     )
     from accel_state import (
@@ -74,6 +84,7 @@ if TYPE_CHECKING:
     from accel._accelerator_prepare import (
         compile_regions,
     )
+    from accel._checkpoint_async import AsyncSaveError
     from accel._checkpoint_io import (
         UnsafeCheckpointError,
     )

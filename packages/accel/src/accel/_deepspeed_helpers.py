@@ -118,7 +118,7 @@ def map_pytorch_optim_to_deepspeed(optimizer: torch.optim.Optimizer) -> torch.op
         )
     optimizer_class, extra = _deepspeed_class(optimizer)
     defaults = {k: v for k, v in optimizer.defaults.items() if k in ("lr", "weight_decay")}
-    return optimizer_class(optimizer.param_groups, **defaults, **extra)  # type: ignore[no-any-return]
+    return optimizer_class(optimizer.param_groups, **defaults, **extra)
 
 
 def _is_block_list(module: torch.nn.Module) -> bool:

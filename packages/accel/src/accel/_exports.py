@@ -180,6 +180,22 @@ MODEL_PROBES = _names(
     "accel._model_probes", "get_model_tp_size has_compiled_regions is_peft_model model_has_dtensor"
 )
 
+# The exceptions a caller catches, each from the package that raises it; every one is at
+# ``accel.*`` and ``accel.utils.*`` (tests/test_public_exceptions.py lists them).
+ERRORS = {
+    **_names(
+        "accel_bigmodel",
+        "CheckpointKeysError CorruptSafetensorsError DeviceMapError UntrustedPickleError",
+    ),
+    **_names("accel_collectives", "DistributedOperationException"),
+    **_names("accel_launch", "ConfigError"),
+    **_names("accel_pipeline", "PipelineTraceError"),
+    "AsyncSaveError": "accel._checkpoint_async",
+    "CheckpointIntegrityError": "accel._checkpoint_manifest",
+    "CheckpointSyncError": "accel._checkpoint_sync",
+    "UnsafeCheckpointError": "accel._checkpoint_io",
+}
+
 # Names at ``accel.*`` (seeds 002 and 004).
 TOP_LEVEL: dict[str, str] = {
     **{
@@ -189,10 +205,8 @@ TOP_LEVEL: dict[str, str] = {
         cpu_offload_with_hook disk_offload""".split()
     },
     **FACADE,
-    # What a failed save_state / load_state raises, for callers that catch it.
-    "CheckpointIntegrityError": "accel._checkpoint_manifest",
-    "CheckpointSyncError": "accel._checkpoint_sync",
-    "UnsafeCheckpointError": "accel._checkpoint_io",
+    # What a failed save_state / load_state, load or dispatch raises, for callers that catch it.
+    **ERRORS,
     "DataLoaderConfiguration": "accel_data",
     "skip_first_batches": "accel_data",
     "LocalSGD": "accel._local_sgd",
@@ -238,4 +252,5 @@ UTILS: dict[str, str] = {
     **FSDP_API,
     # accel's own: the loss of DeepSpeed Ulysses sequence parallelism, averaged over the group.
     "sequence_parallel_loss": "accel._engines._ulysses",
+    **ERRORS,
 }

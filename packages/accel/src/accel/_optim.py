@@ -42,7 +42,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
 
     # The wrapped optimizer owns these; reading and writing goes straight through.
     @property
-    def state(self) -> Any:  # type: ignore[override]
+    def state(self) -> Any:
         return self.optimizer.state
 
     @state.setter
@@ -50,7 +50,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         self.optimizer.state = value
 
     @property
-    def param_groups(self) -> Any:  # type: ignore[override]
+    def param_groups(self) -> Any:
         return self.optimizer.param_groups
 
     @param_groups.setter
@@ -58,7 +58,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         self.optimizer.param_groups = value
 
     @property
-    def defaults(self) -> Any:  # type: ignore[override]
+    def defaults(self) -> Any:
         return self.optimizer.defaults
 
     @defaults.setter
@@ -94,7 +94,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         if hasattr(self.optimizer, "eval"):
             self.optimizer.eval()
 
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Any = None) -> Any:
         if not self.gradient_state.sync_gradients:
             return None
         if self.scaler is None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from accel_state.lazy import lazy_module
+
 from .._exports import UTILS as _EXPORTS
-from .._lazy import lazy_module
 
 __all__ = sorted(_EXPORTS)
 
@@ -15,7 +16,7 @@ _SUBMODULES = (
     "modeling offload operations other random tqdm versions"
 ).split()
 
-__getattr__, __dir__ = lazy_module(globals(), _EXPORTS, _SUBMODULES)
+__getattr__, __dir__ = lazy_module(globals(), _EXPORTS, submodules=_SUBMODULES)
 
 # ``accel.utils.tqdm`` is both a module and the function it holds: binding the function now
 # keeps it the package attribute even after ``import accel.utils.tqdm``. Nothing heavy loads.
@@ -27,15 +28,18 @@ if TYPE_CHECKING:
         SAFE_WEIGHTS_PATTERN_NAME,
         WEIGHTS_PATTERN_NAME,
         AlignDevicesHook,
+        CheckpointKeysError,
         CorruptSafetensorsError,
         CpuOffload,
         CustomDtype,
+        DeviceMapError,
         LoadReport,
         MemoryEstimate,
         ModelHook,
         OffloadedWeightsLoader,
         PrefixedDataset,
         SequentialHook,
+        UntrustedPickleError,
         UserCpuOffloadHook,
         add_hook_to_module,
         align_module_device,
@@ -119,11 +123,13 @@ if TYPE_CHECKING:
         skip_first_batches,
     )
     from accel_launch import (
+        ConfigError,
         install_xla,
         merge_fsdp_weights,
         prepare_sagemager_args_inputs,
         write_basic_config,
     )
+    from accel_pipeline import PipelineTraceError
     from accel_precision import (
         AORecipeKwargs,
         BnbQuantizationConfig,
@@ -295,6 +301,7 @@ if TYPE_CHECKING:
         compile_regions,
     )
     from accel._checkpoint_api import SAMPLER_NAME
+    from accel._checkpoint_async import AsyncSaveError
     from accel._checkpoint_io import (
         MODEL_NAME,
         OPTIMIZER_NAME,

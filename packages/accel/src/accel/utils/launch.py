@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_module
+from accel_state.lazy import lazy_module
+
 from .._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.utils.launch"]

@@ -11,7 +11,7 @@ from accel_state import PartialState, RNGType
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler
 
 from ._comm import broadcast_object
-from ._dispatch import DataLoaderDispatcher
+from ._dispatcher_loader import DataLoaderDispatcher
 from ._iterable import IterableDatasetShard
 from ._loaders import DataLoaderShard
 from ._mesh import mesh_data_ranks
@@ -273,4 +273,4 @@ def prepare_data_loader(
     if on_xla:
         # torch_xla's loader moves the batches (ahead of use) and marks a step per batch.
         return MpDeviceLoaderWrapper(loader, torch.device(str(target_device)))
-    return loader  # type: ignore[no-any-return]
+    return loader

@@ -6,22 +6,21 @@ import functools
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import torch
 from torch import nn
 
-from ._checkpoint_io import load_checkpoint_in_model
-from ._device_map import check_device_map, require_offload_folder, resolve_device_map
-from ._devices import DeviceMapError, check_device
-from ._hooks import (
+from ._align_devices import (
     AlignDevicesHook,
-    CpuOffload,
-    UserCpuOffloadHook,
-    add_hook_to_module,
     attach_align_device_hook,
     attach_align_device_hook_on_blocks,
 )
+from ._checkpoint_io import load_checkpoint_in_model
+from ._device_map import check_device_map, require_offload_folder, resolve_device_map
+from ._devices import DeviceMapError, check_device
+from ._hooks import CpuOffload, UserCpuOffloadHook, add_hook_to_module
+from ._memory_budget import DeviceKey
 from ._offload import (
     INDEX_FILE,
     OffloadedWeightsLoader,
@@ -31,7 +30,6 @@ from ._offload import (
     write_offload_file,
 )
 from ._prefetch import attach_prefetcher
-from ._sizes import DeviceKey
 from ._tensors import Device, find_tied_parameters, retie_parameters
 
 logger = logging.getLogger("accel_bigmodel")
@@ -163,7 +161,9 @@ def dispatch_model(
             state_dict = extract_submodules_state_dict(model.state_dict(), cpu_modules)
         disk_modules = [n for n, d in device_map.items() if d == "disk"]
         if disk_modules and offload_index is None:
-            _ensure_offloaded(model, disk_modules, offload_dir, offload_buffers)  # type: ignore[arg-type]
+            # require_offload_folder above: disk modules and no index mean a folder was given.
+            folder = cast(PathLike, offload_dir)
+            _ensure_offloaded(model, disk_modules, folder, offload_buffers)
         execution_device = {
             name: main_device if device in ("cpu", "disk") else device
             for name, device in device_map.items()
@@ -213,7 +213,8 @@ def dispatch_model(
 
             device = normalize_device(device)
         model.to(device)
-    model.hf_device_map = dict(device_map)
+    # torch types a module attribute as ``Tensor | Module``; the map is plain Python state.
+    model.hf_device_map = dict(device_map)  # type: ignore[assignment]
     return model
 
 

@@ -152,7 +152,7 @@ def is_torch_xla_available(check_is_tpu: bool = False, check_is_gpu: bool = Fals
         check_is_tpu: Also require its PJRT device to be a TPU (imports ``torch_xla``).
         check_is_gpu: Also require its PJRT device to be a GPU (imports ``torch_xla``).
     """
-    from ._xla import torch_xla_usable, xla_device_type
+    from ._xla_runtime import torch_xla_usable, xla_device_type
 
     if check_is_tpu and check_is_gpu:
         raise ValueError(

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _imports, _probes
+from . import _availability, _probes
 from ._enums import DistributedType
 
 
@@ -72,13 +72,13 @@ def family_available(device: str, *, for_distributed: bool = False) -> bool:
     if device == "hpu":
         return bool(_probes.is_hpu_available(init_hccl=for_distributed))
     if device == "xpu":
-        return bool(_imports.is_xpu_available()) and (
+        return bool(_availability.is_xpu_available()) and (
             not for_distributed or bool(_probes.is_xccl_available())
         )
     probes = {
-        "mps": _imports.is_mps_available,
-        "cuda": _imports.is_cuda_available,
-        "npu": _imports.is_npu_available,
+        "mps": _availability.is_mps_available,
+        "cuda": _availability.is_cuda_available,
+        "npu": _availability.is_npu_available,
         "mlu": _probes.is_mlu_available,
         "sdaa": _probes.is_sdaa_available,
         "musa": _probes.is_musa_available,

@@ -268,8 +268,8 @@ def prepare_pippy(
     original_forward = model.forward
     model._original_forward = original_forward  # type: ignore[assignment]
     model.pippy_split_points = names  # type: ignore[assignment]
-    model.pippy_stage = stage  # type: ignore[assignment]
-    model.forward = PipelinedForward(  # type: ignore[method-assign]
+    model.pippy_stage = stage
+    model.forward = PipelinedForward(
         schedule=schedule,
         original_forward=original_forward,
         state=state,

@@ -15,7 +15,7 @@ import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 from accel_state import environment_variables as contract
 
-from ._engines import (
+from ._engine_configs import (
     SECTIONS,
     DeepSpeedConfig,
     DynamoConfig,

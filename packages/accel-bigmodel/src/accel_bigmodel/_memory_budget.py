@@ -1,0 +1,190 @@
+"""Memory budgets per device: what each device can hold (``get_max_memory``) and a budget that
+spreads a model evenly over the accelerators (``get_balanced_memory``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Union
+
+import torch
+from torch import nn
+
+from ._devices import DeviceMapError, check_device, describe_devices
+from ._sizes import compute_module_sizes, convert_file_size_to_int
+
+DeviceKey = Union[int, str]
+"""A device of a ``max_memory`` or ``device_map``: an accelerator index, or a name."""
+
+
+def _available_cpu_memory() -> int:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _accelerator_memory() -> dict[DeviceKey, int]:
+    found: dict[DeviceKey, int] = {}
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            try:
+                found[i] = torch.cuda.mem_get_info(i)[0]
+            except Exception:  # a listed device may be unusable; skip it like an absent one
+                continue
+    elif hasattr(torch, "xpu") and torch.xpu.is_available():
+        for i in range(torch.xpu.device_count()):
+            try:
+                found[i] = torch.xpu.mem_get_info(i)[0]
+            except Exception:
+                continue
+    return found
+
+
+_DEVICE_ORDER = ("mps", "cpu", "disk")
+
+
+def _memory_key(key: Any, check_devices: bool) -> DeviceKey:
+    """The canonical ``max_memory`` key for ``key`` (checked against this machine)."""
+    original = key
+    if isinstance(key, str) and key.strip().isdigit():
+        key = int(key)
+    if isinstance(key, torch.device):
+        key = key.index if key.type not in ("cpu", "mps") and key.index is not None else key.type
+    is_index = isinstance(key, int) and not isinstance(key, bool)
+    if not is_index and key not in _DEVICE_ORDER:
+        raise DeviceMapError(
+            f"max_memory keys must be GPU indices (int), 'mps', 'cpu' or 'disk'; got "
+            f"{original!r}. Devices here: {describe_devices()}. Write e.g. "
+            f"max_memory={{0: '10GiB', 'cpu': '30GiB'}}."
+        )
+    if check_devices and key != "disk":
+        check_device(
+            key,
+            f"The max_memory key {original!r}",
+            "Remove that key; to plan a map for a machine that has it, call "
+            "infer_auto_device_map(..., check_devices=False).",
+        )
+    return key
+
+
+def get_max_memory(
+    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    *,
+    check_devices: bool = True,
+) -> dict[DeviceKey, int]:
+    """Returns the memory budget of each device, in bytes, ordered GPUs first, then cpu, then disk.
+
+    Args:
+        max_memory: Device -> budget (``int`` bytes or a string like ``"10GiB"``). Keys are GPU
+            indices (``int``), ``"mps"``, ``"cpu"`` or ``"disk"``. If ``None``, the free memory of
+            every accelerator and the available RAM are measured.
+        check_devices: Refuse GPU indices (and ``"mps"``) that this machine does not have.
+            ``False`` plans for another machine.
+
+    Returns:
+        A new dict with integer budgets.
+
+    Raises:
+        DeviceMapError: On a device key that is unknown or absent here, a duplicate key, or a
+            malformed or negative size; the message names the entry.
+    """
+    if max_memory is None:
+        result = dict(_accelerator_memory())
+        if torch.backends.mps.is_available():
+            result["mps"] = _available_cpu_memory()
+        else:
+            result["cpu"] = _available_cpu_memory()
+        return result
+    if not isinstance(max_memory, Mapping):
+        raise DeviceMapError(
+            f"max_memory must be a dict of device -> size; got {type(max_memory).__name__} "
+            f"{max_memory!r}. Write e.g. max_memory={{0: '10GiB', 'cpu': '30GiB'}}."
+        )
+    converted: dict[DeviceKey, int] = {}
+    written: dict[DeviceKey, Any] = {}
+    for original, value in max_memory.items():
+        key = _memory_key(original, check_devices)
+        if key in converted:
+            raise DeviceMapError(
+                f"max_memory must name each device once; {written[key]!r} and {original!r} both "
+                f"mean device {key!r}. Keep one of them."
+            )
+        try:
+            converted[key] = convert_file_size_to_int(value)
+        except ValueError as error:
+            raise DeviceMapError(
+                f"max_memory[{original!r}] is not a usable size: {error}"
+            ) from None
+        written[key] = original
+    gpus = sorted(k for k in converted if isinstance(k, int))
+    order: list[DeviceKey] = [*gpus, *(k for k in _DEVICE_ORDER if k in converted)]
+    return {k: converted[k] for k in order}
+
+
+def get_balanced_memory(
+    model: nn.Module,
+    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    no_split_module_classes: list[str] | None = None,
+    dtype: Union[str, torch.dtype, None] = None,
+    special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
+    low_zero: bool = False,
+    *,
+    check_devices: bool = True,
+) -> dict[DeviceKey, int]:
+    """Computes a ``max_memory`` that spreads the model evenly over the available GPUs.
+
+    Each GPU but the last gets ``model_size / n_gpus`` plus a margin (the largest unsplittable
+    block or 1.25x the mean leaf size, whichever is larger). With ``low_zero`` GPU 0 only gets
+    what the others cannot hold. With fewer than two GPUs the budget is returned unchanged.
+
+    Args:
+        model: The model to analyze (may be on the meta device).
+        max_memory: Device -> budget; measured when ``None``.
+        no_split_module_classes: Class names of modules that must not be split.
+        dtype: Count floating-point weights as this dtype.
+        special_dtypes: Per-tensor dtype overrides.
+        low_zero: Keep as little as possible on GPU 0 (useful for ``generate``).
+        check_devices: Refuse devices this machine does not have (see :func:`get_max_memory`).
+
+    Returns:
+        A new ``max_memory`` dict.
+
+    Raises:
+        DeviceMapError: On a bad ``max_memory`` entry (see :func:`get_max_memory`).
+    """
+    user_set = max_memory is not None
+    budget = get_max_memory(max_memory, check_devices=check_devices)
+    gpus = [k for k, v in budget.items() if isinstance(k, int) and v > 0]
+    if not gpus:
+        return budget
+    if len(gpus) == 1:
+        if not user_set:
+            budget[gpus[0]] = int(budget[gpus[0]] * 0.9)
+        return budget
+    sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
+    per_gpu = sizes[""] // (len(gpus) - 1 if low_zero else len(gpus))
+    no_split = set(no_split_module_classes or [])
+    block = 0
+    leaf_sizes: list[int] = []
+    for name, module in model.named_modules():
+        if type(module).__name__ in no_split:
+            block = max(block, sizes.get(name, 0))
+        if name and not any(True for _ in module.children()):
+            leaf_sizes.append(sizes.get(name, 0))
+    mean_leaf = sum(leaf_sizes) // max(len(leaf_sizes), 1)
+    per_gpu += int(1.25 * max(block, mean_leaf))
+    for idx in gpus[:-1]:
+        if not (low_zero and idx == gpus[0]):
+            budget[idx] = min(per_gpu, budget[idx])
+    if low_zero:
+        others = sum(budget[i] for i in gpus[1:])
+        budget[gpus[0]] = min(max(0, sizes[""] - others), budget[gpus[0]])
+    return budget
