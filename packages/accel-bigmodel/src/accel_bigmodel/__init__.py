@@ -200,6 +200,12 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from ._align_devices import (
+        AlignDevicesHook,
+        attach_align_device_hook,
+        attach_align_device_hook_on_blocks,
+        attach_execution_device_hook,
+    )
     from ._checkpoint_files import (
         SAFE_MODEL_NAME,
         SAFE_WEIGHTS_INDEX_NAME,
@@ -230,12 +236,6 @@ if TYPE_CHECKING:
         estimate_memory,
         estimate_memory_from_config,
         format_memory_table,
-    )
-    from ._align_devices import (
-        AlignDevicesHook,
-        attach_align_device_hook,
-        attach_align_device_hook_on_blocks,
-        attach_execution_device_hook,
     )
     from ._hooks import (
         CpuOffload,
