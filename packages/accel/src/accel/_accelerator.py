@@ -33,6 +33,7 @@ from ._engines import engine_for
 from ._engines._deepspeed import resolve_deepspeed_plugins
 from ._engines._fsdp import resolve_parallel_plugins, shards_data
 from ._engines._megatron import megatron_runs_distributed, resolve_megatron_plugin
+from ._prepared import PreparedObjects
 
 if TYPE_CHECKING:
     from accel_data import DataLoaderConfiguration
@@ -213,6 +214,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         self.dataloader_config = _dataloader_config(dataloader_config, split_batches)
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         self.rng_types = rng_types
+        self._prepared = PreparedObjects()
         self.engine = engine_for(self)
         handled = self.engine.handles_mixed_precision
         self.scaler = None if handled else _make_scaler(self)
@@ -221,11 +223,6 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         self._fp8_replaced_params: dict[Any, Any] = {}
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
-        self._models: list[torch.nn.Module] = []
-        self._optimizers: list[Any] = []
-        self._schedulers: list[Any] = []
-        self._dataloaders: list[Any] = []
-        self._custom_objects: list[Any] = []
         self._save_model_state_pre_hook: dict[Any, Any] = {}
         self._load_model_state_pre_hook: dict[Any, Any] = {}
         self.log_with = log_with
@@ -234,6 +231,28 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
     # ------------------------------------------------------------------ properties
     def _handler(self, kind: type) -> Any:
         return self._handlers.get(kind)
+
+    # The registry's lists under the reference's private names, which scripts written for the
+    # reference read (``accelerator._models``); the registry stays their only owner.
+    @property
+    def _models(self) -> list[torch.nn.Module]:
+        return self._prepared.models
+
+    @property
+    def _optimizers(self) -> list[Any]:
+        return self._prepared.optimizers
+
+    @property
+    def _schedulers(self) -> list[Any]:
+        return self._prepared.schedulers
+
+    @property
+    def _dataloaders(self) -> list[Any]:
+        return self._prepared.dataloaders
+
+    @property
+    def _custom_objects(self) -> list[Any]:
+        return self._prepared.custom_objects
 
     @property
     def device(self) -> torch.device:

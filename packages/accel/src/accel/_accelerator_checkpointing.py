@@ -64,7 +64,7 @@ class CheckpointingMixin:
                 f"load_state_dict() methods; objects {', '.join(invalid)} lack them. Add both "
                 "methods, or save those objects yourself."
             )
-        self._custom_objects.extend(objects)
+        self._prepared.add_custom_objects(*objects)
 
     def register_save_state_pre_hook(
         self: Accelerator, hook: Callable[..., None]

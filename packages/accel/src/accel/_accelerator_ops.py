@@ -134,11 +134,7 @@ class OpsMixin:
         caches and reset :attr:`step`. Use between two trainings in one script."""
         from accel_state import release_memory
 
-        self._models.clear()
-        self._optimizers.clear()
-        self._schedulers.clear()
-        self._dataloaders.clear()
-        self._custom_objects.clear()
+        self._prepared.clear()
         self.engine.release()
         self.step = 0
         gc.collect()
