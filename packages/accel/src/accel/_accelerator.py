@@ -29,7 +29,7 @@ from ._accelerator_ops import OpsMixin
 from ._accelerator_prepare import PrepareMixin
 from ._accelerator_tracking import TrackingMixin
 from ._accelerator_training import TrainingMixin
-from ._engines import engine_for
+from ._engines import EngineContext, engine_class
 from ._engines._deepspeed import resolve_deepspeed_plugins
 from ._engines._fsdp import resolve_parallel_plugins, shards_data
 from ._engines._megatron import megatron_runs_distributed, resolve_megatron_plugin
@@ -215,9 +215,18 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         self.rng_types = rng_types
         self._prepared = PreparedObjects()
-        self.engine = engine_for(self)
-        handled = self.engine.handles_mixed_precision
+        engine_cls = engine_class(self.state)
+        handled = engine_cls.handles_mixed_precision
         self.scaler = None if handled else _make_scaler(self)
+        self.engine = engine_cls(
+            EngineContext(
+                state=self.state,
+                gradient_state=self.gradient_state,
+                prepared=self._prepared,
+                handlers=self._handlers,
+                scaler=self.scaler,
+            )
+        )
         self.native_amp = not handled and self.mixed_precision in ("fp16", "bf16", "fp8")
         self.fp8_recipe_handler = _fp8_recipe(self)
         self._fp8_replaced_params: dict[Any, Any] = {}

@@ -32,7 +32,14 @@ instead."""
 
 
 class _GivenStates(Engine):
-    """The plain engine, with models given either as modules or as their state dicts."""
+    """The plain engine, with models given either as modules or as their state dicts.
+
+    It only reads and writes the states it is given (no run to place, wrap or step models
+    in), so it is built without an :class:`EngineContext`.
+    """
+
+    def __init__(self) -> None:
+        """Nothing to hold: the checkpoint methods use only their arguments."""
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return extract_model_from_parallel(model)
@@ -76,7 +83,7 @@ class _Objects:
         self.is_local_main_process = state.is_local_main_process
         self.project_configuration = ProjectConfiguration(save_on_each_node=save_on_each_node)
         self.step = int(step)
-        self.engine = _GivenStates(cast("Accelerator", self))
+        self.engine = _GivenStates()
 
 
 def save_accelerator_state(

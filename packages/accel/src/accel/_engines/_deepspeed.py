@@ -30,7 +30,7 @@ from ._deepspeed_objects import (
 )
 
 if TYPE_CHECKING:
-    from .._accelerator import Accelerator
+    from ._context import EngineContext
 
 AUTO_VALUE = "auto"
 CHECKPOINT_TAG = "deepspeed_model"
@@ -61,9 +61,9 @@ class DeepSpeedEngine(Engine):
     handles_mixed_precision = True
     replicated_states = False
 
-    def __init__(self, accelerator: Accelerator) -> None:
-        super().__init__(accelerator)
-        plugins = accelerator.state.deepspeed_plugins
+    def __init__(self, context: EngineContext) -> None:
+        super().__init__(context)
+        plugins = context.state.deepspeed_plugins
         if not plugins:
             raise ValueError(
                 "the DeepSpeed engine needs a DeepSpeedPlugin; got none. Pass "
@@ -71,8 +71,8 @@ class DeepSpeedEngine(Engine):
                 "accel launch --use_deepspeed."
             )
         for plugin in plugins.values():
-            plugin.set_mixed_precision(accelerator.mixed_precision)
-            _reconcile_accumulation(accelerator, plugin)
+            plugin.set_mixed_precision(context.mixed_precision)
+            _reconcile_accumulation(context, plugin)
         self.engines: list[Any] = []
         self._wrappers: dict[int, DeepSpeedEngineWrapper] = {}
         self._plugins: dict[int, DeepSpeedPlugin] = {}
@@ -118,11 +118,11 @@ class DeepSpeedEngine(Engine):
         if optimizer is not None:
             client = optimizer if isinstance(optimizer, torch.optim.Optimizer) else ds_optimizer
             wrapped = DeepSpeedOptimizerWrapper(client, engine=engine)
-            self.accelerator._optimizers.append(wrapped)
+            self.context.prepared.add_optimizer(wrapped)
             prepared[optimizers[0][0]] = wrapped
             if scheduler is not None:
                 wrapped_scheduler = DeepSpeedSchedulerWrapper(ds_scheduler, [wrapped])
-                self.accelerator._schedulers.append(wrapped_scheduler)
+                self.context.prepared.add_scheduler(wrapped_scheduler)
                 prepared[dummy_schedulers[0][0]] = wrapped_scheduler
         return prepared
 
@@ -179,7 +179,7 @@ class DeepSpeedEngine(Engine):
         self, plugin: DeepSpeedPlugin, model: torch.nn.Module, optimizer: Any, scheduler: Any
     ) -> dict[str, Any]:
         """Fill the plugin's ``"auto"`` values from the Accelerator; raise on disagreement."""
-        acc = self.accelerator
+        acc = self.context
         plugin.set_mixed_precision(acc.mixed_precision)
         config = plugin.deepspeed_config
         gas = acc.gradient_accumulation_steps
@@ -249,7 +249,7 @@ class DeepSpeedEngine(Engine):
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """DeepSpeed's backward; at the end of an accumulation cycle, DeepSpeed's step."""
         wrapper = self._backward_wrapper()
-        wrapper.backward(loss, sync_gradients=self.accelerator.sync_gradients, **kwargs)
+        wrapper.backward(loss, sync_gradients=self.context.gradient_state.sync_gradients, **kwargs)
 
     def _backward_wrapper(self) -> DeepSpeedEngineWrapper:
         from accel_state import AcceleratorState
@@ -410,14 +410,14 @@ def _engine_class() -> Any:
     return import_deepspeed().DeepSpeedEngine
 
 
-def _reconcile_accumulation(accelerator: Accelerator, plugin: DeepSpeedPlugin) -> None:
+def _reconcile_accumulation(context: EngineContext, plugin: DeepSpeedPlugin) -> None:
     """The plugin's accumulation steps and the Accelerator's must be one number."""
     steps = plugin.gradient_accumulation_steps
     if steps in (None, AUTO_VALUE):
         return
-    current = accelerator.gradient_accumulation_steps
+    current = context.gradient_accumulation_steps
     if current == 1:
-        accelerator.gradient_accumulation_steps = int(steps)
+        context.set_gradient_accumulation_steps(int(steps))
     elif current != int(steps):
         raise ValueError(
             "the DeepSpeedPlugin / DeepSpeed config and the Accelerator must accumulate the same "
@@ -426,12 +426,12 @@ def _reconcile_accumulation(accelerator: Accelerator, plugin: DeepSpeedPlugin) -
         )
 
 
-def _micro_batch_size(accelerator: Accelerator, plugin: DeepSpeedPlugin) -> int | None:
+def _micro_batch_size(context: EngineContext, plugin: DeepSpeedPlugin) -> int | None:
     sizes = []
-    for loader in accelerator._dataloaders:
+    for loader in context.prepared.dataloaders:
         total = getattr(loader, "total_batch_size", None)
         if total:
-            sizes.append(max(1, int(total) // accelerator.num_processes))
+            sizes.append(max(1, int(total) // context.num_processes))
         elif getattr(loader, "batch_size", None):
             sizes.append(int(loader.batch_size))
     if not sizes:
