@@ -29,6 +29,7 @@ from ._accelerator_ops import OpsMixin
 from ._accelerator_prepare import PrepareMixin
 from ._accelerator_tracking import TrackingMixin
 from ._accelerator_training import TrainingMixin
+from ._checkpointer import Checkpointer
 from ._engines import EngineContext, engine_class
 from ._engines._deepspeed import resolve_deepspeed_plugins
 from ._engines._fsdp import resolve_parallel_plugins, shards_data
@@ -227,13 +228,19 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
                 scaler=self.scaler,
             )
         )
+        self._checkpointer = Checkpointer(
+            project_config,
+            self._prepared,
+            self.engine,
+            self.state,
+            scaler=self.scaler,
+            mixed_precision=self.mixed_precision,
+        )
         self.native_amp = not handled and self.mixed_precision in ("fp16", "bf16", "fp8")
         self.fp8_recipe_handler = _fp8_recipe(self)
         self._fp8_replaced_params: dict[Any, Any] = {}
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
-        self._save_model_state_pre_hook: dict[Any, Any] = {}
-        self._load_model_state_pre_hook: dict[Any, Any] = {}
         self.log_with = log_with
         self.trackers: list[Any] = []
 
