@@ -1,11 +1,19 @@
-"""Engines built from an explicit EngineContext, and the PreparedObjects registry, with no
-Accelerator (the DDP engine's check runs on two processes in scripts/ddp_checks.py)."""
+"""Engines built from an explicit EngineContext, the PreparedObjects registry and the
+Checkpointer, with no Accelerator (the DDP and DeepSpeed engines' checks of the same kind run
+on two processes in scripts/ddp_checks.py and scripts/ds_checks.py)."""
 
 import pytest
 import torch
-from accel_state import AcceleratorState, DeepSpeedPlugin, DistributedType, GradientState
+from accel_state import (
+    AcceleratorState,
+    DeepSpeedPlugin,
+    DistributedType,
+    GradientState,
+    ProjectConfiguration,
+)
 
 from accel import Accelerator
+from accel._checkpointer import Checkpointer
 from accel._engines import Engine, EngineContext, engine_class, engine_for
 from accel._prepared import PreparedObjects
 
@@ -82,3 +90,39 @@ def test_registry_keeps_slots_and_states_its_rules():
     assert "models=2" in repr(prepared)
     prepared.clear()
     assert prepared.models == [] and prepared.custom_objects == []
+
+
+class Counter:
+    def __init__(self):
+        self.value = 0
+
+    def state_dict(self):
+        return {"value": self.value}
+
+    def load_state_dict(self, state):
+        self.value = state["value"]
+
+
+def test_checkpointer_saves_and_restores_from_its_inputs_alone(tmp_path):
+    prepared = PreparedObjects()
+    ctx = context(prepared=prepared)
+    engine = engine_for(ctx)
+    config = ProjectConfiguration(project_dir=str(tmp_path), automatic_checkpoint_naming=True)
+    checkpointer = Checkpointer(config, prepared, engine, ctx.state)
+    model = torch.nn.Linear(2, 1)
+    prepared.add_model(model)
+    counter = Counter()
+    checkpointer.register_for_checkpointing(counter)
+    seen = []
+    handle = checkpointer.register_save_state_pre_hook(lambda m, w, d: seen.append(len(w)))
+    counter.value = 7
+    path = checkpointer.save_state(None, step=12)
+    assert path.endswith("checkpoint_0") and config.iteration == 1 and seen == [1]
+    handle.remove()
+    counter.value = 0
+    with torch.no_grad():
+        model.weight.zero_()
+    assert checkpointer.load_state(None) == 12  # the step the checkpoint recorded
+    assert counter.value == 7 and model.weight.abs().sum() > 0
+    with pytest.raises(ValueError, match=r"objects #0 \(object\) lack them"):
+        checkpointer.register_for_checkpointing(object())

@@ -395,7 +395,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
     @property
     def has_lomo_optimizer(self) -> bool:
         """Whether a LOMO optimizer (``lomo_optim.Lomo`` / ``AdaLomo``) was prepared."""
-        inner = (getattr(opt, "optimizer", opt) for opt in self._optimizers)
+        inner = (getattr(opt, "optimizer", opt) for opt in self._prepared.optimizers)
         return any(type(opt).__name__ in ("Lomo", "AdaLomo") for opt in inner)
 
     def _mesh_rank(self, dim: str, what: str) -> int:
@@ -487,7 +487,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
     @property
     def optimizer_step_was_skipped(self) -> bool:
         """Whether any prepared optimizer skipped its last step (fp16 overflow)."""
-        return any(opt.step_was_skipped for opt in self._optimizers)
+        return any(opt.step_was_skipped for opt in self._prepared.optimizers)
 
     @property
     def project_dir(self) -> str | None:

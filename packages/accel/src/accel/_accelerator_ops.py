@@ -171,7 +171,7 @@ class OpsMixin:
             return
         saved = []
         if even_batches is not None:
-            for loader in self._dataloaders:
+            for loader in self._prepared.dataloaders:
                 sampler = getattr(loader, "batch_sampler", None)
                 if sampler is not None and hasattr(sampler, "even_batches"):
                     saved.append((sampler, sampler.even_batches))
