@@ -250,25 +250,11 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
 
     # The registry's lists under the reference's private names, which scripts written for the
     # reference read (``accelerator._models``); the registry stays their only owner.
-    @property
-    def _models(self) -> list[torch.nn.Module]:
-        return self._prepared.models
-
-    @property
-    def _optimizers(self) -> list[Any]:
-        return self._prepared.optimizers
-
-    @property
-    def _schedulers(self) -> list[Any]:
-        return self._prepared.schedulers
-
-    @property
-    def _dataloaders(self) -> list[Any]:
-        return self._prepared.dataloaders
-
-    @property
-    def _custom_objects(self) -> list[Any]:
-        return self._prepared.custom_objects
+    _models = property(lambda self: self._prepared.models)
+    _optimizers = property(lambda self: self._prepared.optimizers)
+    _schedulers = property(lambda self: self._prepared.schedulers)
+    _dataloaders = property(lambda self: self._prepared.dataloaders)
+    _custom_objects = property(lambda self: self._prepared.custom_objects)
 
     @property
     def device(self) -> torch.device:
