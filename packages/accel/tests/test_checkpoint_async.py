@@ -135,12 +135,15 @@ def test_async_save_writes_what_a_sync_save_of_that_moment_writes(tmp_path):
     assert asyn["custom_checkpoint_0.pkl"]["step"] == 1
 
     # The next asynchronous save copies into the host memory of the previous one.
-    held = acc._save_buffers.nbytes()
+    held = acc._checkpointer.save_buffers.nbytes()
     assert held >= sum(t.numel() * 4 for t in model.state_dict().values())
     acc.save_state(tmp_path / "async_2", async_save=True)
-    assert acc._save_buffers.nbytes() == held
+    assert acc._checkpointer.save_buffers.nbytes() == held
     acc.end_training()  # waits, then frees that memory
-    assert acc._save_buffers is None and (tmp_path / "async_2" / "model.safetensors").is_file()
+    assert (
+        acc._checkpointer.save_buffers is None
+        and (tmp_path / "async_2" / "model.safetensors").is_file()
+    )
 
     # The asynchronous checkpoint restores the state of the moment of the call.
     acc.load_state(tmp_path / "async")

@@ -96,7 +96,12 @@ def test_zero_stages_match_ddp_save_and_resume(tmp_path):
     env = {"TORCH_EXTENSIONS_DIR": EXTENSIONS}
     script = SCRIPTS / "ds_checks.py"
     first = run_distributed(script, str(tmp_path), "train", timeout=900, env=env)
-    for name in ("zero_parity_save", "config_file_and_dummies", "two_plugins_and_zero3_init"):
+    for name in (
+        "engine_without_accelerator",
+        "zero_parity_save",
+        "config_file_and_dummies",
+        "two_plugins_and_zero3_init",
+    ):
         assert f"PASSED check_{name}" in first.stdout, first.stdout + first.stderr
     second = run_distributed(script, str(tmp_path), "resume", timeout=600, env=env)
     assert "PASSED check_resume_continues" in second.stdout, second.stdout + second.stderr

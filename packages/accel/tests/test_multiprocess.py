@@ -5,6 +5,7 @@ from accel_state.testing import run_distributed
 
 SCRIPTS = Path(__file__).parent / "scripts"
 CHECKS = [
+    "engine_without_accelerator",
     "split_batches_parity",
     "accumulation_parity",
     "no_sync",

@@ -29,10 +29,12 @@ from ._accelerator_ops import OpsMixin
 from ._accelerator_prepare import PrepareMixin
 from ._accelerator_tracking import TrackingMixin
 from ._accelerator_training import TrainingMixin
-from ._engines import engine_for
+from ._checkpointer import Checkpointer
+from ._engines import EngineContext, engine_class
 from ._engines._deepspeed import resolve_deepspeed_plugins
 from ._engines._fsdp import resolve_parallel_plugins, shards_data
 from ._engines._megatron import megatron_runs_distributed, resolve_megatron_plugin
+from ._prepared import PreparedObjects
 
 if TYPE_CHECKING:
     from accel_data import DataLoaderConfiguration
@@ -213,27 +215,46 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         self.dataloader_config = _dataloader_config(dataloader_config, split_batches)
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         self.rng_types = rng_types
-        self.engine = engine_for(self)
-        handled = self.engine.handles_mixed_precision
+        self._prepared = PreparedObjects()
+        engine_cls = engine_class(self.state)
+        handled = engine_cls.handles_mixed_precision
         self.scaler = None if handled else _make_scaler(self)
+        self.engine = engine_cls(
+            EngineContext(
+                state=self.state,
+                gradient_state=self.gradient_state,
+                prepared=self._prepared,
+                handlers=self._handlers,
+                scaler=self.scaler,
+            )
+        )
+        self._checkpointer = Checkpointer(
+            project_config,
+            self._prepared,
+            self.engine,
+            self.state,
+            scaler=self.scaler,
+            mixed_precision=self.mixed_precision,
+        )
         self.native_amp = not handled and self.mixed_precision in ("fp16", "bf16", "fp8")
         self.fp8_recipe_handler = _fp8_recipe(self)
         self._fp8_replaced_params: dict[Any, Any] = {}
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
-        self._models: list[torch.nn.Module] = []
-        self._optimizers: list[Any] = []
-        self._schedulers: list[Any] = []
-        self._dataloaders: list[Any] = []
-        self._custom_objects: list[Any] = []
-        self._save_model_state_pre_hook: dict[Any, Any] = {}
-        self._load_model_state_pre_hook: dict[Any, Any] = {}
         self.log_with = log_with
         self.trackers: list[Any] = []
 
     # ------------------------------------------------------------------ properties
     def _handler(self, kind: type) -> Any:
         return self._handlers.get(kind)
+
+    # The registry's lists under the reference's private names, which scripts written for the
+    # reference read (``accelerator._models``); the registry stays their only owner.
+    _models = property(lambda self: self._prepared.models)
+    _optimizers = property(lambda self: self._prepared.optimizers)
+    _schedulers = property(lambda self: self._prepared.schedulers)
+    _dataloaders = property(lambda self: self._prepared.dataloaders)
+    _custom_objects = property(lambda self: self._prepared.custom_objects)
 
     @property
     def device(self) -> torch.device:
@@ -360,7 +381,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
     @property
     def has_lomo_optimizer(self) -> bool:
         """Whether a LOMO optimizer (``lomo_optim.Lomo`` / ``AdaLomo``) was prepared."""
-        inner = (getattr(opt, "optimizer", opt) for opt in self._optimizers)
+        inner = (getattr(opt, "optimizer", opt) for opt in self._prepared.optimizers)
         return any(type(opt).__name__ in ("Lomo", "AdaLomo") for opt in inner)
 
     def _mesh_rank(self, dim: str, what: str) -> int:
@@ -452,7 +473,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
     @property
     def optimizer_step_was_skipped(self) -> bool:
         """Whether any prepared optimizer skipped its last step (fp16 overflow)."""
-        return any(opt.step_was_skipped for opt in self._optimizers)
+        return any(opt.step_was_skipped for opt in self._prepared.optimizers)
 
     @property
     def project_dir(self) -> str | None:

@@ -1,46 +1,37 @@
-"""``save_state`` / ``load_state``, their hooks, ``save_model``, ``save`` and ``get_state_dict``."""
+"""``save_state`` / ``load_state``, their hooks, ``save_model``, ``save`` and ``get_state_dict``.
+
+The checkpoint itself is the :class:`Checkpointer` component; these methods are the facade's
+documented entry points and delegate to it.
+"""
 
 from __future__ import annotations
 
-import logging
 import os
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Union
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from ._checkpoint_async import AsyncCheckpoint, HostBuffers, start_async_save
-from ._checkpoint_load import load_checkpoint
-from ._checkpoint_sync import Rendezvous
-from ._checkpointing import (
-    LATEST,
-    latest_checkpoint,
-    resolve_input_dir,
-    resolve_output_dir,
-    save_checkpoint,
-)
 from ._save_model import save, save_model_files
 
 if TYPE_CHECKING:
-    from ._accelerator import Accelerator
+    from accel_state import ProjectConfiguration
 
-_logger = logging.getLogger("accel.checkpointing")
+    from ._checkpointer import Checkpointer
+    from ._engines import Engine
 
 
 class CheckpointingMixin:
     """Methods that save and restore a training run."""
 
-    _save_model_state_pre_hook: dict[Any, Any]
-    _load_model_state_pre_hook: dict[Any, Any]
-    _pending_save: AsyncCheckpoint | None = None
-    """The asynchronous save still writing (or not yet waited for), if any."""
-    _save_buffers: HostBuffers | None = None
-    """Host memory of the asynchronous saves, reused by the next one until end_training."""
+    _checkpointer: Checkpointer
+    engine: Engine
+    project_configuration: ProjectConfiguration
+    step: int
 
     # --------------------------------------------------------------------- registration
-    def register_for_checkpointing(self: Accelerator, *objects: Any) -> None:
+    def register_for_checkpointing(self, *objects: Any) -> None:
         """Save and restore ``objects`` with :meth:`save_state` / :meth:`load_state`.
 
         Each object needs ``state_dict()`` and ``load_state_dict(state)``; its state is saved by
@@ -50,25 +41,9 @@ class CheckpointingMixin:
         Raises:
             ValueError: naming every object that lacks one of the two methods.
         """
-        invalid = [
-            f"#{i} ({type(obj).__name__})"
-            for i, obj in enumerate(objects)
-            if not (
-                callable(getattr(obj, "state_dict", None))
-                and callable(getattr(obj, "load_state_dict", None))
-            )
-        ]
-        if invalid:
-            raise ValueError(
-                "register_for_checkpointing takes objects with state_dict() and "
-                f"load_state_dict() methods; objects {', '.join(invalid)} lack them. Add both "
-                "methods, or save those objects yourself."
-            )
-        self._custom_objects.extend(objects)
+        self._checkpointer.register_for_checkpointing(*objects)
 
-    def register_save_state_pre_hook(
-        self: Accelerator, hook: Callable[..., None]
-    ) -> RemovableHandle:
+    def register_save_state_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
         """Run ``hook(models, weights, output_dir)`` in :meth:`save_state` before it writes.
 
         ``models`` are the prepared models, ``weights`` their state dicts; removing an entry of
@@ -79,16 +54,9 @@ class CheckpointingMixin:
         Returns:
             A handle whose ``remove()`` unregisters the hook.
         """
-        if not isinstance(self._save_model_state_pre_hook, OrderedDict):
-            # RemovableHandle keeps a weak reference, which a plain dict does not support.
-            self._save_model_state_pre_hook = OrderedDict(self._save_model_state_pre_hook)
-        handle = RemovableHandle(self._save_model_state_pre_hook)
-        self._save_model_state_pre_hook[handle.id] = hook
-        return handle
+        return self._checkpointer.register_save_state_pre_hook(hook)
 
-    def register_load_state_pre_hook(
-        self: Accelerator, hook: Callable[..., None]
-    ) -> RemovableHandle:
+    def register_load_state_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
         """Run ``hook(models, input_dir)`` in :meth:`load_state` before it reads.
 
         Removing an entry of ``models`` means that model is not loaded (the hook loaded it).
@@ -96,15 +64,11 @@ class CheckpointingMixin:
         Returns:
             A handle whose ``remove()`` unregisters the hook.
         """
-        if not isinstance(self._load_model_state_pre_hook, OrderedDict):
-            self._load_model_state_pre_hook = OrderedDict(self._load_model_state_pre_hook)
-        handle = RemovableHandle(self._load_model_state_pre_hook)
-        self._load_model_state_pre_hook[handle.id] = hook
-        return handle
+        return self._checkpointer.register_load_state_pre_hook(hook)
 
     # ------------------------------------------------------------------- save / load
     def save_state(
-        self: Accelerator,
+        self,
         output_dir: str | os.PathLike[str] | None = None,
         safe_serialization: bool = True,
         *,
@@ -147,43 +111,16 @@ class CheckpointingMixin:
             (``.path``, ``.wait()``, ``.done()``, ``.exception()``) whose ``wait()`` raises
             ``AsyncSaveError`` naming the checkpoint if the background write failed.
         """
-        if save_model_func_kwargs:
-            raise TypeError(
-                "save_state passes no extra arguments to the weight writer of this engine; got "
-                f"{sorted(save_model_func_kwargs)}. Remove them."
-            )
-        if async_save is None:
-            async_save = self.project_configuration.async_save
-        self._wait_for_pending_save()
-        path = resolve_output_dir(self, output_dir)
-        hooks = list(self._save_model_state_pre_hook.values())
-        result: Any = path
-        if async_save:
-            if self._save_buffers is None:
-                self._save_buffers = HostBuffers()
-            result = self._pending_save = start_async_save(
-                self, path, safe_serialization, hooks, self._save_buffers
-            )
-        else:
-            save_checkpoint(self, path, safe_serialization, hooks)
-        if self.project_configuration.automatic_checkpoint_naming:
-            self.project_configuration.iteration += 1
-        return result
-
-    def _wait_for_pending_save(self: Accelerator, release: bool = False) -> None:
-        """Wait for the asynchronous save in flight; raise its error if it failed (once).
-
-        Args:
-            release: Also drop the host memory kept for the next asynchronous save.
-        """
-        pending, self._pending_save = self._pending_save, None
-        if release:
-            self._save_buffers = None
-        if pending is not None and not pending._reported:
-            pending.wait()
+        return self._checkpointer.save_state(
+            output_dir,
+            safe_serialization,
+            step=self.step,
+            async_save=async_save,
+            **save_model_func_kwargs,
+        )
 
     def load_state(
-        self: Accelerator,
+        self,
         input_dir: str | os.PathLike[str] | None = None,
         load_kwargs: dict[str, Any] | None = None,
         *,
@@ -232,45 +169,25 @@ class CheckpointingMixin:
             accel_bigmodel.UntrustedPickleError: a file names a global outside the allow-list
                 (refused without running it).
         """
-        self._wait_for_pending_save()
-        rendezvous = Rendezvous("load_state")
-        latest = isinstance(input_dir, str) and input_dir == LATEST
-        try:
-            path = latest_checkpoint(self) if latest else resolve_input_dir(self, input_dir)
-        except Exception as exc:
-            rendezvous.meet("enter", error=f"{type(exc).__name__}: {exc}")
-            raise
-        chosen = rendezvous.meet("enter", payload=path or "")
-        if input_dir is None or latest:
-            path = chosen[0]  # every process loads the checkpoint the main process found
-        if not path:
-            folder = os.path.join(str(self.project_configuration.project_dir), "checkpoints")
-            if self.is_main_process:
-                _logger.warning(
-                    "load_state('latest'): no complete checkpoint in %s; starting fresh.", folder
-                )
-            return
-        hooks = list(self._load_model_state_pre_hook.values())
-        load_checkpoint(
-            self,
-            path,
-            hooks,
+        step = self._checkpointer.load_state(
+            input_dir,
             load_kwargs,
-            load_model_func_kwargs,
-            rendezvous,
-            verify_checksums,
             trust_pickles=trust_pickles,
+            verify_checksums=verify_checksums,
+            **load_model_func_kwargs,
         )
+        if step is not None:
+            self.step = step
 
     # ----------------------------------------------------------------- model weights
-    def get_state_dict(self: Accelerator, model: torch.nn.Module, unwrap: bool = True) -> dict:
+    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict:
         """State dict of a prepared model, keyed as in the user's module when ``unwrap``."""
         if unwrap:
             return self.engine.model_state_dict(model)
         return model.state_dict()
 
     def save_model(
-        self: Accelerator,
+        self,
         model: torch.nn.Module,
         save_directory: str | os.PathLike[str],
         max_shard_size: Union[int, str] = "10GB",
@@ -291,7 +208,7 @@ class CheckpointingMixin:
             save_on_each_node=self.project_configuration.save_on_each_node,
         )
 
-    def save(self: Accelerator, obj: Any, f: Any, safe_serialization: bool = False) -> None:
+    def save(self, obj: Any, f: Any, safe_serialization: bool = False) -> None:
         """Save ``obj`` to ``f`` once per job (once per machine with ``save_on_each_node``)."""
         save(
             obj,

@@ -134,11 +134,7 @@ class OpsMixin:
         caches and reset :attr:`step`. Use between two trainings in one script."""
         from accel_state import release_memory
 
-        self._models.clear()
-        self._optimizers.clear()
-        self._schedulers.clear()
-        self._dataloaders.clear()
-        self._custom_objects.clear()
+        self._prepared.clear()
         self.engine.release()
         self.step = 0
         gc.collect()
@@ -175,7 +171,7 @@ class OpsMixin:
             return
         saved = []
         if even_batches is not None:
-            for loader in self._dataloaders:
+            for loader in self._prepared.dataloaders:
                 sampler = getattr(loader, "batch_sampler", None)
                 if sampler is not None and hasattr(sampler, "even_batches"):
                     saved.append((sampler, sampler.even_batches))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ._optim import AcceleratedOptimizer, AcceleratedScheduler
+from ._prepared import Kind, PreparedObjects
 from ._unwrap import extract_model_from_parallel
 
 if TYPE_CHECKING:
@@ -19,12 +20,11 @@ if TYPE_CHECKING:
 PREPARED = "_is_accelerate_prepared"
 
 
-def _reuse_prepared(obj: Any, registry: list[Any]) -> bool:
+def _reuse_prepared(obj: Any, prepared: PreparedObjects, kind: Kind) -> bool:
     """Whether ``obj`` was already prepared (then it is registered once and returned as is)."""
     if not getattr(obj, PREPARED, False):
         return False
-    if not any(item is obj for item in registry):
-        registry.append(obj)
+    prepared.add_once(kind, obj)
     return True
 
 
@@ -80,7 +80,7 @@ class PrepareMixin:
         for i, prepared in joint.items():
             result[i] = prepared
             if isinstance(prepared, torch.nn.Module):
-                self._models.append(prepared)
+                self._prepared.add_model(prepared)
         for kinds in (("model",), ("optimizer",), ("scheduler",)):
             for i, obj in enumerate(args):
                 kind = _kind(obj)
@@ -95,16 +95,10 @@ class PrepareMixin:
         """Whether ``obj`` is already prepared; if so it is put in its registry once."""
         if isinstance(obj, (AcceleratedOptimizer, AcceleratedScheduler)):
             _mark_prepared(obj)
-        registries = {
-            "model": self._models,
-            "optimizer": self._optimizers,
-            "scheduler": self._schedulers,
-            "loader": self._dataloaders,
-        }
         kind = "scheduler" if isinstance(obj, AcceleratedScheduler) else _kind(obj)
-        return kind is not None and _reuse_prepared(obj, registries[kind])
+        return kind is not None and _reuse_prepared(obj, self._prepared, kind)
 
-    def _prepare_one(self: Accelerator, obj: Any, kind: str, placement: bool) -> Any:
+    def _prepare_one(self: Accelerator, obj: Any, kind: Kind, placement: bool) -> Any:
         if kind == "model":
             return self.prepare_model(obj, device_placement=placement)
         if kind == "loader":
@@ -123,11 +117,12 @@ class PrepareMixin:
         the engine (DDP on several processes). ``evaluation_mode`` skips the wrapper."""
         from accel_precision import autocast_context, convert_outputs_to_fp32
 
-        if _reuse_prepared(model, self._models):
+        if _reuse_prepared(model, self._prepared, "model"):
             return model
         if device_placement is None:
             device_placement = self.device_placement
-        self._models.append(model)
+        self._prepared.add_model(model)
+        registered = model
         if device_placement and not _has_device_map(model):
             model = self.engine.place_model(model)
         if self.fp8_recipe_handler is not None and not evaluation_mode:
@@ -151,7 +146,7 @@ class PrepareMixin:
         plugin = self.state.dynamo_plugin
         if plugin is not None and plugin.enabled:
             model = _compile(model, plugin)
-        self._models[-1] = model
+        self._prepared.replace_model(registered, model)
         return _mark_prepared(model)
 
     def _handler_autocast(self: Accelerator) -> Any:
@@ -164,7 +159,7 @@ class PrepareMixin:
     ) -> AcceleratedOptimizer:
         """Wrap ``optimizer`` for accumulation and mixed precision."""
         if isinstance(optimizer, AcceleratedOptimizer):
-            _reuse_prepared(_mark_prepared(optimizer), self._optimizers)
+            _reuse_prepared(_mark_prepared(optimizer), self._prepared, "optimizer")
             return optimizer
         placement = self.device_placement if device_placement is None else device_placement
         if self._fp8_replaced_params:
@@ -173,16 +168,18 @@ class PrepareMixin:
             switch_optimizer_parameters(optimizer, self._fp8_replaced_params)
         optimizer = self.engine.adapt_optimizer(optimizer)
         wrapped = AcceleratedOptimizer(optimizer, device_placement=placement, scaler=self.scaler)
-        self._optimizers.append(wrapped)
+        self._prepared.add_optimizer(wrapped)
         return wrapped
 
     def prepare_scheduler(self: Accelerator, scheduler: Any) -> AcceleratedScheduler:
         """Wrap ``scheduler`` so it steps with the optimizer it drives."""
         if isinstance(scheduler, AcceleratedScheduler):
-            _reuse_prepared(_mark_prepared(scheduler), self._schedulers)
+            _reuse_prepared(_mark_prepared(scheduler), self._prepared, "scheduler")
             return scheduler
         target = getattr(scheduler, "optimizer", None)
-        optimizers = [opt for opt in self._optimizers if opt.optimizer is target or opt is target]
+        optimizers = [
+            opt for opt in self._prepared.optimizers if opt.optimizer is target or opt is target
+        ]
         if target is not None and not optimizers:
             raise ValueError(
                 "prepare_scheduler needs the scheduler's optimizer to be prepared first; got a "
@@ -195,7 +192,7 @@ class PrepareMixin:
             step_with_optimizer=self.step_scheduler_with_optimizer,
             split_batches=self.split_batches,
         )
-        self._schedulers.append(wrapped)
+        self._prepared.add_scheduler(wrapped)
         return wrapped
 
     def prepare_data_loader(
@@ -207,7 +204,7 @@ class PrepareMixin:
         """Shard ``data_loader`` between the processes (see ``accel_data.prepare_data_loader``)."""
         from accel_data import prepare_data_loader
 
-        if _reuse_prepared(data_loader, self._dataloaders):
+        if _reuse_prepared(data_loader, self._prepared, "loader"):
             return data_loader
         if device_placement is None:
             device_placement = self.device_placement
@@ -229,7 +226,7 @@ class PrepareMixin:
             non_blocking=config.non_blocking,
             use_stateful_dataloader=config.use_stateful_dataloader,
         )
-        self._dataloaders.append(prepared)
+        self._prepared.add_dataloader(prepared)
         return _mark_prepared(prepared)
 
     def deepspeed_ulysses_dl_adapter(self: Accelerator, dl: Any, model: Any) -> Any:
@@ -273,7 +270,7 @@ class PrepareMixin:
         return _has_device_map(model)
 
 
-def _kind(obj: Any) -> str | None:
+def _kind(obj: Any) -> Kind | None:
     if isinstance(obj, torch.nn.Module):
         return "model"
     if isinstance(obj, torch.optim.Optimizer):

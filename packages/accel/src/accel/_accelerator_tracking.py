@@ -71,4 +71,4 @@ class TrackingMixin:
             if self._tracker_set is not None:
                 self._tracker_set.finish()
         finally:
-            self._wait_for_pending_save(release=True)
+            self._checkpointer.wait_for_pending_save(release=True)

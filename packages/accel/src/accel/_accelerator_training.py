@@ -36,11 +36,13 @@ class TrainingMixin:
         """
         fused = [
             inner
-            for inner in (getattr(opt, "optimizer", opt) for opt in self._optimizers)
+            for inner in (getattr(opt, "optimizer", opt) for opt in self._prepared.optimizers)
             if type(inner).__name__ in ("Lomo", "AdaLomo") and hasattr(inner, "fused_backward")
         ]
         if not fused:
-            names = [type(getattr(opt, "optimizer", opt)).__name__ for opt in self._optimizers]
+            names = [
+                type(getattr(opt, "optimizer", opt)).__name__ for opt in self._prepared.optimizers
+            ]
             raise ValueError(
                 "lomo_backward runs the fused backward of LOMO optimizers; got no Lomo or "
                 f"AdaLomo among the prepared optimizers ({names or 'none prepared'}). Prepare a "
@@ -160,7 +162,7 @@ class TrainingMixin:
         if self.scaler is None:
             return
         if optimizer is None:
-            optimizers = self._optimizers
+            optimizers = self._prepared.optimizers
         elif isinstance(optimizer, (list, tuple)):
             optimizers = list(optimizer)
         else:

@@ -1,8 +1,8 @@
 """The reference's functional checkpoint API (``accel.checkpointing``) over accel's own
 ``save_state`` / ``load_state`` code: the same files, the same manifest, the same checks.
 
-The functions take the objects explicitly instead of an ``Accelerator``; :class:`_Objects`
-carries them to the checkpoint code in the shape it reads.
+The functions take the objects explicitly instead of an ``Accelerator`` and hand them to a
+:class:`Checkpointer` built over them.
 """
 
 from __future__ import annotations
@@ -10,20 +10,17 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import torch
 from accel_state import PartialState, ProjectConfiguration
 
 from ._checkpoint_io import CUSTOM_NAME, check_loadable, load_object, save_object
-from ._checkpoint_load import load_checkpoint
-from ._checkpoint_sync import Rendezvous
-from ._checkpointing import save_checkpoint
+from ._checkpointer import Checkpointer
+from ._checkpointing import CommitPlan, save_checkpoint
 from ._engines._base import Engine
+from ._prepared import PreparedObjects
 from ._unwrap import extract_model_from_parallel
-
-if TYPE_CHECKING:
-    from ._accelerator import Accelerator
 
 SAMPLER_NAME = "sampler"
 """The reference's file stem for a data loader's sampler state (``sampler.bin``). accel's
@@ -32,7 +29,14 @@ instead."""
 
 
 class _GivenStates(Engine):
-    """The plain engine, with models given either as modules or as their state dicts."""
+    """The plain engine, with models given either as modules or as their state dicts.
+
+    It only reads and writes the states it is given (no run to place, wrap or step models
+    in), so it is built without an :class:`EngineContext`.
+    """
+
+    def __init__(self) -> None:
+        """Nothing to hold: the checkpoint methods use only their arguments."""
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return extract_model_from_parallel(model)
@@ -43,40 +47,39 @@ class _GivenStates(Engine):
         return super().model_state_dict(model)
 
 
-class _Objects:
-    """What the checkpoint code reads from an ``Accelerator``, given explicitly."""
+def _checkpointer(
+    models: list[Any],
+    optimizers: list[Any],
+    schedulers: list[Any],
+    dataloaders: list[Any],
+    process_index: int,
+    scaler: Any,
+    save_on_each_node: bool = False,
+) -> Checkpointer:
+    """A checkpointer over the given objects, for the functions below.
 
-    def __init__(
-        self,
-        models: list[Any],
-        optimizers: list[Any],
-        schedulers: list[Any],
-        dataloaders: list[Any],
-        process_index: int,
-        scaler: Any,
-        save_on_each_node: bool = False,
-        step: int = 0,
-    ) -> None:
-        state = PartialState()
-        if process_index != state.process_index:
-            raise ValueError(
-                f"process_index must be this process's index ({state.process_index}); got "
-                f"{process_index}. Pass PartialState().process_index."
-            )
-        self._models = list(models)
-        self._optimizers = list(optimizers)
-        self._schedulers = list(schedulers)
-        self._dataloaders = list(dataloaders)
-        self._custom_objects: list[Any] = []
-        self.scaler = scaler
-        self.mixed_precision = "fp16" if scaler is not None else "no"
-        self.process_index = process_index
-        self.num_processes = state.num_processes
-        self.is_main_process = state.is_main_process
-        self.is_local_main_process = state.is_local_main_process
-        self.project_configuration = ProjectConfiguration(save_on_each_node=save_on_each_node)
-        self.step = int(step)
-        self.engine = _GivenStates(cast("Accelerator", self))
+    Raises:
+        ValueError: ``process_index`` is not this process's index.
+    """
+    state = PartialState()
+    if process_index != state.process_index:
+        raise ValueError(
+            f"process_index must be this process's index ({state.process_index}); got "
+            f"{process_index}. Pass PartialState().process_index."
+        )
+    prepared = PreparedObjects()
+    prepared.models.extend(models)
+    prepared.optimizers.extend(optimizers)
+    prepared.schedulers.extend(schedulers)
+    prepared.dataloaders.extend(dataloaders)
+    return Checkpointer(
+        ProjectConfiguration(save_on_each_node=save_on_each_node),
+        prepared,
+        _GivenStates(),
+        state,
+        scaler=scaler,
+        mixed_precision="fp16" if scaler is not None else "no",
+    )
 
 
 def save_accelerator_state(
@@ -117,7 +120,7 @@ def save_accelerator_state(
     Raises:
         ValueError: ``process_index`` is not this process's index.
     """
-    objects = _Objects(
+    checkpointer = _checkpointer(
         model_states,
         optimizers,
         schedulers,
@@ -125,10 +128,10 @@ def save_accelerator_state(
         process_index,
         scaler,
         save_on_each_node=save_on_each_node,
-        step=step,
     )
     path = os.path.abspath(os.fspath(output_dir))
-    save_checkpoint(cast("Accelerator", objects), path, safe_serialization, hooks=[])
+    plan = CommitPlan.of(checkpointer, path, step)
+    save_checkpoint(checkpointer, plan, safe_serialization, hooks=[])
     return Path(path)
 
 
@@ -174,17 +177,14 @@ def load_accelerator_state(
             other objects than the ones given (registered objects included: a folder saved
             with ``register_for_checkpointing`` objects loads through ``load_state``).
     """
-    objects = _Objects(models, optimizers, schedulers, dataloaders, process_index, scaler)
+    checkpointer = _checkpointer(models, optimizers, schedulers, dataloaders, process_index, scaler)
     kwargs = dict(load_kwargs or {})
     if map_location is not None:
         kwargs["map_location"] = map_location
-    manifest = load_checkpoint(
-        cast("Accelerator", objects),
+    manifest = checkpointer.restore(
         os.path.abspath(os.fspath(input_dir)),
-        [],
         kwargs,
         dict(load_model_func_kwargs),
-        Rendezvous("load_state"),
         trust_pickles=trust_pickles,
     )
     return {"step": manifest.step}

@@ -57,7 +57,7 @@ from ._checkpointing import (
 )
 
 if TYPE_CHECKING:
-    from ._accelerator import Accelerator
+    from ._checkpointer import Checkpointer
 
 _logger = logging.getLogger("accel.checkpointing")
 
@@ -141,8 +141,8 @@ class AsyncCheckpoint:
 
 
 def start_async_save(
-    accelerator: Accelerator,
-    output_dir: str,
+    checkpointer: Checkpointer,
+    plan: CommitPlan,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],
     buffers: HostBuffers | None = None,
@@ -155,23 +155,22 @@ def start_async_save(
     with nothing committed.
 
     Args:
-        accelerator: The accelerator.
-        output_dir: The checkpoint folder.
+        checkpointer: The checkpointer of the run.
+        plan: The commit settings taken at the call (the folder among them).
         safe_serialization: Weights as safetensors (else ``torch.save``).
         hooks: The save-state pre-hooks.
         buffers: Host memory of the previous asynchronous saves, reused for this copy.
     """
-    engine = accelerator.engine
+    engine = checkpointer.engine
     if not engine.replicated_states:
         engine.check_async_save()  # refuse before any process creates a folder
     rendezvous = Rendezvous("save_state")
-    plan = CommitPlan.of(accelerator, output_dir)
     stage = open_stage(plan, rendezvous)
     pool = buffers if buffers is not None else HostBuffers()
     pin = torch.cuda.is_available()
     try:
         snapshot = take_snapshot(
-            accelerator, stage, safe_serialization, hooks, copy=lambda s: host_copy(s, pool, pin)
+            checkpointer, stage, safe_serialization, hooks, copy=lambda s: host_copy(s, pool, pin)
         )
         if pin and torch.cuda.is_initialized():
             torch.cuda.synchronize()
@@ -188,7 +187,7 @@ def start_async_save(
     def finish() -> None:
         finish_save(plan, rendezvous, write, poll=True)
 
-    handle = AsyncCheckpoint(output_dir, finish, on_done=pool.reclaim)
+    handle = AsyncCheckpoint(plan.output_dir, finish, on_done=pool.reclaim)
     handle._start()
     return handle
 

@@ -317,5 +317,5 @@ def warn_world_size(manifest: Manifest, world_size: int, input_dir: str) -> None
         "objects load in full; processes with an index present in the checkpoint restore their "
         "random states, the others keep their current ones; dataloaders resume mid-epoch only "
         "when their total batch size is unchanged.",
-        stacklevel=5,
+        stacklevel=6,  # user code -> Accelerator.load_state -> Checkpointer
     )

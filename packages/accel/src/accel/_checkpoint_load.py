@@ -41,7 +41,7 @@ from ._checkpoint_manifest import Manifest, read_manifest, saved_count, verify_f
 from ._checkpoint_sync import Rendezvous
 
 if TYPE_CHECKING:
-    from ._accelerator import Accelerator
+    from ._checkpointer import Checkpointer
 
 
 @dataclass
@@ -68,7 +68,7 @@ def stateful(objects: list[Any]) -> list[Any]:
 
 # --------------------------------------------------------------------------- phase 1
 def read_checkpoint(
-    accelerator: Accelerator,
+    checkpointer: Checkpointer,
     input_dir: str,
     hooks: list[Callable[..., None]],
     load_kwargs: dict[str, Any] | None,
@@ -83,17 +83,17 @@ def read_checkpoint(
     themselves; what a hook changes is its own).
     """
     manifest = read_manifest(input_dir)
-    world = accelerator.num_processes
+    world = checkpointer.num_processes
     if manifest.world_size != world:
         warn_world_size(manifest, world, input_dir)
-    engine = accelerator.engine
-    models = list(accelerator._models)
+    engine = checkpointer.engine
+    models = list(checkpointer.prepared.models)
     for hook in hooks:
         hook(models, input_dir)
-    optimizers = list(accelerator._optimizers)
-    schedulers = stateful(accelerator._schedulers)
-    loaders = stateful(accelerator._dataloaders)
-    customs = list(accelerator._custom_objects)
+    optimizers = list(checkpointer.prepared.optimizers)
+    schedulers = stateful(checkpointer.prepared.schedulers)
+    loaders = stateful(checkpointer.prepared.dataloaders)
+    customs = list(checkpointer.prepared.custom_objects)
     kinds = {"optimizers": optimizers, "schedulers": schedulers, "dataloaders": loaders}
     kinds["custom_objects"] = customs
     if not hooks:
@@ -106,7 +106,7 @@ def read_checkpoint(
                 f"{input_dir!r} holds {saved} {kind}, this run has {len(objects)}. Prepare (or "
                 "register) the same objects, in the same order, as the run that saved it."
             )
-    rank = accelerator.process_index
+    rank = checkpointer.process_index
     others = {f"{RNG_STATE_NAME}_{r}.pkl" for r in range(manifest.world_size) if r != rank}
     for name in sorted(set(manifest.files) - others):
         verify_file(input_dir, manifest, name, checksum=verify_checksums)
@@ -145,7 +145,7 @@ def read_checkpoint(
     for i, scheduler in enumerate(schedulers):
         state = read(indexed_name(SCHEDULER_NAME, "bin", i))
         plan.states.append(("scheduler", scheduler, _mapping(state, f"scheduler {i}")))
-    _plan_scaler(accelerator, plan, read)
+    _plan_scaler(checkpointer, plan, read)
     for i, obj in enumerate(customs):
         state = read(f"{CUSTOM_NAME}_{i}.pkl")
         plan.states.append(("registered object", obj, state))
@@ -208,18 +208,18 @@ def _check_optimizer_state(opt: Any, state: Any, index: int, input_dir: str) -> 
         )
 
 
-def _plan_scaler(accelerator: Accelerator, plan: LoadPlan, read: Callable[[str], Any]) -> None:
+def _plan_scaler(checkpointer: Checkpointer, plan: LoadPlan, read: Callable[[str], Any]) -> None:
     saved = SCALER_NAME in plan.manifest.files
-    if accelerator.scaler is not None and saved:
+    if checkpointer.scaler is not None and saved:
         state = _mapping(read(SCALER_NAME), "the grad scaler")
-        plan.states.append(("grad scaler", accelerator.scaler, state))
-    elif accelerator.scaler is not None or saved:
-        have = "has" if accelerator.scaler is not None else "has no"
+        plan.states.append(("grad scaler", checkpointer.scaler, state))
+    elif checkpointer.scaler is not None or saved:
+        have = "has" if checkpointer.scaler is not None else "has no"
         warnings.warn(
             f"checkpoint {plan.input_dir!r} {'holds' if saved else 'holds no'} grad scaler state "
-            f"and this run {have} grad scaler (mixed_precision={accelerator.mixed_precision!r}); "
+            f"and this run {have} grad scaler (mixed_precision={checkpointer.mixed_precision!r}); "
             "the scaler was left as it is.",
-            stacklevel=5,
+            stacklevel=6,  # user code -> Accelerator.load_state -> Checkpointer
         )
 
 
@@ -241,13 +241,13 @@ def _try_rng_state(state: Any, name: str) -> None:
 
 # --------------------------------------------------------------------------- phase 2
 def apply_checkpoint(
-    accelerator: Accelerator,
+    checkpointer: Checkpointer,
     plan: LoadPlan,
     model_kwargs: dict[str, Any],
     rendezvous: Rendezvous,
 ) -> None:
     """Phase 2: restore every object from ``plan``; on a failure put back what can be."""
-    engine = accelerator.engine
+    engine = checkpointer.engine
     trust = {"trust_pickles": plan.trust_pickles}
     undo: list[tuple[Any, Any]] = []
     try:
@@ -260,7 +260,7 @@ def apply_checkpoint(
             elif not engine.load_model_state(model, plan.input_dir, i, **trust):
                 raise _no_layout("model", i, plan.input_dir)
         if not engine.replicated_states:
-            for i, opt in enumerate(accelerator._optimizers):
+            for i, opt in enumerate(checkpointer.prepared.optimizers):
                 if not engine.load_optimizer_state(opt, plan.input_dir, i, **trust):
                     raise _no_layout("optimizer", i, plan.input_dir)
         for loader, state in plan.loaders:
@@ -276,9 +276,8 @@ def apply_checkpoint(
     except BaseException as exc:
         _undo(undo, exc)
         raise
-    accelerator.step = plan.manifest.step
     index = checkpoint_index(plan.input_dir)
-    config = accelerator.project_configuration
+    config = checkpointer.project_configuration
     if config.automatic_checkpoint_naming and index is not None:
         config.iteration = index + 1
 
@@ -295,7 +294,7 @@ def _undo(undo: list[tuple[Any, Any]], error: BaseException) -> None:
         warnings.warn(
             f"load_state failed ({type(error).__name__}: {error}) and put back the objects it "
             f"had restored, except {', '.join(stuck)}, which refused their own previous state.",
-            stacklevel=5,
+            stacklevel=6,  # user code -> Accelerator.load_state -> Checkpointer
         )
 
 
@@ -308,7 +307,7 @@ def _no_layout(what: str, index: int, input_dir: str) -> FileNotFoundError:
 
 
 def load_checkpoint(
-    accelerator: Accelerator,
+    checkpointer: Checkpointer,
     input_dir: str,
     hooks: list[Callable[..., None]],
     load_kwargs: dict[str, Any] | None,
@@ -325,7 +324,7 @@ def load_checkpoint(
     """
     try:
         plan = read_checkpoint(
-            accelerator,
+            checkpointer,
             input_dir,
             hooks,
             load_kwargs,
@@ -337,5 +336,5 @@ def load_checkpoint(
         rendezvous.meet("validated", error=f"{type(exc).__name__}: {exc}")
         raise
     rendezvous.meet("validated")
-    apply_checkpoint(accelerator, plan, model_kwargs, rendezvous)
+    apply_checkpoint(checkpointer, plan, model_kwargs, rendezvous)
     return plan.manifest

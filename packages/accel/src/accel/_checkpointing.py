@@ -55,20 +55,22 @@ from ._checkpoint_manifest import FORMAT_VERSION, Manifest
 from ._checkpoint_sync import Rendezvous
 
 if TYPE_CHECKING:
-    from ._accelerator import Accelerator
+    from ._checkpointer import Checkpointer
 
 
-def is_writer(accelerator: Accelerator) -> bool:
+def is_writer(checkpointer: Checkpointer) -> bool:
     """Whether this process writes the files shared by all processes."""
-    if accelerator.project_configuration.save_on_each_node:
-        return accelerator.is_local_main_process
-    return accelerator.is_main_process
+    if checkpointer.project_configuration.save_on_each_node:
+        return checkpointer.is_local_main_process
+    return checkpointer.is_main_process
 
 
 # --------------------------------------------------------------------------- paths
-def resolve_output_dir(accelerator: Accelerator, output_dir: str | os.PathLike[str] | None) -> str:
+def resolve_output_dir(
+    checkpointer: Checkpointer, output_dir: str | os.PathLike[str] | None
+) -> str:
     """The folder ``save_state`` writes: ``output_dir`` or the next automatic name."""
-    config = accelerator.project_configuration
+    config = checkpointer.project_configuration
     if config.automatic_checkpoint_naming:
         if config.project_dir is None:
             raise ValueError(
@@ -81,7 +83,7 @@ def resolve_output_dir(accelerator: Accelerator, output_dir: str | os.PathLike[s
             raise FileExistsError(
                 f"automatic checkpoint names are never reused; {path!r} already exists "
                 f"(iteration {config.iteration}). Set "
-                "accelerator.project_configuration.iteration to the next free index, or load "
+                "checkpointer.project_configuration.iteration to the next free index, or load "
                 "the latest checkpoint first (load_state() moves the iteration past it)."
             )
         return path
@@ -98,7 +100,7 @@ LATEST = "latest"
 """``load_state("latest")``: the newest complete checkpoint, or a fresh start when none."""
 
 
-def latest_checkpoint(accelerator: Accelerator) -> str | None:
+def latest_checkpoint(checkpointer: Checkpointer) -> str | None:
     """The newest complete ``checkpoints/checkpoint_<i>`` of the project, or None.
 
     Raises:
@@ -111,7 +113,7 @@ def latest_checkpoint(accelerator: Accelerator) -> str | None:
             f"named 'latest' exists in {os.getcwd()!r} and may be what you meant. Pass "
             "'./latest' to load that folder, or rename it."
         )
-    config = accelerator.project_configuration
+    config = checkpointer.project_configuration
     if config.project_dir is None:
         raise ValueError(
             'load_state("latest") looks in <project_dir>/checkpoints; got project_dir=None. '
@@ -122,14 +124,14 @@ def latest_checkpoint(accelerator: Accelerator) -> str | None:
     return found[-1][1] if found else None
 
 
-def resolve_input_dir(accelerator: Accelerator, input_dir: str | os.PathLike[str] | None) -> str:
+def resolve_input_dir(checkpointer: Checkpointer, input_dir: str | os.PathLike[str] | None) -> str:
     """The folder ``load_state`` reads: ``input_dir`` or the latest complete checkpoint."""
     if input_dir is not None:
         path = os.path.abspath(os.fspath(input_dir))
-        if is_writer(accelerator):
+        if is_writer(checkpointer):
             recover_replaced(path)
         return path
-    config = accelerator.project_configuration
+    config = checkpointer.project_configuration
     if not config.automatic_checkpoint_naming or config.project_dir is None:
         raise ValueError(
             "load_state needs a folder; got input_dir=None without automatic checkpoint "
@@ -162,7 +164,7 @@ class Snapshot:
 
 
 def take_snapshot(
-    accelerator: Accelerator,
+    checkpointer: Checkpointer,
     stage: str,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],
@@ -171,7 +173,7 @@ def take_snapshot(
     """Run the save hooks and gather this process's states for ``stage``.
 
     Args:
-        accelerator: The accelerator (or an object with its checkpoint attributes).
+        checkpointer: The checkpointer of the run (its registry, engine and scaler).
         stage: The staging folder; the hooks and a synchronous sharding engine write into it
             now.
         safe_serialization: Weights as safetensors (else ``torch.save``).
@@ -189,9 +191,9 @@ def take_snapshot(
         else:
             snapshot.files.append((name, copy(state), kind))
 
-    engine = accelerator.engine
-    models = list(accelerator._models)
-    optimizers = list(accelerator._optimizers)
+    engine = checkpointer.engine
+    models = list(checkpointer.prepared.models)
+    optimizers = list(checkpointer.prepared.optimizers)
     if engine.replicated_states:
         weights = [engine.model_state_dict(model) for model in models]
     elif copy is not None:
@@ -207,10 +209,10 @@ def take_snapshot(
         weights = []
     for hook in hooks:
         hook(models, weights, stage)
-    schedulers = stateful(accelerator._schedulers)
-    loaders = stateful(accelerator._dataloaders)
-    customs = list(accelerator._custom_objects)
-    if is_writer(accelerator):
+    schedulers = stateful(checkpointer.prepared.schedulers)
+    loaders = stateful(checkpointer.prepared.dataloaders)
+    customs = list(checkpointer.prepared.custom_objects)
+    if is_writer(checkpointer):
         for i, state in enumerate(weights):
             add(weights_file_name(i, safe_serialization), state, "weights")
         for i, opt in enumerate(optimizers if engine.replicated_states else []):
@@ -219,13 +221,13 @@ def take_snapshot(
         for stem, objects in groups:
             for i, obj in enumerate(objects):
                 add(indexed_name(stem, "bin", i), obj.state_dict(), f"{stem} {i}")
-        if accelerator.scaler is not None:
-            add(SCALER_NAME, accelerator.scaler.state_dict(), "the grad scaler")
+        if checkpointer.scaler is not None:
+            add(SCALER_NAME, checkpointer.scaler.state_dict(), "the grad scaler")
         for i, obj in enumerate(customs):
             what = f"registered object {i} ({type(obj).__name__})"
             add(f"{CUSTOM_NAME}_{i}.pkl", obj.state_dict(), what)
-    rank = accelerator.process_index
-    if accelerator.num_processes > 1:
+    rank = checkpointer.process_index
+    if checkpointer.num_processes > 1:
         # A stateful loader's workers hold per-process state: every process saves its own.
         for i, loader in enumerate(loaders):
             if getattr(loader, "use_stateful_dataloader", False):
@@ -238,7 +240,7 @@ def take_snapshot(
         "schedulers": len(schedulers),
         "dataloaders": len(loaders),
         "custom_objects": len(customs),
-        "scaler": accelerator.scaler is not None,
+        "scaler": checkpointer.scaler is not None,
         "safe_serialization": bool(safe_serialization),
     }
     return snapshot
@@ -276,14 +278,15 @@ class CommitPlan:
     """``total_limit`` of automatic checkpoint naming (None: no rotation)."""
 
     @classmethod
-    def of(cls, accelerator: Accelerator, output_dir: str) -> CommitPlan:
-        config = accelerator.project_configuration
+    def of(cls, checkpointer: Checkpointer, output_dir: str, step: int) -> CommitPlan:
+        """The plan of a save of ``checkpointer``'s objects at training step ``step``."""
+        config = checkpointer.project_configuration
         limit = config.total_limit if config.automatic_checkpoint_naming else None
         return cls(
             output_dir=output_dir,
-            writer=is_writer(accelerator),
-            world_size=accelerator.num_processes,
-            step=int(accelerator.step),
+            writer=is_writer(checkpointer),
+            world_size=checkpointer.num_processes,
+            step=int(step),
             total_limit=limit,
         )
 
@@ -340,21 +343,20 @@ def finish_save(
 
 
 def save_checkpoint(
-    accelerator: Accelerator,
-    output_dir: str,
+    checkpointer: Checkpointer,
+    plan: CommitPlan,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],
 ) -> str:
-    """Write a complete checkpoint to ``output_dir`` on every process, atomically."""
+    """Write a complete checkpoint to ``plan.output_dir`` on every process, atomically."""
     rendezvous = Rendezvous("save_state")
-    plan = CommitPlan.of(accelerator, output_dir)
     stage = open_stage(plan, rendezvous)
 
     def write() -> dict[str, Any]:
-        return take_snapshot(accelerator, stage, safe_serialization, hooks).counts
+        return take_snapshot(checkpointer, stage, safe_serialization, hooks).counts
 
     finish_save(plan, rendezvous, write)
-    return output_dir
+    return plan.output_dir
 
 
 def _describe(exc: BaseException) -> str:

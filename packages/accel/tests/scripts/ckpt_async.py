@@ -26,7 +26,7 @@ def check_ddp_exact_resume():
     acc.project_configuration.async_save = True
     objs = common.build(acc)
     seen = common.train(acc, *objs, save_at=SAVE_AT)  # trains on while the save is written
-    assert isinstance(acc._pending_save.path, str)
+    assert isinstance(acc._checkpointer.pending_save.path, str)
     acc.end_training()  # waits for the write
     final = common.weights(acc, objs[0])
 

@@ -172,7 +172,39 @@ def check_one_tracker_run():
     assert len(files) == 1, files
 
 
+def check_engine_without_accelerator():
+    # The DDP engine driven from an EngineContext alone, with no Accelerator built: it wraps
+    # the model, averages the gradients of the two halves of a batch, and reads its inputs
+    # from the context only.
+    from accel._engines import DDPEngine, EngineContext, engine_for
+    from accel._prepared import PreparedObjects
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    prepared = PreparedObjects()
+    state = AcceleratorState(cpu=True)
+    context = EngineContext(state=state, gradient_state=GradientState(), prepared=prepared)
+    engine = engine_for(context)
+    assert type(engine) is DDPEngine and not hasattr(engine, "accelerator")
+    assert engine.data_parallel_rank() == (2, dist.get_rank())
+    model, opt = model_and_opt()
+    wrapped = engine.wrap_model(engine.place_model(model), evaluation_mode=False)
+    assert engine.is_wrapped(wrapped) and engine.unwrap(wrapped) is model
+    assert engine.adapt_optimizer(opt) is opt
+    x, y = data().tensors
+    half = slice(16 * dist.get_rank(), 16 * (dist.get_rank() + 1))
+    engine.backward(torch.nn.functional.mse_loss(wrapped(x[half]), y[half]))
+    opt.step()
+    ref, ref_opt = model_and_opt()
+    torch.nn.functional.mse_loss(ref(x), y).backward()
+    ref_opt.step()
+    for mine, theirs in zip(model.parameters(), ref.parameters()):
+        assert torch.allclose(mine, theirs, atol=1e-6), (mine, theirs)
+    assert prepared.models == [] and prepared.optimizers == []  # the facade registers those
+
+
 for check in [
+    check_engine_without_accelerator,
     check_split_batches_parity,
     check_accumulation_parity,
     check_no_sync,

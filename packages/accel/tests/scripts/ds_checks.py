@@ -10,7 +10,7 @@ import sys
 
 import torch
 import torch.distributed as dist
-from accel_state import AcceleratorState, GradientState
+from accel_state import AcceleratorState, DistributedType, GradientState
 from safetensors.torch import load_file
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -222,8 +222,39 @@ def check_two_plugins_and_zero3_init():
     assert acc.engine.engines == [] and acc._models == []
 
 
+def check_engine_without_accelerator():
+    # A DeepSpeed engine built from an EngineContext alone prepares a model with its optimizer
+    # and registers the optimizer wrapper in the context's registry, not in any facade.
+    from accel._engines import DeepSpeedEngine, EngineContext, engine_for
+    from accel._prepared import PreparedObjects
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    plugin = DeepSpeedPlugin(zero_stage=2, gradient_accumulation_steps=ACCUM)
+    state = AcceleratorState(cpu=True, deepspeed_plugin=plugin)
+    state.distributed_type = DistributedType.DEEPSPEED
+    prepared = PreparedObjects()
+    loader = DataLoader(data(), batch_size=4)
+    prepared.add_dataloader(loader)  # sizes the micro batch, as a prepared loader does
+    context = EngineContext(state=state, gradient_state=GradientState(), prepared=prepared)
+    engine = engine_for(context)
+    assert type(engine) is DeepSpeedEngine and context.gradient_accumulation_steps == ACCUM
+    model, opt = build()
+    done = engine.prepare_all([model, opt])
+    assert engine.is_wrapped(done[0]) and prepared.optimizers == [done[1]]
+    assert plugin.deepspeed_config["train_micro_batch_size_per_gpu"] == 4
+    x, y = next(iter(loader))
+    before = done[0].module[0].weight.detach().clone()
+    for i in range(ACCUM):
+        context.gradient_state._set_sync_gradients(i == ACCUM - 1)
+        engine.backward(torch.nn.functional.mse_loss(done[0](x), y) / ACCUM)
+    assert not torch.equal(before, done[0].module[0].weight)  # DeepSpeed stepped at the end
+    engine.release()
+
+
 CHECKS = {
     "train": [
+        check_engine_without_accelerator,
         check_zero_parity_save,
         check_config_file_and_dummies,
         check_two_plugins_and_zero3_init,

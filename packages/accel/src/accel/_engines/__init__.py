@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from accel_state import DistributedType
 
 from ._base import Engine
+from ._context import EngineContext
 from ._ddp import DDPEngine
 from ._deepspeed import DeepSpeedEngine
 from ._fsdp import FSDPEngine
@@ -19,7 +20,7 @@ from ._megatron import MegatronLMEngine
 from ._xla import XLAEngine
 
 if TYPE_CHECKING:
-    from .._accelerator import Accelerator
+    from accel_state import AcceleratorState
 
 _ENGINES: dict[DistributedType, type[Engine]] = {
     DistributedType.NO: Engine,
@@ -34,13 +35,17 @@ _ENGINES: dict[DistributedType, type[Engine]] = {
 }
 
 
-def engine_for(accelerator: Accelerator) -> Engine:
-    """Build the engine that serves ``accelerator.distributed_type``."""
-    kind = accelerator.distributed_type
+def engine_class(state: AcceleratorState) -> type[Engine]:
+    """The engine class that serves ``state.distributed_type``.
+
+    Raises:
+        NotImplementedError: the distributed type has no engine in this version.
+    """
+    kind = state.distributed_type
     cls = _ENGINES.get(kind)
     if (
-        getattr(accelerator.state, "parallelism_config", None) is not None
-        and accelerator.num_processes > 1
+        getattr(state, "parallelism_config", None) is not None
+        and state.num_processes > 1
         and kind != DistributedType.DEEPSPEED
     ):
         # Tensor and context parallelism (alone or with data parallelism) run on the device
@@ -51,15 +56,22 @@ def engine_for(accelerator: Accelerator) -> Engine:
             f"distributed type {kind.value} has no engine in this version of accel; supported: "
             f"{sorted(k.value for k in _ENGINES)}. See the support table in the README."
         )
-    return cls(accelerator)
+    return cls
+
+
+def engine_for(context: EngineContext) -> Engine:
+    """Build the engine that serves ``context.state.distributed_type`` from ``context``."""
+    return engine_class(context.state)(context)
 
 
 __all__ = [
     "DDPEngine",
     "DeepSpeedEngine",
     "Engine",
+    "EngineContext",
     "FSDPEngine",
     "MegatronLMEngine",
     "XLAEngine",
+    "engine_class",
     "engine_for",
 ]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from .._accelerator import Accelerator
+    from ._context import EngineContext
 
 
 class Engine:
@@ -23,17 +23,17 @@ class Engine:
     saved and loaded by :meth:`save_model_state` / :meth:`load_model_state` and the optimizer
     counterparts)."""
 
-    def __init__(self, accelerator: Accelerator) -> None:
-        self.accelerator = accelerator
+    def __init__(self, context: EngineContext) -> None:
+        self.context = context
 
     def data_parallel_rank(self) -> tuple[int, int]:
         """How many data-parallel replicas read different batches, and which one this process
         is (processes that split one model, e.g. with tensor parallelism, read the same)."""
-        return self.accelerator.num_processes, self.accelerator.process_index
+        return self.context.num_processes, self.context.process_index
 
     def place_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move ``model`` to the device of this process before it is wrapped."""
-        return model.to(self.accelerator.device)
+        return model.to(self.context.device)
 
     def prepare_all(self, objects: list[Any]) -> dict[int, Any]:
         """Prepare objects that the engine needs together (model, optimizer, scheduler).
@@ -78,7 +78,7 @@ class Engine:
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Run the backward pass of ``loss`` (already scaled for accumulation)."""
-        scaler = self.accelerator.scaler
+        scaler = self.context.scaler
         if scaler is not None:
             scaler.scale(loss).backward(**kwargs)
         else:

@@ -18,9 +18,9 @@ class DDPEngine(Engine):
     def wrap_model(self, model: torch.nn.Module, evaluation_mode: bool) -> torch.nn.Module:
         if evaluation_mode or not any(p.requires_grad for p in model.parameters()):
             return model
-        handler = self.accelerator._handler(DistributedDataParallelKwargs)
+        handler = self.context.handler(DistributedDataParallelKwargs)
         kwargs = handler.to_kwargs() if handler else {}
-        device = self.accelerator.device
+        device = self.context.device
         device_ids = [device.index] if device.type != "cpu" and device.index is not None else None
         wrapped = DistributedDataParallel(model, device_ids=device_ids, **kwargs)
         if handler is not None:

@@ -31,7 +31,7 @@ from ._deepspeed_objects import (
 )
 
 if TYPE_CHECKING:
-    from .._accelerator import Accelerator
+    from ._context import EngineContext
 
 AUTO_VALUE = "auto"
 CHECKPOINT_TAG = "deepspeed_model"
@@ -62,19 +62,19 @@ class DeepSpeedEngine(Engine):
     handles_mixed_precision = True
     replicated_states = False
 
-    def __init__(self, accelerator: Accelerator) -> None:
-        super().__init__(accelerator)
-        plugins = accelerator.state.deepspeed_plugins
+    def __init__(self, context: EngineContext) -> None:
+        super().__init__(context)
+        plugins = context.state.deepspeed_plugins
         if not plugins:
             raise ValueError(
                 "the DeepSpeed engine needs a DeepSpeedPlugin; got none. Pass "
                 "Accelerator(deepspeed_plugin=DeepSpeedPlugin(...)) or launch with "
                 "accel launch --use_deepspeed."
             )
-        self.sp_size = _sequence_parallel_size(accelerator)
+        self.sp_size = _sequence_parallel_size(context)
         for plugin in plugins.values():
-            plugin.set_mixed_precision(accelerator.mixed_precision)
-            _reconcile_accumulation(accelerator, plugin)
+            plugin.set_mixed_precision(context.mixed_precision)
+            _reconcile_accumulation(context, plugin)
             ulysses.check_deepspeed_config(plugin.deepspeed_config, self.sp_size)
         if self.sp_size > 1:
             ulysses.setup_groups(self.sp_size)
@@ -128,11 +128,11 @@ class DeepSpeedEngine(Engine):
         if optimizer is not None:
             client = optimizer if isinstance(optimizer, torch.optim.Optimizer) else ds_optimizer
             wrapped = DeepSpeedOptimizerWrapper(client, engine=engine)
-            self.accelerator._optimizers.append(wrapped)
+            self.context.prepared.add_optimizer(wrapped)
             prepared[optimizers[0][0]] = wrapped
             if scheduler is not None:
                 wrapped_scheduler = DeepSpeedSchedulerWrapper(ds_scheduler, [wrapped])
-                self.accelerator._schedulers.append(wrapped_scheduler)
+                self.context.prepared.add_scheduler(wrapped_scheduler)
                 prepared[dummy_schedulers[0][0]] = wrapped_scheduler
         return prepared
 
@@ -148,9 +148,9 @@ class DeepSpeedEngine(Engine):
         sequence (once: an adapted loader comes back as is); else ``loader``."""
         if self.sp_size == 1 or isinstance(loader, ulysses.SequenceParallelLoader):
             return loader
-        handler = self.accelerator.state.parallelism_config.sp_handler
+        handler = self.context.state.parallelism_config.sp_handler
         fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
-        return ulysses.SequenceParallelLoader(loader, self.accelerator.device, fixed)
+        return ulysses.SequenceParallelLoader(loader, self.context.device, fixed)
 
     def _initialize(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> Any:
         deepspeed = import_deepspeed()
@@ -185,7 +185,7 @@ class DeepSpeedEngine(Engine):
                     "DummyScheduler(..., lr_scheduler_callable=fn), or a torch scheduler."
                 )
         if self.sp_size > 1:
-            handler = self.accelerator.state.parallelism_config.sp_handler
+            handler = self.context.state.parallelism_config.sp_handler
             micro = int(config["train_micro_batch_size_per_gpu"])
             kwargs["mpu"] = ulysses.register_attention(model, self.sp_size, handler, micro)
         engine, ds_optimizer, _, ds_scheduler = deepspeed.initialize(**kwargs)
@@ -202,7 +202,7 @@ class DeepSpeedEngine(Engine):
         self, plugin: DeepSpeedPlugin, model: torch.nn.Module, optimizer: Any, scheduler: Any
     ) -> dict[str, Any]:
         """Fill the plugin's ``"auto"`` values from the Accelerator; raise on disagreement."""
-        acc = self.accelerator
+        acc = self.context
         plugin.set_mixed_precision(acc.mixed_precision)
         config = plugin.deepspeed_config
         gas = acc.gradient_accumulation_steps
@@ -274,7 +274,7 @@ class DeepSpeedEngine(Engine):
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """DeepSpeed's backward; at the end of an accumulation cycle, DeepSpeed's step."""
         wrapper = self._backward_wrapper()
-        wrapper.backward(loss, sync_gradients=self.accelerator.sync_gradients, **kwargs)
+        wrapper.backward(loss, sync_gradients=self.context.gradient_state.sync_gradients, **kwargs)
 
     def _backward_wrapper(self) -> DeepSpeedEngineWrapper:
         from accel_state import AcceleratorState
@@ -435,25 +435,25 @@ def _engine_class() -> Any:
     return import_deepspeed().DeepSpeedEngine
 
 
-def _sequence_parallel_size(accelerator: Accelerator) -> int:
+def _sequence_parallel_size(context: EngineContext) -> int:
     """``ParallelismConfig.sp_size`` (1 without a layout), checked against the process count."""
-    config = getattr(accelerator.state, "parallelism_config", None)
+    config = getattr(context.state, "parallelism_config", None)
     if config is None or not config.sp_enabled:
         return 1
     sp_size = int(config.sp_size)
-    ulysses.check_layout(sp_size, accelerator.num_processes)
-    config.validate(accelerator.num_processes)
+    ulysses.check_layout(sp_size, context.state.num_processes)
+    config.validate(context.state.num_processes)
     return sp_size
 
 
-def _reconcile_accumulation(accelerator: Accelerator, plugin: DeepSpeedPlugin) -> None:
+def _reconcile_accumulation(context: EngineContext, plugin: DeepSpeedPlugin) -> None:
     """The plugin's accumulation steps and the Accelerator's must be one number."""
     steps = plugin.gradient_accumulation_steps
     if steps in (None, AUTO_VALUE):
         return
-    current = accelerator.gradient_accumulation_steps
+    current = context.gradient_accumulation_steps
     if current == 1:
-        accelerator.gradient_accumulation_steps = int(steps)
+        context.set_gradient_accumulation_steps(int(steps))
     elif current != int(steps):
         raise ValueError(
             "the DeepSpeedPlugin / DeepSpeed config and the Accelerator must accumulate the same "
@@ -462,12 +462,12 @@ def _reconcile_accumulation(accelerator: Accelerator, plugin: DeepSpeedPlugin) -
         )
 
 
-def _micro_batch_size(accelerator: Accelerator, plugin: DeepSpeedPlugin) -> int | None:
+def _micro_batch_size(context: EngineContext, plugin: DeepSpeedPlugin) -> int | None:
     sizes = []
-    for loader in accelerator._dataloaders:
+    for loader in context.prepared.dataloaders:
         total = getattr(loader, "total_batch_size", None)
         if total:
-            sizes.append(max(1, int(total) // accelerator.num_processes))
+            sizes.append(max(1, int(total) // context.num_processes))
         elif getattr(loader, "batch_size", None):
             sizes.append(int(loader.batch_size))
     if not sizes:

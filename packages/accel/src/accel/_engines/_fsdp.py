@@ -29,7 +29,7 @@ from ._base import Engine
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
-    from .._accelerator import Accelerator
+    from ._context import EngineContext
 
 _PREFIXES = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
 
@@ -117,9 +117,9 @@ class FSDPEngine(Engine):
 
     replicated_states = False
 
-    def __init__(self, accelerator: Accelerator) -> None:
-        super().__init__(accelerator)
-        state = accelerator.state
+    def __init__(self, context: EngineContext) -> None:
+        super().__init__(context)
+        state = context.state
         # A parallelism layout without a plugin shards with fully_shard (FSDP2), the only
         # version that composes with a device mesh of several dimensions.
         self.plugin: FullyShardedDataParallelPlugin = (
@@ -148,7 +148,7 @@ class FSDPEngine(Engine):
     def mesh(self) -> DeviceMesh:
         """The device mesh of the run (built on first use)."""
         if self._mesh is None:
-            state = self.accelerator.state
+            state = self.context.state
             local = max(1, getattr(state, "local_num_processes", 0) or state.num_processes)
             self._mesh = build.build_mesh(
                 self.plugin, self.config, state.device.type, state.num_processes, local
@@ -187,7 +187,7 @@ class FSDPEngine(Engine):
             return model
         if any(t.is_meta for t in [*model.parameters(), *model.buffers()]):
             return model
-        return model.to(self.accelerator.device)
+        return model.to(self.context.device)
 
     def wrap_model(self, model: torch.nn.Module, evaluation_mode: bool) -> torch.nn.Module:
         if evaluation_mode or self.is_wrapped(model):
@@ -204,7 +204,7 @@ class FSDPEngine(Engine):
     def _wrap_fsdp2(self, model: torch.nn.Module) -> torch.nn.Module:
         from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
 
-        plugin, device = self.plugin, self.accelerator.device
+        plugin, device = self.plugin, self.context.device
         offload = build.offload_enabled(plugin)
         mesh = self.mesh
         efficient = plugin.cpu_ram_efficient_loading or build.any_rank_has_meta(model)
@@ -257,7 +257,7 @@ class FSDPEngine(Engine):
         from torch.distributed.fsdp import BackwardPrefetch, CPUOffload, ShardingStrategy
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
-        plugin, device = self.plugin, self.accelerator.device
+        plugin, device = self.plugin, self.context.device
         has_meta = build.any_rank_has_meta(model)
         # FSDP1 broadcasts module states itself only from GPU memory; on CPU process 0's
         # weights are sent here instead (after wrapping when other processes are on meta).

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from accel_state import MegatronLMPlugin, unsupported_distributed_type
@@ -36,6 +36,9 @@ from .._megatron_lm import (
     import_megatron_core,
 )
 from ._ddp import DDPEngine
+
+if TYPE_CHECKING:
+    from ._context import EngineContext
 
 # Plugin fields this engine does not act on -> the default it requires.
 _NOT_RUN: dict[str, Any] = {
@@ -143,29 +146,29 @@ class MegatronLMEngine(DDPEngine):
     """Data parallelism over megatron-core's data-parallel group; tensor-parallel shards are
     saved per rank."""
 
-    def __init__(self, accelerator: Any) -> None:
-        super().__init__(accelerator)
-        self.plugin: MegatronLMPlugin = accelerator.state.megatron_lm_plugin
+    def __init__(self, context: EngineContext) -> None:
+        super().__init__(context)
+        self.plugin: MegatronLMPlugin = context.state.megatron_lm_plugin
         tp = int(self.plugin.tp_degree or 1)
         self.replicated_states = tp == 1
-        self.plugin.set_mixed_precision(accelerator.mixed_precision)
-        if tp > 1 and accelerator.device.type == "cuda":
+        self.plugin.set_mixed_precision(context.mixed_precision)
+        if tp > 1 and context.device.type == "cuda":
             # Tensor-parallel layers need the groups when the user builds the model.
             self.parallel_state()
 
     # ------------------------------------------------------------------ groups
     def _check_layout(self) -> None:
         tp = int(self.plugin.tp_degree or 1)
-        if self.accelerator.device.type == "cpu" and tp > 1:
+        if self.context.device.type == "cpu" and tp > 1:
             raise NotImplementedError(
                 "megatron-core's tensor-parallel communication allocates its buffers on "
                 f"torch.cuda.current_device(), so it needs CUDA devices; got tp_degree={tp} on CPU. Use tp_degree=1 on CPU (data parallelism "
                 "over the processes), or run on CUDA GPUs."
             )
-        if self.accelerator.num_processes % tp:
+        if self.context.num_processes % tp:
             raise ValueError(
                 f"the number of processes must be a multiple of tp_degree; got "
-                f"{self.accelerator.num_processes} processes and tp_degree={tp}. Launch a multiple "
+                f"{self.context.num_processes} processes and tp_degree={tp}. Launch a multiple "
                 f"of {tp} processes or change tp_degree."
             )
 
@@ -193,7 +196,7 @@ class MegatronLMEngine(DDPEngine):
             if not isinstance(obj, MegatronLMDummyScheduler):
                 continue
             world, _ = self.data_parallel_rank()
-            loaders = self.accelerator._dataloaders
+            loaders = self.context.prepared.dataloaders
             micro = getattr(loaders[0], "batch_size", None) if loaders else None
             self.plugin.set_training_args(int(micro or 1), world)
             self.plugin.set_optimizer_type(_raw(obj.optimizer))
@@ -202,7 +205,7 @@ class MegatronLMEngine(DDPEngine):
                 [],
                 find_optimizers=partial(_prepared_optimizers, self, obj),
             )
-            self.accelerator._schedulers.append(wrapper)
+            self.context.prepared.add_scheduler(wrapper)
             prepared[index] = wrapper
         return prepared
 
@@ -212,7 +215,7 @@ class MegatronLMEngine(DDPEngine):
             return model
         if state.get_data_parallel_world_size() == 1:
             return model
-        device = self.accelerator.device
+        device = self.context.device
         device_ids = [device.index] if device.type != "cpu" and device.index is not None else None
         return torch.nn.parallel.DistributedDataParallel(
             model, device_ids=device_ids, process_group=state.get_data_parallel_group()
@@ -310,7 +313,9 @@ def _raw(optimizer: Any) -> Any:
 
 def _prepared_optimizers(engine: MegatronLMEngine, dummy: MegatronLMDummyScheduler) -> list[Any]:
     raw = _raw(dummy.optimizer)
-    return [opt for opt in engine.accelerator._optimizers if _raw(opt) is raw] or [dummy.optimizer]
+    return [opt for opt in engine.context.prepared.optimizers if _raw(opt) is raw] or [
+        dummy.optimizer
+    ]
 
 
 def megatron_runs_distributed(plugin: MegatronLMPlugin | None, num_processes: int) -> bool:

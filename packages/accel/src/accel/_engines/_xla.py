@@ -4,12 +4,15 @@ averaged across replicas by the optimizer step (torch_xla's ``optimizer_step`` s
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from accel_state import AcceleratorState, GradientState, xla_mark_step, xla_model
 
 from ._base import Engine
+
+if TYPE_CHECKING:
+    from ._context import EngineContext
 
 
 def reduce_xla_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
@@ -46,14 +49,14 @@ class XLAEngine(Engine):
     ones when they are prepared.
     """
 
-    def __init__(self, accelerator: Any) -> None:
-        super().__init__(accelerator)
+    def __init__(self, context: EngineContext) -> None:
+        super().__init__(context)
         self._moved: dict[int, torch.nn.Parameter] = {}
 
     def place_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Move ``model`` to the XLA device, remembering which parameter became which."""
         before = list(model.parameters())
-        model = model.to(self.accelerator.device)
+        model = model.to(self.context.device)
         for old, new in zip(before, model.parameters()):
             if old is not new:
                 self._moved[id(old)] = new

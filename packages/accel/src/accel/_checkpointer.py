@@ -1,0 +1,275 @@
+"""The training checkpoint as one component: ``save_state`` / ``load_state`` of a run.
+
+A :class:`Checkpointer` is built from its explicit inputs (the project configuration, the
+registry of prepared objects, the engine, the processes, the grad scaler) and owns what
+belongs to checkpointing alone: the objects registered for it, the save and load pre-hooks,
+and the asynchronous save in flight. The ``Accelerator`` delegates to it; the functional API
+of ``accel.checkpointing`` builds one from the objects it is given.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from torch.utils.hooks import RemovableHandle
+
+from ._checkpoint_async import AsyncCheckpoint, HostBuffers, start_async_save
+from ._checkpoint_load import load_checkpoint
+from ._checkpoint_sync import Rendezvous
+from ._checkpointing import (
+    LATEST,
+    CommitPlan,
+    latest_checkpoint,
+    resolve_input_dir,
+    resolve_output_dir,
+    save_checkpoint,
+)
+
+if TYPE_CHECKING:
+    import torch
+    from accel_state import ProjectConfiguration
+
+    from ._checkpoint_manifest import Manifest
+    from ._engines import Engine
+    from ._prepared import PreparedObjects
+
+_logger = logging.getLogger("accel.checkpointing")
+
+
+class Processes(Protocol):
+    """Where this process stands in the run (``PartialState`` and ``AcceleratorState`` are)."""
+
+    @property
+    def process_index(self) -> int: ...
+
+    @property
+    def num_processes(self) -> int: ...
+
+    @property
+    def is_main_process(self) -> bool: ...
+
+    @property
+    def is_local_main_process(self) -> bool: ...
+
+
+class Checkpointer:
+    """Saves and restores every prepared and registered object of a run.
+
+    Args:
+        project_configuration: Where checkpoints go (automatic naming, ``total_limit``,
+            ``save_on_each_node``, ``async_save``).
+        prepared: The registry of prepared objects; registered objects are added to it.
+        engine: The engine that gathers and loads model and optimizer states.
+        processes: This process's place in the run.
+        scaler: The fp16 grad scaler, saved and restored with the rest (None: none).
+        mixed_precision: The run's mixed precision (named when the scaler does not match).
+    """
+
+    def __init__(
+        self,
+        project_configuration: ProjectConfiguration,
+        prepared: PreparedObjects,
+        engine: Engine,
+        processes: Processes,
+        *,
+        scaler: torch.amp.GradScaler | None = None,
+        mixed_precision: str = "no",
+    ) -> None:
+        self.project_configuration = project_configuration
+        self.prepared = prepared
+        self.engine = engine
+        self.processes = processes
+        self.scaler = scaler
+        self.mixed_precision = mixed_precision
+        self.save_hooks: OrderedDict[int, Callable[..., None]] = OrderedDict()
+        """``hook(models, weights, output_dir)`` run by :meth:`save_state` before it writes."""
+        self.load_hooks: OrderedDict[int, Callable[..., None]] = OrderedDict()
+        """``hook(models, input_dir)`` run by :meth:`load_state` before it reads."""
+        self.pending_save: AsyncCheckpoint | None = None
+        """The asynchronous save still writing (or not yet waited for), if any."""
+        self.save_buffers: HostBuffers | None = None
+        """Host memory of the asynchronous saves, reused by the next one until released."""
+
+    # ------------------------------------------------------------- where the process stands
+    @property
+    def process_index(self) -> int:
+        """Global index of this process."""
+        return self.processes.process_index
+
+    @property
+    def num_processes(self) -> int:
+        """Total number of processes."""
+        return self.processes.num_processes
+
+    @property
+    def is_main_process(self) -> bool:
+        """Whether this is the process of global index 0."""
+        return self.processes.is_main_process
+
+    @property
+    def is_local_main_process(self) -> bool:
+        """Whether this is the first process of its machine."""
+        return self.processes.is_local_main_process
+
+    # --------------------------------------------------------------------- registration
+    def register_for_checkpointing(self, *objects: Any) -> None:
+        """Save and restore ``objects`` too (see ``Accelerator.register_for_checkpointing``).
+
+        Raises:
+            ValueError: naming every object that lacks ``state_dict`` or ``load_state_dict``.
+        """
+        invalid = [
+            f"#{i} ({type(obj).__name__})"
+            for i, obj in enumerate(objects)
+            if not (
+                callable(getattr(obj, "state_dict", None))
+                and callable(getattr(obj, "load_state_dict", None))
+            )
+        ]
+        if invalid:
+            raise ValueError(
+                "register_for_checkpointing takes objects with state_dict() and "
+                f"load_state_dict() methods; objects {', '.join(invalid)} lack them. Add both "
+                "methods, or save those objects yourself."
+            )
+        self.prepared.add_custom_objects(*objects)
+
+    def register_save_state_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
+        """Run ``hook(models, weights, output_dir)`` before :meth:`save_state` writes."""
+        handle = RemovableHandle(self.save_hooks)
+        self.save_hooks[handle.id] = hook
+        return handle
+
+    def register_load_state_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
+        """Run ``hook(models, input_dir)`` before :meth:`load_state` reads."""
+        handle = RemovableHandle(self.load_hooks)
+        self.load_hooks[handle.id] = hook
+        return handle
+
+    # ------------------------------------------------------------------------- save
+    def save_state(
+        self,
+        output_dir: str | os.PathLike[str] | None,
+        safe_serialization: bool = True,
+        *,
+        step: int,
+        async_save: bool | None = None,
+        **save_model_func_kwargs: Any,
+    ) -> Any:
+        """Write a checkpoint of the run at training step ``step``, on every process.
+
+        The steps, in order: refuse extra writer arguments; wait for the save in flight; pick
+        the folder (``output_dir`` or the next automatic name); fix what the commit needs;
+        then either copy every state to host memory and write on a background thread
+        (asynchronous), or write now; finally move the automatic name on. Writing means: the
+        writer checks the target and opens a staging folder, every process writes its share
+        into it, and the writer commits the manifest and renames it (see ``_checkpointing``).
+
+        Returns:
+            The folder written, or the :class:`AsyncCheckpoint` of an asynchronous save.
+        """
+        if save_model_func_kwargs:
+            raise TypeError(
+                "save_state passes no extra arguments to the weight writer of this engine; got "
+                f"{sorted(save_model_func_kwargs)}. Remove them."
+            )
+        if async_save is None:
+            async_save = self.project_configuration.async_save
+        self.wait_for_pending_save()
+        path = resolve_output_dir(self, output_dir)
+        hooks = list(self.save_hooks.values())
+        plan = CommitPlan.of(self, path, step)
+        result: Any
+        if async_save:
+            if self.save_buffers is None:
+                self.save_buffers = HostBuffers()
+            result = self.pending_save = start_async_save(
+                self, plan, safe_serialization, hooks, self.save_buffers
+            )
+        else:
+            result = save_checkpoint(self, plan, safe_serialization, hooks)
+        if self.project_configuration.automatic_checkpoint_naming:
+            self.project_configuration.iteration += 1
+        return result
+
+    def wait_for_pending_save(self, release: bool = False) -> None:
+        """Wait for the asynchronous save in flight; raise its error if it failed (once).
+
+        Args:
+            release: Also drop the host memory kept for the next asynchronous save.
+        """
+        pending, self.pending_save = self.pending_save, None
+        if release:
+            self.save_buffers = None
+        if pending is not None and not pending._reported:
+            pending.wait()
+
+    # ------------------------------------------------------------------------- load
+    def load_state(
+        self,
+        input_dir: str | os.PathLike[str] | None,
+        load_kwargs: dict[str, Any] | None = None,
+        *,
+        trust_pickles: bool = False,
+        verify_checksums: bool = True,
+        **load_model_func_kwargs: Any,
+    ) -> int | None:
+        """Restore everything :meth:`save_state` saved, all or nothing, on every process.
+
+        Returns:
+            The training step the checkpoint recorded, or None when ``input_dir`` is
+            ``"latest"`` and the project has no checkpoint yet (nothing was loaded).
+        """
+        self.wait_for_pending_save()
+        rendezvous = Rendezvous("load_state")
+        latest = isinstance(input_dir, str) and input_dir == LATEST
+        try:
+            path = latest_checkpoint(self) if latest else resolve_input_dir(self, input_dir)
+        except Exception as exc:
+            rendezvous.meet("enter", error=f"{type(exc).__name__}: {exc}")
+            raise
+        chosen = rendezvous.meet("enter", payload=path or "")
+        if input_dir is None or latest:
+            path = chosen[0]  # every process loads the checkpoint the main process found
+        if not path:
+            folder = os.path.join(str(self.project_configuration.project_dir), "checkpoints")
+            if self.is_main_process:
+                _logger.warning(
+                    "load_state('latest'): no complete checkpoint in %s; starting fresh.", folder
+                )
+            return None
+        hooks = list(self.load_hooks.values())
+        manifest = load_checkpoint(
+            self,
+            path,
+            hooks,
+            load_kwargs,
+            load_model_func_kwargs,
+            rendezvous,
+            verify_checksums,
+            trust_pickles=trust_pickles,
+        )
+        return manifest.step
+
+    def restore(
+        self,
+        path: str,
+        load_kwargs: dict[str, Any] | None,
+        model_kwargs: dict[str, Any],
+        *,
+        trust_pickles: bool = False,
+    ) -> Manifest:
+        """Load the checkpoint folder ``path`` (already chosen; no load hooks, checksums
+        verified), all or nothing, on every process: the functional ``load_accelerator_state``.
+
+        Returns:
+            The checkpoint's manifest.
+        """
+        rendezvous = Rendezvous("load_state")
+        return load_checkpoint(
+            self, path, [], load_kwargs, model_kwargs, rendezvous, trust_pickles=trust_pickles
+        )
