@@ -141,7 +141,7 @@ class PrepareMixin:
                 with autocast_context(precision, device_type, handler, recipe, module.training):
                     return func(module, *a, **k)
 
-            model.forward = MethodType(convert_outputs_to_fp32(forward), model)  # type: ignore[method-assign]
+            model.forward = MethodType(convert_outputs_to_fp32(forward), model)
         model = self.engine.wrap_model(model, evaluation_mode)
         plugin = self.state.dynamo_plugin
         if plugin is not None and plugin.enabled:

@@ -160,7 +160,7 @@ def select_units(
         if policy == "SIZE_BASED_WRAP":
             chosen = numel >= (plugin.min_num_params or 0)
         else:
-            chosen = bool(policy(module=module, recurse=False, nonwrapped_numel=numel))  # type: ignore[operator,misc]
+            chosen = bool(policy(module=module, recurse=False, nonwrapped_numel=numel))
         if chosen and numel > 0:
             units.append(module)
             taken.update(id(p) for p in module.parameters())
@@ -235,7 +235,7 @@ def checkpoint_forward(module: torch.nn.Module, offload: bool = False) -> None:
                 )
         return torch.utils.checkpoint.checkpoint(inner, *args, use_reentrant=False, **kwargs)
 
-    module.forward = forward  # type: ignore[method-assign]
+    module.forward = forward
     module._accel_checkpointed = True  # type: ignore[assignment]
 
 

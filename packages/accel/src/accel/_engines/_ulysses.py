@@ -254,7 +254,7 @@ class SequenceParallelLoader:
         # DeepSpeed gathers sequence lengths on ``device`` (CPU with gloo; CUDA: the GPU of the
         # process, for NCCL) and leaves each slice on the CPU; the slices then go to ``device``.
         adapter = UlyssesSPDataLoaderAdapter(
-            checked,  # type: ignore[arg-type]
+            checked,
             sp_rank=SP_STATE.rank,
             sp_group=SP_STATE.group,
             sp_world_size=SP_STATE.size,
