@@ -100,6 +100,16 @@ from ._tensors import (
     retie_parameters,
     set_module_tensor_to_device,
 )
+from ._weights_io import (
+    TIED_ALIASES_KEY,
+    default_threads,
+    find_tied_storages,
+    load_safetensors_into,
+    read_tied_aliases,
+    save_safetensors_file,
+    supports_in_place_load,
+    tensor_view_key,
+)
 
 __version__ = _version("accel-bigmodel")
 
@@ -189,4 +199,12 @@ __all__ = [
     "SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING",
     "LayerwiseCastingHook",
     "attach_layerwise_casting_hooks",
+    "TIED_ALIASES_KEY",
+    "default_threads",
+    "find_tied_storages",
+    "load_safetensors_into",
+    "read_tied_aliases",
+    "save_safetensors_file",
+    "supports_in_place_load",
+    "tensor_view_key",
 ]
