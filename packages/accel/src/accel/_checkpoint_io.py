@@ -10,11 +10,9 @@ whose state holds other types is refused when it is saved, not when the run trie
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from accel_bigmodel import (
     SAFE_WEIGHTS_INDEX_NAME,
@@ -34,6 +32,7 @@ from accel_bigmodel import (
     supports_in_place_load,
     tensor_view_key,
 )
+from accel_state import capture_rng_state, restore_rng_state
 
 MODEL_NAME = "pytorch_model"
 OPTIMIZER_NAME = "optimizer"
@@ -44,6 +43,8 @@ SAMPLER_NAME = "dataloader"
 CUSTOM_NAME = "custom_checkpoint"
 
 __all__ = [
+    "capture_rng_state",
+    "restore_rng_state",
     "MODEL_NAME",
     "OPTIMIZER_NAME",
     "RNG_STATE_NAME",
@@ -315,51 +316,3 @@ def _short(names: list[str], limit: int = 8) -> str:
     shown = ", ".join(repr(n) for n in names[:limit])
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return f"[{shown}{more}]"
-
-
-# --------------------------------------------------------------------------- random states
-def capture_rng_state() -> dict[str, Any]:
-    """The states of python's, numpy's and torch's (CPU and CUDA) generators."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)  # type: ignore[misc]
-    state: dict[str, Any] = {
-        "random_state": random.getstate(),
-        "numpy_random_seed": {
-            "kind": str(kind),
-            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached),
-        },
-        "torch_manual_seed": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["torch_cuda_manual_seed"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng_state(state: Mapping[str, Any]) -> None:
-    """Put back the generator states returned by :func:`capture_rng_state`."""
-    if "random_state" in state:
-        random.setstate(_as_tuple(state["random_state"]))
-    numpy_state = state.get("numpy_random_seed")
-    if isinstance(numpy_state, Mapping):
-        np.random.set_state(
-            (
-                numpy_state["kind"],
-                numpy_state["keys"].numpy().astype(np.uint32),
-                numpy_state["pos"],
-                numpy_state["has_gauss"],
-                numpy_state["cached_gaussian"],
-            )
-        )
-    if "torch_manual_seed" in state:
-        torch.set_rng_state(state["torch_manual_seed"])
-    cuda = state.get("torch_cuda_manual_seed")
-    if cuda is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(cuda)
-
-
-def _as_tuple(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_as_tuple(v) for v in value)
-    return value
