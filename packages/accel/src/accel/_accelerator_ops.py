@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.distributed as dist
 
 if TYPE_CHECKING:
     from ._accelerator import Accelerator
@@ -115,14 +114,14 @@ class OpsMixin:
 
         A collective: call it on every process.
         """
+        from accel_collectives import reduce
+
         flag = (
             self.flag_tensor
             if self.flag_tensor is not None
             else torch.tensor(0, device=self.device)
         )
-        if self.use_distributed:
-            flag = flag.clone()
-            dist.all_reduce(flag)
+        flag = reduce(flag, reduction="sum")  # a copy: the raised flag is reset below
         if int(flag.item()) >= 1:
             self.flag_tensor = torch.tensor(0, device=self.device)
             return True
