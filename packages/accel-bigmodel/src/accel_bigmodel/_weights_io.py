@@ -290,44 +290,71 @@ def load_safetensors_into(
     opened = [SafetensorsFile(p) for p in paths]
     targets = _targets(target)
     plan, missing, unexpected = _plan(opened, targets, strict)
-    fds = {f.path: os.open(f.path, os.O_RDONLY) for f in opened}
-    try:
-        _copy(plan, fds, threads or default_threads())
-    finally:
-        for fd in fds.values():
-            os.close(fd)
+    _copy(plan, threads or default_threads())
     return missing, unexpected
 
 
-def _copy(plan: list[_Job], fds: dict[str, int], threads: int) -> None:
-    spans: list[tuple[str, int, memoryview, int]] = []
+_Span = tuple[str, int, memoryview]
+
+
+def _copy(plan: list[_Job], threads: int) -> None:
+    spans: list[_Span] = []
     casts: list[_Job] = []
     for file, source, target in plan:
         data = target.data
         if data.device.type == "cpu" and data.is_contiguous() and data.dtype == file.dtype(source):
             start, buffer = file.destination(source, data)
             for at in range(0, len(buffer), CHUNK_BYTES):
-                piece = buffer[at : at + CHUNK_BYTES]
-                spans.append((file.path, start + at, piece, fds[file.path]))
+                spans.append((file.path, start + at, buffer[at : at + CHUNK_BYTES]))
         else:
             casts.append((file, source, data))
-
-    def read(span: tuple[str, int, memoryview, int]) -> None:
-        read_span(*span)
+    spans.sort(key=lambda span: (span[0], span[1]))  # file order: the kernel reads ahead
 
     def cast(job: _Job) -> None:
         file, source, data = job
         with torch.no_grad():
             data.copy_(file.view(source))
 
-    if threads == 1 or len(spans) + len(casts) <= 1:
-        for span in spans:
-            read(span)
+    groups = _partition(spans, threads)
+    if len(groups) <= 1 and len(casts) <= 1:
+        for group in groups:
+            _read_group(group)
         for job in casts:
             cast(job)
         return
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="accel-read") as pool:
-        for _ in pool.map(read, spans):
+        for _ in pool.map(_read_group, groups):
             pass
         for _ in pool.map(cast, casts):
             pass
+
+
+def _partition(spans: list[_Span], parts: int) -> list[list[_Span]]:
+    """``spans`` cut into at most ``parts`` runs of consecutive spans with about equal bytes."""
+    total = sum(len(span[2]) for span in spans)
+    groups: list[list[_Span]] = [[]]
+    done = 0
+    for span in spans:
+        if groups[-1] and done >= total * len(groups) / parts:
+            groups.append([])
+        groups[-1].append(span)
+        done += len(span[2])
+    return [group for group in groups if group]
+
+
+def _read_group(group: list[_Span]) -> None:
+    """Read a run of spans in order through descriptors of this thread's own: each thread is
+    one sequential stream that the kernel reads ahead of (a shared descriptor would mix the
+    streams and defeat read-ahead on a cold page cache)."""
+    fds: dict[str, int] = {}
+    try:
+        for path, offset, buffer in group:
+            fd = fds.get(path)
+            if fd is None:
+                fd = fds[path] = os.open(path, os.O_RDONLY)
+                if hasattr(os, "posix_fadvise"):
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            read_span(path, offset, buffer, fd)
+    finally:
+        for fd in fds.values():
+            os.close(fd)

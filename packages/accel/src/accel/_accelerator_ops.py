@@ -167,24 +167,14 @@ class OpsMixin:
             even_batches: Override ``even_batches`` of the prepared loaders inside the block
                 (usually ``False``, so that no sample is repeated).
         """
+        from accel_data import override_even_batches
         from torch.distributed.algorithms.join import Join
 
         if not self.use_distributed:
             yield
             return
-        saved = []
-        if even_batches is not None:
-            for loader in self._dataloaders:
-                sampler = getattr(loader, "batch_sampler", None)
-                if sampler is not None and hasattr(sampler, "even_batches"):
-                    saved.append((sampler, sampler.even_batches))
-                    sampler.even_batches = even_batches
-        try:
-            with Join(joinables):
-                yield
-        finally:
-            for sampler, value in saved:
-                sampler.even_batches = value
+        with override_even_batches(self._dataloaders, even_batches), Join(joinables):
+            yield
 
     # ---------------------------------------------------------------- profiling
     @contextlib.contextmanager
