@@ -102,9 +102,7 @@ def test_no_package_names_a_private_or_higher_module_in_a_string() -> None:
 
 # Private module names that still repeat across packages, each with the reason it may for now.
 # An entry must leave this list once its name is unique again.
-REPEATED_PRIVATE_NAMES = {
-    "_checkpoint_io": "being moved: the weights I/O of accel and accel_bigmodel becomes one module",
-}
+REPEATED_PRIVATE_NAMES: dict[str, str] = {}
 
 
 def _private_module_names(src: Path) -> set[str]:

@@ -1,11 +1,22 @@
-"""save_state + load_state of a ~1 GB model (16 fp32 Linear(4096, 4096) layers, 1 process).
+"""save_state + load_state of a ~1 GB model (16 fp32 Linear(4096, 4096) layers, 1 process),
+against the reference library (accelerate) and the floors of the machine.
 
-Compares accel with the reference library (accelerate) in the same run. Each save and each
-load runs in a fresh subprocess, alternating between the two libraries, so peak RSS is per
-operation and neither side inherits the other's page cache order. Temporary checkpoints are
-deleted. Prints a Markdown table and one JSON object.
+Every measurement runs in a fresh subprocess (``OMP_NUM_THREADS=1``), alternating libraries:
+
+- load: ``load_state`` (accel: with its default crc32 check of every file, and with
+  ``verify_checksums=False``, which reads the weights once) from a warm page cache (the files were just written) and from a cold one
+  (every file of the checkpoint flushed, then evicted with ``posix_fadvise(DONTNEED)``), and the
+  read floor: ``cat`` of the same files to ``/dev/null``, warm and cold;
+- save: ``save_state`` (accel flushes every file to storage; the reference does not), and the
+  write floors: the model's bytes written to one file without ``fsync`` (page cache) and with
+  one ``fsync`` at the end (durable);
+- peak RSS of each process, and what it adds over the RSS just before the call.
+
+Writes ``benchmarks/results/checkpointing.md`` (with the machine's load average: the machine
+may be shared) and its charts, prints one JSON object. Temporary files are deleted.
 
 Run: uv run --group bench python benchmarks/checkpointing/bench_save_load.py
+(``BENCH_REPEATS`` repeats, medians shown).
 """
 
 from __future__ import annotations
@@ -20,10 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 LAYERS = 16
 WIDTH = 4096
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
+LIBRARIES = ("accel", "accelerate")
 
 
 def _rss() -> int:
@@ -38,6 +51,16 @@ def _peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def _model(seed: int):
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return torch.nn.Sequential(
+            *[torch.nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(LAYERS)]
+        )
+
+
 def _build(library: str, seed: int):
     import torch
 
@@ -46,27 +69,56 @@ def _build(library: str, seed: int):
     else:
         from accelerate import Accelerator
     accelerator = Accelerator(cpu=True)
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        model = torch.nn.Sequential(
-            *[torch.nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(LAYERS)]
-        )
+    model = _model(seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model, optimizer = accelerator.prepare(model, optimizer)
     return accelerator, model
 
 
+def _write_floor(path: str, durable: bool) -> dict[str, float]:
+    """The model's bytes written to one file, as a writer with no overhead would."""
+    import ctypes
+
+    model = _model(0)
+    before = _rss()
+    start = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for param in model.parameters():
+            size = param.numel() * param.element_size()
+            view = memoryview((ctypes.c_ubyte * size).from_address(param.data_ptr()))
+            done = 0
+            while done < size:
+                done += os.write(fd, view[done:])
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    seconds = time.perf_counter() - start
+    peak = _peak()
+    return {
+        "seconds": seconds,
+        "rss_before_gb": before / 1e9,
+        "peak_rss_gb": peak / 1e9,
+        "peak_increase_gb": max(0, peak - before) / 1e9,
+    }
+
+
 def worker(library: str, phase: str, folder: str) -> dict[str, float]:
+    if phase in ("write", "write_fsync"):
+        return _write_floor(folder, durable=phase == "write_fsync")
     accelerator, model = _build(library, seed=0 if phase == "save" else 1)
     before = _rss()
     start = time.perf_counter()
     if phase == "save":
         accelerator.save_state(folder)
+    elif phase == "load_unverified":
+        accelerator.load_state(folder, verify_checksums=False)
     else:
         accelerator.load_state(folder)
     seconds = time.perf_counter() - start
     peak = _peak()
-    checksum = float(model[0].weight[0, :8].sum())
+    checksum = float(model[0].weight[0, :8].detach().sum())
     return {
         "seconds": seconds,
         "rss_before_gb": before / 1e9,
@@ -91,60 +143,176 @@ def run(library: str, phase: str, folder: str) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    results: dict[str, dict[str, list[dict[str, float]]]] = {
-        lib: {"save": [], "load": []} for lib in ("accel", "accelerate")
-    }
+def _files(folder: str) -> list[str]:
+    return sorted(str(p) for p in Path(folder).rglob("*") if p.is_file())
+
+
+def evict(folder: str) -> None:
+    """Flush every file of ``folder`` and drop it from the page cache (a cold read follows)."""
+    for path in _files(folder):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def cat(folder: str) -> dict[str, float]:
+    """Wall time of ``cat`` reading every file of ``folder`` to /dev/null (the read floor)."""
+    start = time.perf_counter()
+    subprocess.run(["cat", *_files(folder)], stdout=subprocess.DEVNULL, check=True, timeout=600)
+    return {"seconds": time.perf_counter() - start}
+
+
+def measure() -> dict[str, list[dict[str, float]]]:
+    """Every measurement, ``REPEATS`` times: ``{"<library> <phase>" or floor: [runs]}``."""
+    runs: dict[str, list[dict[str, float]]] = {}
     root = tempfile.mkdtemp(prefix="bench_ckpt_")
     try:
         for _ in range(REPEATS):
-            for library in ("accel", "accelerate"):
+            for library in LIBRARIES:
                 folder = os.path.join(root, library)
                 shutil.rmtree(folder, ignore_errors=True)
                 saved = run(library, "save", folder)
-                loaded = run(library, "load", folder)
-                if saved["checksum"] != loaded["checksum"]:
-                    raise RuntimeError(f"{library}: the loaded weights are not the saved ones")
-                results[library]["save"].append(saved)
-                results[library]["load"].append(loaded)
-                size = sum(
-                    os.path.getsize(os.path.join(folder, f))
-                    for f in os.listdir(folder)
-                    if os.path.isfile(os.path.join(folder, f))
-                )
-                results[library]["size_gb"] = size / 1e9  # type: ignore[assignment]
+                runs.setdefault(f"{library} save", []).append(saved)
+                for cache in ("warm", "cold"):
+                    if cache == "cold":
+                        evict(folder)
+                    loaded = run(library, "load", folder)
+                    if saved["checksum"] != loaded["checksum"]:
+                        raise RuntimeError(f"{library}: the loaded weights are not the saved ones")
+                    runs.setdefault(f"{library} load {cache}", []).append(loaded)
+                    if library == "accel":
+                        if cache == "cold":
+                            evict(folder)
+                        unverified = run(library, "load_unverified", folder)
+                        runs.setdefault(f"accel unverified {cache}", []).append(unverified)
+                        if cache == "cold":
+                            evict(folder)
+                        runs.setdefault(f"cat {cache}", []).append(cat(folder))
+                size = sum(os.path.getsize(p) for p in _files(folder))
+                runs.setdefault(f"{library} size", []).append({"seconds": 0, "gb": size / 1e9})
                 shutil.rmtree(folder)
+            for phase in ("write", "write_fsync"):
+                path = os.path.join(root, "floor.bin")
+                runs.setdefault(phase, []).append(run("accel", phase, path))
+                os.remove(path)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    summary = {}
-    for library, phases in results.items():
-        row = {"checkpoint_gb": phases["size_gb"]}
-        for phase in ("save", "load"):
-            runs = phases[phase]
-            row[f"{phase}_s"] = statistics.median(r["seconds"] for r in runs)
-            row[f"{phase}_peak_rss_gb"] = statistics.median(r["peak_rss_gb"] for r in runs)
-            row[f"{phase}_rss_increase_gb"] = statistics.median(r["peak_increase_gb"] for r in runs)
-        summary[library] = row
-    print(
-        "| library | checkpoint GB | save s | save peak RSS GB (+ over model) "
-        "| load s | load peak RSS GB (+ over model) |"
-    )
-    print("| --- | --- | --- | --- | --- | --- |")
-    for library, row in summary.items():
-        print(
-            f"| {library} | {row['checkpoint_gb']:.2f} | {row['save_s']:.2f} | "
-            f"{row['save_peak_rss_gb']:.2f} (+{row['save_rss_increase_gb']:.2f}) | "
-            f"{row['load_s']:.2f} | {row['load_peak_rss_gb']:.2f} "
-            f"(+{row['load_rss_increase_gb']:.2f}) |"
+    return runs
+
+
+def _median(runs: list[dict[str, float]], key: str = "seconds") -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def _timed_rows(
+    runs: dict[str, list[dict[str, float]]],
+    rows: tuple[tuple[str, str], ...],
+    floor: str,
+    cell: str,
+) -> list[str]:
+    """Table rows ``| name |<cell> seconds | ratio to the floor |``."""
+    base = _median(runs[floor])
+    lines = []
+    for name, key in rows:
+        seconds = _median(runs[key])
+        lines.append(f"| {name} |{cell} {seconds:.3f} | {seconds / base:.2f}x |")
+    return lines
+
+
+def page(runs: dict[str, list[dict[str, float]]], load: tuple[float, ...]) -> str:
+    """The results page (markdown)."""
+    size = _median(runs["accel size"], "gb")
+    lines = [
+        "# Checkpointing: save_state + load_state of a 1 GB model",
+        "",
+        "`uv run --group bench python benchmarks/checkpointing/bench_save_load.py`",
+        "",
+        f"Model: {LAYERS} × `Linear({WIDTH}, {WIDTH}, bias=False)` in fp32 ({size:.2f} GB of "
+        "checkpoint), plain SGD (no optimizer state), 1 process on CPU, accel vs accelerate "
+        "in the same run. Every measurement runs in a fresh process (`OMP_NUM_THREADS=1`), "
+        f"alternating libraries, {REPEATS} repeats, medians shown. Warm: the files were just "
+        "written; cold: every file flushed, then evicted with `posix_fadvise(DONTNEED)`. accel's "
+        "`load_state` checks the crc32 of every file against the manifest before loading (one "
+        "more read of the checkpoint); `verify_checksums=False` reads the weights once. The "
+        "floors are `cat` of accel's checkpoint files to /dev/null (read) and the model's bytes "
+        "written to one file (page cache: no `fsync`; durable: one `fsync` at the end). Peak RSS "
+        'is the process peak; "+" is the increase over the RSS just before the call (torch '
+        "plus the model). The machine has 2 cores shared with other jobs: load average "
+        f"{', '.join(f'{v:.2f}' for v in load)} (1, 5, 15 min) at the end of the run, so "
+        "times are noisy.",
+        "",
+        "## Load",
+        "",
+        "| reader | page cache | seconds | × cat |",
+        "| --- | --- | --- | --- |",
+    ]
+    for cache in ("warm", "cold"):
+        rows = (
+            ("accel load_state", f"accel load {cache}"),
+            ("accel load_state(verify_checksums=False)", f"accel unverified {cache}"),
+            ("accelerate load_state", f"accelerate load {cache}"),
+            ("cat floor", f"cat {cache}"),
         )
-    print(json.dumps({"repeats": REPEATS, "summary": summary, "runs": results}))
+        lines += _timed_rows(runs, rows, f"cat {cache}", f" {cache} |")
+    lines += [
+        "",
+        "## Save",
+        "",
+        "| writer | seconds | × durable floor |",
+        "| --- | --- | --- |",
+    ]
+    rows = (
+        ("accel save_state (every file flushed)", "accel save"),
+        ("accelerate save_state (no flush)", "accelerate save"),
+        ("page-cache write floor (no fsync)", "write"),
+        ("durable write floor (write + one fsync)", "write_fsync"),
+    )
+    lines += _timed_rows(runs, rows, "write_fsync", "")
+    lines += [
+        "",
+        "## Memory",
+        "",
+        "| process | peak RSS GB | + over model GB |",
+        "| --- | --- | --- |",
+    ]
+    for key in (
+        "accel load warm",
+        "accel unverified warm",
+        "accelerate load warm",
+        "accel load cold",
+        "accelerate load cold",
+        "accel save",
+        "accelerate save",
+        "write",
+        "write_fsync",
+    ):
+        name = {"write": "page-cache write floor", "write_fsync": "durable write floor"}.get(
+            key, key.replace("load", "load_state").replace("save", "save_state")
+        )
+        peak, extra = _median(runs[key], "peak_rss_gb"), _median(runs[key], "peak_increase_gb")
+        lines.append(f"| {name} | {peak:.2f} | +{extra:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--output", default="benchmarks/results/checkpointing.md")
+    args = parser.parse_args()
+    runs = measure()
+    load = os.getloadavg()
+    Path(args.output).write_text(page(runs, load), encoding="utf-8")
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(args.output)  # one PNG per table, shown under it
+    print(json.dumps({"repeats": REPEATS, "load_average": load, "runs": runs}))
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--worker", nargs=3, metavar=("LIBRARY", "PHASE", "FOLDER"))
-    args = parser.parse_args()
-    if args.worker:
-        print(json.dumps(worker(*args.worker)))
+    if len(sys.argv) == 5 and sys.argv[1] == "--worker":
+        print(json.dumps(worker(*sys.argv[2:])))
     else:
         main()

@@ -23,6 +23,7 @@ def test_all_is_pinned() -> None:
         "__version__",
         "gather_for_metrics",
         "get_sampler",
+        "override_even_batches",
         "prepare_data_loader",
         "skip_first_batches",
     ]

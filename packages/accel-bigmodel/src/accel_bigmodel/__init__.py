@@ -92,6 +92,14 @@ _EXPORTS = {
     "id_tensor_storage": "._tensors",
     "retie_parameters": "._tensors",
     "set_module_tensor_to_device": "._tensors",
+    "TIED_ALIASES_KEY": "._weights_io",
+    "default_threads": "._weights_io",
+    "find_tied_storages": "._weights_io",
+    "load_safetensors_into": "._weights_io",
+    "read_tied_aliases": "._weights_io",
+    "save_safetensors_file": "._weights_io",
+    "supports_in_place_load": "._weights_io",
+    "tensor_view_key": "._weights_io",
 }
 
 __version__ = _version("accel-bigmodel")
@@ -183,6 +191,14 @@ __all__ = [
     "SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING",
     "LayerwiseCastingHook",
     "attach_layerwise_casting_hooks",
+    "TIED_ALIASES_KEY",
+    "default_threads",
+    "find_tied_storages",
+    "load_safetensors_into",
+    "read_tied_aliases",
+    "save_safetensors_file",
+    "supports_in_place_load",
+    "tensor_view_key",
 ]
 
 
@@ -303,4 +319,14 @@ if TYPE_CHECKING:
         id_tensor_storage,
         retie_parameters,
         set_module_tensor_to_device,
+    )
+    from ._weights_io import (
+        TIED_ALIASES_KEY,
+        default_threads,
+        find_tied_storages,
+        load_safetensors_into,
+        read_tied_aliases,
+        save_safetensors_file,
+        supports_in_place_load,
+        tensor_view_key,
     )

@@ -108,8 +108,9 @@ class SafetensorsFile:
             raw = raw.clone()
         return raw.view(dtype).view(shape)
 
-    def read_into(self, name: str, out: torch.Tensor) -> None:
-        """Reads tensor ``name`` into ``out`` (contiguous CPU tensor of the stored dtype and size)."""
+    def destination(self, name: str, out: torch.Tensor) -> tuple[int, memoryview]:
+        """``(file offset, writable bytes of out)`` to read tensor ``name`` into ``out`` (a
+        contiguous CPU tensor of the stored dtype and size)."""
         start, end = self.span(name)
         buffer = writable_buffer(out)
         if len(buffer) != end - start:
@@ -117,17 +118,12 @@ class SafetensorsFile:
                 f"Tensor {name!r} of {self.path} holds {end - start} bytes but the destination "
                 f"holds {len(buffer)}; they must match."
             )
-        with open(self.path, "rb", buffering=0) as handle:
-            handle.seek(start)
-            done = 0
-            while done < len(buffer):
-                got = handle.readinto(buffer[done:])
-                if not got:
-                    raise CorruptSafetensorsError(
-                        f"{self.path} ends before tensor {name!r} does; the file is truncated. "
-                        f"Re-download or re-save it."
-                    )
-                done += got
+        return start, buffer
+
+    def read_into(self, name: str, out: torch.Tensor) -> None:
+        """Reads tensor ``name`` into ``out`` (contiguous CPU tensor of the stored dtype and size)."""
+        start, buffer = self.destination(name, out)
+        read_span(self.path, start, buffer)
 
     def load(self, name: str) -> torch.Tensor:
         """A fresh in-memory copy of tensor ``name``."""
@@ -149,6 +145,32 @@ class SafetensorsFile:
                 os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_WILLNEED)
         finally:
             os.close(fd)
+
+
+def read_span(path: str, offset: int, buffer: memoryview, fd: int | None = None) -> None:
+    """Read ``len(buffer)`` bytes of file ``path`` at ``offset`` into ``buffer``.
+
+    With ``fd`` (a descriptor of ``path``) the reads are positional, so threads can share the
+    descriptor; otherwise, or where ``preadv`` is missing, the span opens a handle of its own.
+    """
+    if fd is not None and hasattr(os, "preadv"):
+        _fill(lambda view, at: os.preadv(fd, [view], at), offset, buffer, path)
+        return
+    with open(path, "rb", buffering=0) as handle:
+        handle.seek(offset)
+        _fill(lambda view, _at: handle.readinto(view), offset, buffer, path)
+
+
+def _fill(read: Any, offset: int, buffer: memoryview, path: str) -> None:
+    done = 0
+    while done < len(buffer):
+        got = read(buffer[done:], offset + done)
+        if not got:
+            raise CorruptSafetensorsError(
+                f"{path} ends before byte {offset + len(buffer)}; the file is truncated. "
+                "Re-download or re-save it."
+            )
+        done += got
 
 
 def _corrupt(path: str, rule: str) -> CorruptSafetensorsError:
@@ -201,6 +223,8 @@ def write_safetensors(
     tensors: Iterable[tuple[str, torch.Tensor]] | dict[str, torch.Tensor],
     metadata: dict[str, str] | None = None,
     dtypes: dict[str, torch.dtype] | None = None,
+    *,
+    durable: bool = False,
 ) -> dict[str, tuple[int, int]]:
     """Writes tensors to a safetensors file one at a time (no full copy of the set in memory).
 
@@ -211,6 +235,8 @@ def write_safetensors(
         metadata: String metadata stored in the header.
         dtypes: Store these tensors cast to the given dtype (each cast happens just before its
             tensor is written, so at most one converted tensor exists at a time).
+        durable: Flush the file to stable storage before the rename (a crash then leaves
+            either the previous file or the complete new one, never a torn one).
 
     Returns:
         ``{name: (start, end)}`` absolute byte offsets of each tensor in the file.
@@ -254,6 +280,9 @@ def write_safetensors(
             handle.write(writable_buffer(data))
             begin, end = header[name]["data_offsets"]
             spans[name] = (data_start + begin, data_start + end)
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
     os.replace(tmp, target)
     return spans
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from typing import Any
 
 import torch
 from torch import nn
 
-from ._tensors import id_tensor_storage
+from ._weights_io import find_tied_storages
 
 logger = logging.getLogger("accel_bigmodel")
 
@@ -27,11 +26,7 @@ def clean_state_dict_for_safetensors(state_dict: dict[str, Any]) -> dict[str, An
     Returns:
         A new dict with the kept entries, tensors contiguous.
     """
-    by_storage: dict[Any, list[str]] = defaultdict(list)
-    for name, value in state_dict.items():
-        if isinstance(value, torch.Tensor):
-            by_storage[id_tensor_storage(value)].append(name)
-    removed = [name for names in by_storage.values() for name in names[1:]]
+    removed = list(find_tied_storages(state_dict, same_view=False))
     for name in removed:
         del state_dict[name]
     if removed:

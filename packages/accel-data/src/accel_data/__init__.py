@@ -9,6 +9,7 @@ from importlib.metadata import version as _version
 
 from ._adapter import DataLoaderAdapter, get_sampler
 from ._dispatcher_loader import DataLoaderDispatcher
+from ._even_batches import override_even_batches
 from ._iterable import IterableDatasetShard
 from ._loader_config import DataLoaderConfiguration
 from ._loaders import DataLoaderShard
@@ -22,6 +23,7 @@ from ._xla_loader import MpDeviceLoaderWrapper
 __version__ = _version("accel-data")
 
 __all__ = [
+    "override_even_batches",
     "BatchSamplerShard",
     "DataLoaderAdapter",
     "DataLoaderConfiguration",

@@ -89,6 +89,8 @@ _EXPORTS = {
     "parse_flag_from_env": "._environment",
     "patch_environment": "._environment",
     "set_seed": "._random",
+    "capture_rng_state": "._random",
+    "restore_rng_state": "._random",
     "str_to_bool": "._environment",
     "synchronize_rng_state": "._random",
     "synchronize_rng_states": "._random",
@@ -265,6 +267,8 @@ __all__ = [
     "parse_flag_from_env",
     "patch_environment",
     "set_seed",
+    "capture_rng_state",
+    "restore_rng_state",
     "str_to_bool",
     "synchronize_rng_state",
     "synchronize_rng_states",
@@ -536,7 +540,13 @@ if TYPE_CHECKING:
         is_initialized,
         wait_for_everyone,
     )
-    from ._random import set_seed, synchronize_rng_state, synchronize_rng_states
+    from ._random import (
+        capture_rng_state,
+        restore_rng_state,
+        set_seed,
+        synchronize_rng_state,
+        synchronize_rng_states,
+    )
     from ._shared_dict import ThreadLocalSharedDict
     from ._state import PartialState, is_debug_mode
     from ._support import unsupported_distributed_type

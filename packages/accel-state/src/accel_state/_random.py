@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -122,3 +122,61 @@ def synchronize_rng_states(
     """Synchronise each generator of ``rng_types`` from the main process."""
     for rng_type in rng_types:
         synchronize_rng_state(rng_type, generator=generator)
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """The states of python's, numpy's and torch's (CPU and CUDA) generators.
+
+    Numpy's key is stored as a tensor and every other value as a number, a string or a tuple,
+    so the result saves with ``torch.save`` and loads back with ``torch.load(weights_only=True)``.
+
+    Returns:
+        ``{"random_state", "numpy_random_seed", "torch_manual_seed"[, "torch_cuda_manual_seed"]}``
+        (CUDA only when it is initialised), for :func:`restore_rng_state`.
+    """
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    state: dict[str, Any] = {
+        "random_state": random.getstate(),
+        "numpy_random_seed": {
+            "kind": str(kind),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
+        "torch_manual_seed": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["torch_cuda_manual_seed"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: Mapping[str, Any]) -> None:
+    """Put back the generator states returned by :func:`capture_rng_state`.
+
+    Entries that are absent are left as they are (a state saved without CUDA restores the rest).
+    """
+    if "random_state" in state:
+        random.setstate(_as_tuple(state["random_state"]))
+    numpy_state = state.get("numpy_random_seed")
+    if isinstance(numpy_state, Mapping):
+        np.random.set_state(
+            (
+                numpy_state["kind"],
+                numpy_state["keys"].numpy().astype(np.uint32),
+                numpy_state["pos"],
+                numpy_state["has_gauss"],
+                numpy_state["cached_gaussian"],
+            )
+        )
+    if "torch_manual_seed" in state:
+        torch.set_rng_state(state["torch_manual_seed"])
+    cuda = state.get("torch_cuda_manual_seed")
+    if cuda is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+def _as_tuple(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_tuple(v) for v in value)
+    return value

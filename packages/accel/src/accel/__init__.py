@@ -85,9 +85,6 @@ if TYPE_CHECKING:
         compile_regions,
     )
     from accel._checkpoint_async import AsyncSaveError
-    from accel._checkpoint_io import (
-        UnsafeCheckpointError,
-    )
     from accel._checkpoint_manifest import (
         CheckpointIntegrityError,
     )
@@ -100,4 +97,7 @@ if TYPE_CHECKING:
     from accel._optim import (
         AcceleratedOptimizer,
         AcceleratedScheduler,
+    )
+    from accel._state_files import (
+        UnsafeCheckpointError,
     )

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.distributed as dist
 
 if TYPE_CHECKING:
     from ._accelerator import Accelerator
@@ -115,14 +114,14 @@ class OpsMixin:
 
         A collective: call it on every process.
         """
+        from accel_collectives import reduce
+
         flag = (
             self.flag_tensor
             if self.flag_tensor is not None
             else torch.tensor(0, device=self.device)
         )
-        if self.use_distributed:
-            flag = flag.clone()
-            dist.all_reduce(flag)
+        flag = reduce(flag, reduction="sum")  # a copy: the raised flag is reset below
         if int(flag.item()) >= 1:
             self.flag_tensor = torch.tensor(0, device=self.device)
             return True
@@ -164,24 +163,14 @@ class OpsMixin:
             even_batches: Override ``even_batches`` of the prepared loaders inside the block
                 (usually ``False``, so that no sample is repeated).
         """
+        from accel_data import override_even_batches
         from torch.distributed.algorithms.join import Join
 
         if not self.use_distributed:
             yield
             return
-        saved = []
-        if even_batches is not None:
-            for loader in self._prepared.dataloaders:
-                sampler = getattr(loader, "batch_sampler", None)
-                if sampler is not None and hasattr(sampler, "even_batches"):
-                    saved.append((sampler, sampler.even_batches))
-                    sampler.even_batches = even_batches
-        try:
-            with Join(joinables):
-                yield
-        finally:
-            for sampler, value in saved:
-                sampler.even_batches = value
+        with override_even_batches(self._prepared.dataloaders, even_batches), Join(joinables):
+            yield
 
     # ---------------------------------------------------------------- profiling
     @contextlib.contextmanager

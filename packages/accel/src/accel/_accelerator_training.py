@@ -124,20 +124,10 @@ class TrainingMixin:
     def trigger_sync_in_backward(self: Accelerator, model: torch.nn.Module) -> Iterator[None]:
         """Force the next backward pass of ``model`` to synchronise gradients, even inside
         ``no_sync`` (e.g. after several forward passes)."""
-        from torch.nn.parallel import DistributedDataParallel
+        from ._engines._ddp import trigger_sync_in_backward
 
-        if not isinstance(model, DistributedDataParallel):
+        with trigger_sync_in_backward(model):
             yield
-            return
-        old_grad, old_param = model.require_backward_grad_sync, model.require_forward_param_sync
-        model.require_backward_grad_sync = True
-        model.require_forward_param_sync = True
-        model.reducer.prepare_for_backward([])
-        try:
-            yield
-        finally:
-            model.require_backward_grad_sync = old_grad
-            model.require_forward_param_sync = old_param
 
     @contextlib.contextmanager
     def autocast(self: Accelerator, autocast_handler: Any = None) -> Iterator[None]:

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 from accel_state import PartialState, ProjectConfiguration
 
-from ._checkpoint_io import CUSTOM_NAME, check_loadable, load_object, save_object
 from ._checkpointer import Checkpointer
 from ._checkpointing import CommitPlan, save_checkpoint
 from ._engines._base import Engine
 from ._prepared import PreparedObjects
+from ._state_files import CUSTOM_NAME, check_loadable, load_object, save_object
 from ._unwrap import extract_model_from_parallel
 
 SAMPLER_NAME = "sampler"

@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ._checkpoint_io import view_key
 from ._checkpoint_sync import Rendezvous
 from ._checkpointing import (
     CommitPlan,
@@ -55,6 +54,7 @@ from ._checkpointing import (
     take_snapshot,
     write_snapshot,
 )
+from ._state_files import view_key
 
 if TYPE_CHECKING:
     from ._checkpointer import Checkpointer

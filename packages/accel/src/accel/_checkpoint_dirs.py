@@ -22,7 +22,6 @@ import re
 import shutil
 import warnings
 
-from ._checkpoint_io import fsync_dir, fsync_file
 from ._checkpoint_manifest import (
     MANIFEST_NAME,
     CheckpointIntegrityError,
@@ -30,6 +29,7 @@ from ._checkpoint_manifest import (
     file_checksum,
     read_manifest,
 )
+from ._state_files import fsync_dir, fsync_file
 
 STAGING_MARKER = ".accel_staging"
 _CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")

@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._checkpoint_dirs import checkpoint_index, warn_world_size
-from ._checkpoint_io import (
+from ._checkpoint_manifest import Manifest, read_manifest, saved_count, verify_file
+from ._checkpoint_sync import Rendezvous
+from ._state_files import (
     CUSTOM_NAME,
     OPTIMIZER_NAME,
     RNG_STATE_NAME,
@@ -37,8 +39,6 @@ from ._checkpoint_io import (
     restore_rng_state,
     weights_file_name,
 )
-from ._checkpoint_manifest import Manifest, read_manifest, saved_count, verify_file
-from ._checkpoint_sync import Rendezvous
 
 if TYPE_CHECKING:
     from ._checkpointer import Checkpointer

@@ -35,7 +35,10 @@ from ._checkpoint_dirs import (
     rotate,
     staging_dir,
 )
-from ._checkpoint_io import (
+from ._checkpoint_load import stateful
+from ._checkpoint_manifest import FORMAT_VERSION, Manifest
+from ._checkpoint_sync import Rendezvous
+from ._state_files import (
     CUSTOM_NAME,
     OPTIMIZER_NAME,
     RNG_STATE_NAME,
@@ -50,9 +53,6 @@ from ._checkpoint_io import (
     save_weights,
     weights_file_name,
 )
-from ._checkpoint_load import stateful
-from ._checkpoint_manifest import FORMAT_VERSION, Manifest
-from ._checkpoint_sync import Rendezvous
 
 if TYPE_CHECKING:
     from ._checkpointer import Checkpointer

@@ -115,11 +115,11 @@ PRECISION = _names(
 )
 
 CHECKPOINT = _names(
-    "accel._checkpoint_io",
+    "accel._state_files",
     """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_NAME
     SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME SAFE_WEIGHTS_INDEX_NAME""",
 )
-CHECKPOINT.update(_names("accel._checkpoint_io", "UnsafeCheckpointError"))
+CHECKPOINT.update(_names("accel._state_files", "UnsafeCheckpointError"))
 CHECKPOINT.update(_names("accel._checkpoint_manifest", "CheckpointIntegrityError"))
 CHECKPOINT.update(_names("accel._checkpoint_sync", "CheckpointSyncError"))
 CHECKPOINT.update(_names("accel._save_model", "save"))
@@ -193,7 +193,7 @@ ERRORS = {
     "AsyncSaveError": "accel._checkpoint_async",
     "CheckpointIntegrityError": "accel._checkpoint_manifest",
     "CheckpointSyncError": "accel._checkpoint_sync",
-    "UnsafeCheckpointError": "accel._checkpoint_io",
+    "UnsafeCheckpointError": "accel._state_files",
 }
 
 # Names at ``accel.*`` (seeds 002 and 004).

@@ -42,7 +42,7 @@ PATHS: dict[str, dict[str, str]] = {
     },
     "accel.checkpointing": {
         **_names(
-            "accel._checkpoint_io",
+            "accel._state_files",
             """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SAFE_WEIGHTS_NAME SCALER_NAME
                 SCHEDULER_NAME WEIGHTS_NAME""",
         ),

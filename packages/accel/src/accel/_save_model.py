@@ -12,7 +12,7 @@ import torch
 from accel_bigmodel import shard_checkpoint, write_safetensors
 from accel_state import PartialState
 
-from ._checkpoint_io import (
+from ._state_files import (
     SAFE_WEIGHTS_INDEX_NAME,
     SAFE_WEIGHTS_NAME,
     WEIGHTS_INDEX_NAME,

@@ -43,7 +43,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.constants": {
         **_names(
-            "accel._checkpoint_io",
+            "accel._state_files",
             """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SAFE_WEIGHTS_INDEX_NAME
                 SAFE_WEIGHTS_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_INDEX_NAME
                 WEIGHTS_NAME""",
@@ -157,7 +157,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.fsdp_utils": {
         **_names(
-            "accel._checkpoint_io",
+            "accel._state_files",
             """OPTIMIZER_NAME SAFE_WEIGHTS_NAME WEIGHTS_NAME""",
         ),
         **_names(
@@ -259,7 +259,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.modeling": {
         **_names(
-            "accel._checkpoint_io",
+            "accel._state_files",
             """SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME WEIGHTS_NAME""",
         ),
         **_names(

@@ -41,7 +41,10 @@ if TYPE_CHECKING:
         save_accelerator_state,
         save_custom_state,
     )
-    from accel._checkpoint_io import (
+    from accel._save_model import (
+        save,
+    )
+    from accel._state_files import (
         MODEL_NAME,
         OPTIMIZER_NAME,
         RNG_STATE_NAME,
@@ -49,8 +52,5 @@ if TYPE_CHECKING:
         SCALER_NAME,
         SCHEDULER_NAME,
         WEIGHTS_NAME,
-    )
-    from accel._save_model import (
-        save,
     )
     from accel._torch_load import load

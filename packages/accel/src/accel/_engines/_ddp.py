@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -37,3 +38,22 @@ class DDPEngine(Engine):
         if isinstance(model, DistributedDataParallel):
             return model.no_sync()
         return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def trigger_sync_in_backward(model: torch.nn.Module) -> Iterator[None]:
+    """Make the next backward pass of a DDP ``model`` synchronise gradients, even inside
+    ``no_sync`` (the reducer is armed now, and the sync flags are restored on exit); any other
+    model is left alone."""
+    if not isinstance(model, DistributedDataParallel):
+        yield
+        return
+    old_grad, old_param = model.require_backward_grad_sync, model.require_forward_param_sync
+    model.require_backward_grad_sync = True
+    model.require_forward_param_sync = True
+    model.reducer.prepare_for_backward([])
+    try:
+        yield
+    finally:
+        model.require_backward_grad_sync = old_grad
+        model.require_forward_param_sync = old_param

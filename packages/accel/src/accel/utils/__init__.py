@@ -302,18 +302,6 @@ if TYPE_CHECKING:
     )
     from accel._checkpoint_api import SAMPLER_NAME
     from accel._checkpoint_async import AsyncSaveError
-    from accel._checkpoint_io import (
-        MODEL_NAME,
-        OPTIMIZER_NAME,
-        RNG_STATE_NAME,
-        SAFE_WEIGHTS_INDEX_NAME,
-        SAFE_WEIGHTS_NAME,
-        SCALER_NAME,
-        SCHEDULER_NAME,
-        WEIGHTS_INDEX_NAME,
-        WEIGHTS_NAME,
-        UnsafeCheckpointError,
-    )
     from accel._checkpoint_manifest import (
         CheckpointIntegrityError,
     )
@@ -357,6 +345,18 @@ if TYPE_CHECKING:
     )
     from accel._save_model import (
         save,
+    )
+    from accel._state_files import (
+        MODEL_NAME,
+        OPTIMIZER_NAME,
+        RNG_STATE_NAME,
+        SAFE_WEIGHTS_INDEX_NAME,
+        SAFE_WEIGHTS_NAME,
+        SCALER_NAME,
+        SCHEDULER_NAME,
+        WEIGHTS_INDEX_NAME,
+        WEIGHTS_NAME,
+        UnsafeCheckpointError,
     )
     from accel._torch_load import load
     from accel._unwrap import (

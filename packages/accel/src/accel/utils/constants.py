@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     )
 
     from accel._checkpoint_api import SAMPLER_NAME
-    from accel._checkpoint_io import (
+    from accel._state_files import (
         MODEL_NAME,
         OPTIMIZER_NAME,
         RNG_STATE_NAME,

@@ -29,11 +29,6 @@ if TYPE_CHECKING:
         is_torch_version,
     )
 
-    from accel._checkpoint_io import (
-        OPTIMIZER_NAME,
-        SAFE_WEIGHTS_NAME,
-        WEIGHTS_NAME,
-    )
     from accel._fsdp_api import (
         load_fsdp_model,
         load_fsdp_optimizer,
@@ -43,6 +38,11 @@ if TYPE_CHECKING:
     from accel._model_probes import is_peft_model
     from accel._save_model import (
         save,
+    )
+    from accel._state_files import (
+        OPTIMIZER_NAME,
+        SAFE_WEIGHTS_NAME,
+        WEIGHTS_NAME,
     )
     from accel._unwrap import (
         is_compiled_module,

@@ -74,9 +74,9 @@ if TYPE_CHECKING:
         tqdm,
     )
 
-    from accel._checkpoint_io import (
+    from accel._model_probes import is_peft_model
+    from accel._state_files import (
         SAFE_WEIGHTS_NAME,
         WEIGHTS_INDEX_NAME,
         WEIGHTS_NAME,
     )
-    from accel._model_probes import is_peft_model

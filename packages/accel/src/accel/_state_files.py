@@ -9,24 +9,30 @@ whose state holds other types is refused when it is saved, not when the run trie
 
 from __future__ import annotations
 
-import json
 import os
-import random
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from accel_bigmodel import (
     SAFE_WEIGHTS_INDEX_NAME,
     SAFE_WEIGHTS_NAME,
+    TIED_ALIASES_KEY,
     WEIGHTS_INDEX_NAME,
     WEIGHTS_NAME,
+    CheckpointKeysError,
+    CorruptSafetensorsError,
     SafetensorsFile,
     UntrustedPickleError,
+    find_tied_storages,
+    load_safetensors_into,
+    read_tied_aliases,
     safe_torch_load,
-    write_safetensors,
+    save_safetensors_file,
+    supports_in_place_load,
+    tensor_view_key,
 )
+from accel_state import capture_rng_state, restore_rng_state
 
 MODEL_NAME = "pytorch_model"
 OPTIMIZER_NAME = "optimizer"
@@ -36,9 +42,9 @@ SCHEDULER_NAME = "scheduler"
 SAMPLER_NAME = "dataloader"
 CUSTOM_NAME = "custom_checkpoint"
 
-_TIED_KEY = "accel_tied_aliases"
-
 __all__ = [
+    "capture_rng_state",
+    "restore_rng_state",
     "MODEL_NAME",
     "OPTIMIZER_NAME",
     "RNG_STATE_NAME",
@@ -152,46 +158,27 @@ def load_object(path: str, trust_pickles: bool = False, **load_kwargs: Any) -> A
 # --------------------------------------------------------------------------- weights
 def view_key(tensor: torch.Tensor) -> tuple[Any, ...]:
     """What makes two tensors the same view of the same memory (tied weights)."""
-    return (
-        tensor.device,
-        tensor.untyped_storage().data_ptr(),
-        tensor.storage_offset(),
-        tuple(tensor.shape),
-        tuple(tensor.stride()),
-        tensor.dtype,
-    )
+    return tensor_view_key(tensor)
 
 
 def tied_aliases(state_dict: Mapping[str, torch.Tensor]) -> dict[str, str]:
     """Map each name whose tensor shares memory with an earlier name to that earlier name."""
-    seen: dict[tuple[Any, ...], str] = {}
-    aliases: dict[str, str] = {}
-    for name, tensor in state_dict.items():
-        if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta":
-            continue
-        key = view_key(tensor)
-        if key in seen:
-            aliases[name] = seen[key]
-        else:
-            seen[key] = name
-    return aliases
+    return find_tied_storages(state_dict)
 
 
 def save_weights(state_dict: Mapping[str, Any], path: str, safe_serialization: bool) -> None:
     """Write a model state dict; tied tensors are written once and their aliases recorded."""
+    if safe_serialization:
+        try:
+            save_safetensors_file(path, state_dict, durable=True)
+        except TypeError as exc:
+            raise TypeError(
+                f"{exc} Call save_state(..., safe_serialization=False) for such a model."
+            ) from None
+        return
     aliases = tied_aliases(state_dict)
     unique = {k: v for k, v in state_dict.items() if k not in aliases}
-    if not safe_serialization:
-        save_object({"state_dict": unique, _TIED_KEY: aliases}, path)
-        return
-    others = sorted(k for k, v in unique.items() if not isinstance(v, torch.Tensor))
-    if others:
-        raise TypeError(
-            f"safetensors stores tensors only; the state dict holds non-tensor entries {others}. "
-            "Call save_state(..., safe_serialization=False) for such a model."
-        )
-    write_safetensors(path, unique, metadata={"format": "pt", _TIED_KEY: json.dumps(aliases)})
-    fsync_file(path)
+    save_object({"state_dict": unique, TIED_ALIASES_KEY: aliases}, path)
 
 
 def read_weights(path: str, trust_pickles: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
@@ -200,13 +187,13 @@ def read_weights(path: str, trust_pickles: bool = False) -> tuple[dict[str, Any]
     if path.endswith(".safetensors"):
         handle = SafetensorsFile(path)
         state = {name: handle.load(name) for name in handle.keys()}
-        return state, _stored_aliases(handle.metadata.get(_TIED_KEY, "{}"), path)
+        return state, _stored_aliases(handle)
     return _unpack(load_object(path, trust_pickles=trust_pickles))
 
 
 def _unpack(payload: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    if isinstance(payload, dict) and "state_dict" in payload and _TIED_KEY in payload:
-        return dict(payload["state_dict"]), dict(payload[_TIED_KEY])
+    if isinstance(payload, dict) and "state_dict" in payload and TIED_ALIASES_KEY in payload:
+        return dict(payload["state_dict"]), dict(payload[TIED_ALIASES_KEY])
     return dict(payload), {}
 
 
@@ -219,10 +206,10 @@ def load_weights(
 ) -> tuple[list[str], list[str]]:
     """Load a file written by :func:`save_weights` into ``module``.
 
-    A plain module (no custom ``_load_from_state_dict`` nor load hooks) whose tensors are
-    contiguous CPU tensors of the stored dtype is filled in place from the file, one tensor at a
-    time, so no second copy of the weights is ever held; other modules go through
-    ``module.load_state_dict``. Keys and shapes are checked before any tensor is written.
+    A module that ``supports_in_place_load`` (no custom ``_load_from_state_dict`` nor load
+    hooks) is filled in place by accel-bigmodel's threaded reader, so no second copy of the
+    weights is ever held; other modules go through ``module.load_state_dict``. Keys and shapes
+    are checked before any tensor is written.
 
     A torch pickle (``.bin``) runs no code unless ``trust_pickles``.
 
@@ -232,15 +219,19 @@ def load_weights(
     Raises:
         KeyError: with ``strict``, when the keys differ (both lists are named).
     """
-    if path.endswith(".safetensors") and _plain(module) and not load_kwargs:
-        missing, unexpected = _stream_safetensors(module, path, strict)
-    else:
-        state, aliases = read_weights(path, trust_pickles=trust_pickles)
-        for alias, source in aliases.items():
-            if source in state:
-                state[alias] = state[source]
-        result = module.load_state_dict(state, strict=False, **load_kwargs)
-        missing, unexpected = list(result.missing_keys), list(result.unexpected_keys)
+    if path.endswith(".safetensors") and supports_in_place_load(module) and not load_kwargs:
+        try:
+            return load_safetensors_into(module, path, strict=strict)
+        except CheckpointKeysError as exc:
+            raise _key_error(path, exc.missing_keys, exc.unexpected_keys) from None
+        except CorruptSafetensorsError as exc:
+            raise ValueError(str(exc)) from None
+    state, aliases = read_weights(path, trust_pickles=trust_pickles)
+    for alias, source in aliases.items():
+        if source in state:
+            state[alias] = state[source]
+    result = module.load_state_dict(state, strict=False, **load_kwargs)
+    missing, unexpected = list(result.missing_keys), list(result.unexpected_keys)
     if strict and (missing or unexpected):
         raise _key_error(path, missing, unexpected)
     return missing, unexpected
@@ -262,7 +253,7 @@ def check_weights(
     """
     if path.endswith(".safetensors"):
         handle = SafetensorsFile(path)
-        aliases = _stored_aliases(handle.metadata.get(_TIED_KEY, "{}"), path)
+        aliases = _stored_aliases(handle)
         shapes = {name: tuple(handle.shape(name)) for name in handle.keys()}
     else:
         try:
@@ -283,20 +274,11 @@ def check_weights(
             _check_shape(path, source, shapes[source], name, tuple(target.shape))
 
 
-def _stored_aliases(raw: str, path: str) -> dict[str, str]:
+def _stored_aliases(handle: SafetensorsFile) -> dict[str, str]:
     try:
-        aliases = json.loads(raw)
-    except ValueError:
-        aliases = None
-    if not isinstance(aliases, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()
-    ):
-        raise ValueError(
-            f"the {_TIED_KEY!r} metadata of a weights file maps names to names; "
-            f"{os.path.basename(path)} holds {raw[:80]!r}. The file was damaged or not written "
-            "by save_state: load an earlier checkpoint."
-        )
-    return aliases
+        return read_tied_aliases(handle)
+    except CorruptSafetensorsError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _match_keys(
@@ -334,99 +316,3 @@ def _short(names: list[str], limit: int = 8) -> str:
     shown = ", ".join(repr(n) for n in names[:limit])
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return f"[{shown}{more}]"
-
-
-def _plain(module: torch.nn.Module) -> bool:
-    base = torch.nn.Module._load_from_state_dict
-    for sub in module.modules():
-        if type(sub)._load_from_state_dict is not base:
-            return False
-        if sub._load_state_dict_pre_hooks or sub._load_state_dict_post_hooks:
-            return False
-        if type(sub).set_extra_state is not torch.nn.Module.set_extra_state:
-            return False
-    return not module._state_dict_pre_hooks and not getattr(module, "_state_dict_hooks", None)
-
-
-def _stream_safetensors(
-    module: torch.nn.Module, path: str, strict: bool
-) -> tuple[list[str], list[str]]:
-    handle = SafetensorsFile(path)
-    aliases = _stored_aliases(handle.metadata.get(_TIED_KEY, "{}"), path)
-    targets = module.state_dict(keep_vars=True)
-    stored = set(handle.keys())
-    missing, unexpected = _match_keys(targets, stored, aliases)
-    if strict and (missing or unexpected):
-        return missing, unexpected
-    pairs = []
-    for name, target in targets.items():
-        source = name if name in stored else aliases.get(name)
-        if source is None or source not in stored:
-            continue
-        _check_shape(path, source, tuple(handle.shape(source)), name, tuple(target.shape))
-        pairs.append((source, target))
-    written: set[tuple[int, int]] = set()
-    with torch.no_grad():
-        for source, target in pairs:
-            key = (target.data_ptr(), target.numel())
-            if key in written:
-                continue  # a tied tensor already filled through another name
-            data = target.data
-            if (
-                data.device.type == "cpu"
-                and data.is_contiguous()
-                and (data.dtype == handle.dtype(source))
-            ):
-                handle.read_into(source, data)
-            else:
-                data.copy_(handle.load(source))
-            written.add(key)
-    return missing, unexpected
-
-
-# --------------------------------------------------------------------------- random states
-def capture_rng_state() -> dict[str, Any]:
-    """The states of python's, numpy's and torch's (CPU and CUDA) generators."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)  # type: ignore[misc]
-    state: dict[str, Any] = {
-        "random_state": random.getstate(),
-        "numpy_random_seed": {
-            "kind": str(kind),
-            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached),
-        },
-        "torch_manual_seed": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["torch_cuda_manual_seed"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng_state(state: Mapping[str, Any]) -> None:
-    """Put back the generator states returned by :func:`capture_rng_state`."""
-    if "random_state" in state:
-        random.setstate(_as_tuple(state["random_state"]))
-    numpy_state = state.get("numpy_random_seed")
-    if isinstance(numpy_state, Mapping):
-        np.random.set_state(
-            (
-                numpy_state["kind"],
-                numpy_state["keys"].numpy().astype(np.uint32),
-                numpy_state["pos"],
-                numpy_state["has_gauss"],
-                numpy_state["cached_gaussian"],
-            )
-        )
-    if "torch_manual_seed" in state:
-        torch.set_rng_state(state["torch_manual_seed"])
-    cuda = state.get("torch_cuda_manual_seed")
-    if cuda is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(cuda)
-
-
-def _as_tuple(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_as_tuple(v) for v in value)
-    return value
