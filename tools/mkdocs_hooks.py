@@ -68,13 +68,27 @@ def _entries(package_name: str, names: list[str], section_level: int = 2) -> lis
     for module_name in sorted(groups, key=lambda m: (m == package_name, m)):
         lines += [f"{'#' * section_level} {_section_title(module_name, package_name)}", ""]
         for name in groups[module_name]:
-            lines += [
-                f"::: {package_name}.{name}",
-                "    options:",
-                f"      heading_level: {section_level + 1}",
-                "",
-            ]
+            lines += [f"::: {package_name}.{name}", "    options:"]
+            lines.append(f"      heading_level: {section_level + 1}")
+            if _hidden_bases(package, getattr(package, name)):
+                lines.append("      inherited_members: true")
+            lines.append("")
     return lines
+
+
+def _hidden_bases(package: ModuleType, obj: Any) -> list[type]:
+    """Base classes of ``obj`` from ``package``'s own private modules that its ``__all__`` does
+    not name (the Accelerator's method groups): their members are documented with ``obj``,
+    since no page shows them otherwise."""
+    if not inspect.isclass(obj):
+        return []
+    top = package.__name__.split(".")[0]
+    return [
+        base
+        for base in obj.__mro__[1:]
+        if base.__module__.split(".")[0] == top
+        and not (base.__name__ in package.__all__ and getattr(package, base.__name__) is base)
+    ]
 
 
 def api_page(package_name: str, title: str, summary: str) -> str:

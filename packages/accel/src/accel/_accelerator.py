@@ -25,6 +25,7 @@ from accel_state import (
 from accel_state import environment_variables as env
 
 from ._accelerator_checkpointing import CheckpointingMixin
+from ._accelerator_core import fp8_backend_of
 from ._accelerator_ops import OpsMixin
 from ._accelerator_prepare import PrepareMixin
 from ._accelerator_tracking import TrackingMixin
@@ -157,7 +158,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         log_with = _resolve_log_with(log_with, project_config.logging_dir)
         steps = _accumulation_steps(gradient_accumulation_steps, gradient_accumulation_plugin)
 
-        self._handlers: dict[type, KwargsHandler] = {}
+        self._handlers = {}
         for handler in kwargs_handlers or []:
             if not isinstance(handler, KwargsHandler):
                 raise TypeError(
@@ -238,16 +239,13 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
         )
         self.native_amp = not handled and self.mixed_precision in ("fp16", "bf16", "fp8")
         self.fp8_recipe_handler = _fp8_recipe(self)
-        self._fp8_replaced_params: dict[Any, Any] = {}
+        self._fp8_replaced_params = {}
         self.step = 0
-        self.flag_tensor: torch.Tensor | None = None
+        self.flag_tensor = None
         self.log_with = log_with
-        self.trackers: list[Any] = []
+        self.trackers = []
 
     # ------------------------------------------------------------------ properties
-    def _handler(self, kind: type) -> Any:
-        return self._handlers.get(kind)
-
     # The registry's lists under the reference's private names, which scripts written for the
     # reference read (``accelerator._models``); the registry stays their only owner.
     _models = property(lambda self: self._prepared.models)
@@ -309,11 +307,7 @@ class Accelerator(PrepareMixin, TrainingMixin, OpsMixin, TrackingMixin, Checkpoi
     @property
     def fp8_backend(self) -> str:
         """FP8 engine of the run: ``"AO"`` (torchao), ``"TE"``, ``"MSAMP"``, or ``"NO"``."""
-        if self.fp8_recipe_handler is None:
-            return "NO"
-        from accel_precision import recipe_backend
-
-        return recipe_backend(self.fp8_recipe_handler).value
+        return fp8_backend_of(self.fp8_recipe_handler)
 
     # The reference's handler attributes: the kwargs handler of each kind that was passed.
     ddp_handler = property(lambda self: self._handler(DistributedDataParallelKwargs))

@@ -8,27 +8,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Union
+from typing import Any, Union
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from ._accelerator_core import AcceleratorCore
 from ._save_model import save, save_model_files
 
-if TYPE_CHECKING:
-    from accel_state import ProjectConfiguration
 
-    from ._checkpointer import Checkpointer
-    from ._engines import Engine
-
-
-class CheckpointingMixin:
+class CheckpointingMixin(AcceleratorCore):
     """Methods that save and restore a training run."""
-
-    _checkpointer: Checkpointer
-    engine: Engine
-    project_configuration: ProjectConfiguration
-    step: int
 
     # --------------------------------------------------------------------- registration
     def register_for_checkpointing(self, *objects: Any) -> None:

@@ -6,44 +6,38 @@ import contextlib
 import gc
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:
-    from ._accelerator import Accelerator
+from ._accelerator_core import AcceleratorCore
 
 
-class OpsMixin:
+class OpsMixin(AcceleratorCore):
     """Methods that delegate to the state, the collectives and the data packages."""
 
-    flag_tensor: torch.Tensor | None
-    step: int
-
     # ------------------------------------------------------------- collectives
-    def gather(self: Accelerator, tensor: Any) -> Any:
+    def gather(self, tensor: Any) -> Any:
         """Gather (nested) tensors from every process, concatenated along dim 0."""
         from accel_collectives import gather
 
         return gather(tensor)
 
-    def gather_for_metrics(
-        self: Accelerator, input_data: Any, use_gather_object: bool = False
-    ) -> Any:
+    def gather_for_metrics(self, input_data: Any, use_gather_object: bool = False) -> Any:
         """Gather predictions for metrics, dropping the samples that were duplicated to give
         every process a full last batch."""
         from accel_data import gather_for_metrics
 
         return gather_for_metrics(input_data, use_gather_object=use_gather_object)
 
-    def reduce(self: Accelerator, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         """Reduce (nested) tensors over every process: ``"sum"``, ``"mean"`` or ``"none"``."""
         from accel_collectives import reduce
 
         return reduce(tensor, reduction=reduction, scale=scale)
 
     def pad_across_processes(
-        self: Accelerator, tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
+        self, tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
     ) -> Any:
         """Pad (nested) tensors to the largest size over the processes along ``dim``."""
         from accel_collectives import pad_across_processes
@@ -52,42 +46,42 @@ class OpsMixin:
 
     # --------------------------------------------------------- process control
     def split_between_processes(
-        self: Accelerator, inputs: Any, apply_padding: bool = False
+        self, inputs: Any, apply_padding: bool = False
     ) -> contextlib.AbstractContextManager[Any]:
         """Context giving this process its share of ``inputs``
         (see ``PartialState.split_between_processes``)."""
         return self.state._partial.split_between_processes(inputs, apply_padding=apply_padding)
 
-    def wait_for_everyone(self: Accelerator) -> None:
+    def wait_for_everyone(self) -> None:
         """Block until every process reaches this point."""
         self.state._partial.wait_for_everyone()
 
-    def print(self: Accelerator, *args: Any, **kwargs: Any) -> None:
+    def print(self, *args: Any, **kwargs: Any) -> None:
         """``print`` once per machine."""
         self.state._partial.print(*args, **kwargs)
 
-    def main_process_first(self: Accelerator) -> contextlib.AbstractContextManager[None]:
+    def main_process_first(self) -> contextlib.AbstractContextManager[None]:
         """The main process runs the block first, then the others."""
         return self.state._partial.main_process_first()
 
-    def local_main_process_first(self: Accelerator) -> contextlib.AbstractContextManager[None]:
+    def local_main_process_first(self) -> contextlib.AbstractContextManager[None]:
         """Each machine's first process runs the block first, then the others."""
         return self.state._partial.local_main_process_first()
 
-    def on_main_process(self: Accelerator, function: Callable[..., Any] | None = None) -> Any:
+    def on_main_process(self, function: Callable[..., Any] | None = None) -> Any:
         """Decorator: run on the main process only."""
         return self.state._partial.on_main_process(function)
 
-    def on_local_main_process(self: Accelerator, function: Callable[..., Any] | None = None) -> Any:
+    def on_local_main_process(self, function: Callable[..., Any] | None = None) -> Any:
         """Decorator: run on each machine's first process only."""
         return self.state._partial.on_local_main_process(function)
 
-    def on_last_process(self: Accelerator, function: Callable[..., Any]) -> Any:
+    def on_last_process(self, function: Callable[..., Any]) -> Any:
         """Decorator: run on the last process only."""
         return self.state._partial.on_last_process(function)
 
     def on_process(
-        self: Accelerator,
+        self,
         function: Callable[..., Any] | None = None,
         process_index: int | None = None,
     ) -> Any:
@@ -95,7 +89,7 @@ class OpsMixin:
         return self.state._partial.on_process(function, process_index=process_index)
 
     def on_local_process(
-        self: Accelerator,
+        self,
         function: Callable[..., Any] | None = None,
         local_process_index: int | None = None,
     ) -> Any:
@@ -105,11 +99,11 @@ class OpsMixin:
         )
 
     # ----------------------------------------------------------------- triggers
-    def set_trigger(self: Accelerator) -> None:
+    def set_trigger(self) -> None:
         """Raise a flag on this process; :meth:`check_trigger` sees it on every process."""
-        self.flag_tensor = torch.tensor(1, device=self.device)
+        self.flag_tensor = torch.tensor(1, device=self.state.device)
 
-    def check_trigger(self: Accelerator) -> bool:
+    def check_trigger(self) -> bool:
         """Whether any process called :meth:`set_trigger` since the last check (resets it).
 
         A collective: call it on every process.
@@ -119,16 +113,16 @@ class OpsMixin:
         flag = (
             self.flag_tensor
             if self.flag_tensor is not None
-            else torch.tensor(0, device=self.device)
+            else torch.tensor(0, device=self.state.device)
         )
         flag = reduce(flag, reduction="sum")  # a copy: the raised flag is reset below
         if int(flag.item()) >= 1:
-            self.flag_tensor = torch.tensor(0, device=self.device)
+            self.flag_tensor = torch.tensor(0, device=self.state.device)
             return True
         return False
 
     # ------------------------------------------------------------------ memory
-    def free_memory(self: Accelerator, *objects: Any) -> list[None]:
+    def free_memory(self, *objects: Any) -> list[None]:
         """Drop every prepared object and the given references, collect garbage, empty device
         caches and reset :attr:`step`. Use between two trainings in one script."""
         from accel_state import release_memory
@@ -139,12 +133,12 @@ class OpsMixin:
         gc.collect()
         return release_memory(*objects)
 
-    def clear(self: Accelerator, *objects: Any) -> list[None]:
+    def clear(self, *objects: Any) -> list[None]:
         """Alias of :meth:`free_memory`."""
         return self.free_memory(*objects)
 
     # -------------------------------------------------------------------- data
-    def skip_first_batches(self: Accelerator, dataloader: Any, num_batches: int = 0) -> Any:
+    def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
         """A loader that starts after ``num_batches`` batches, for this epoch only."""
         from accel_data import skip_first_batches
 
@@ -152,7 +146,7 @@ class OpsMixin:
 
     @contextlib.contextmanager
     def join_uneven_inputs(
-        self: Accelerator, joinables: list[Any], even_batches: bool | None = None
+        self, joinables: list[Any], even_batches: bool | None = None
     ) -> Iterator[None]:
         """Train or evaluate on loaders whose processes get different numbers of batches.
 
@@ -166,7 +160,7 @@ class OpsMixin:
         from accel_data import override_even_batches
         from torch.distributed.algorithms.join import Join
 
-        if not self.use_distributed:
+        if not self.state.use_distributed:
             yield
             return
         with override_even_batches(self._prepared.dataloaders, even_batches), Join(joinables):
@@ -174,7 +168,7 @@ class OpsMixin:
 
     # ---------------------------------------------------------------- profiling
     @contextlib.contextmanager
-    def profile(self: Accelerator, profile_handler: Any = None) -> Iterator[Any]:
+    def profile(self, profile_handler: Any = None) -> Iterator[Any]:
         """Profile the block with ``torch.profiler``; with ``output_trace_dir`` set, write a
         Chrome trace ``trace_rank_<process_index>.json`` there.
 
@@ -190,5 +184,7 @@ class OpsMixin:
         if handler.output_trace_dir:
             os.makedirs(handler.output_trace_dir, exist_ok=True)
             prof.export_chrome_trace(
-                os.path.join(handler.output_trace_dir, f"trace_rank_{self.process_index}.json")
+                os.path.join(
+                    handler.output_trace_dir, f"trace_rank_{self.state.process_index}.json"
+                )
             )

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from types import MethodType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from ._accelerator_core import AcceleratorCore, fp8_backend_of
 from ._optim import AcceleratedOptimizer, AcceleratedScheduler
 from ._prepared import Kind, PreparedObjects
 from ._unwrap import extract_model_from_parallel
-
-if TYPE_CHECKING:
-    from ._accelerator import Accelerator
-
 
 # The marker ``prepare`` leaves on what it returns; the reference library's name, so code that
 # checks it keeps working.
@@ -42,10 +39,10 @@ def _is_scheduler(obj: Any) -> bool:
     )
 
 
-class PrepareMixin:
+class PrepareMixin(AcceleratorCore):
     """Methods that turn user objects into prepared ones."""
 
-    def prepare(self: Accelerator, *args: Any, device_placement: list[bool] | None = None) -> Any:
+    def prepare(self, *args: Any, device_placement: list[bool] | None = None) -> Any:
         """Prepare models, optimizers, schedulers and dataloaders, in any order and mix.
 
         Args:
@@ -65,7 +62,7 @@ class PrepareMixin:
             )
         result: list[Any] = list(args)
         done = [self._reuse_prepared_object(obj) for obj in args]
-        if self.fp8_backend == "MSAMP":
+        if fp8_backend_of(self.fp8_recipe_handler) == "MSAMP":
             from accel_precision import prepare_msamp_objects
 
             result = prepare_msamp_objects(result, self.fp8_recipe_handler)
@@ -91,14 +88,14 @@ class PrepareMixin:
                 _mark_prepared(obj)
         return result[0] if len(result) == 1 else tuple(result)
 
-    def _reuse_prepared_object(self: Accelerator, obj: Any) -> bool:
+    def _reuse_prepared_object(self, obj: Any) -> bool:
         """Whether ``obj`` is already prepared; if so it is put in its registry once."""
         if isinstance(obj, (AcceleratedOptimizer, AcceleratedScheduler)):
             _mark_prepared(obj)
         kind = "scheduler" if isinstance(obj, AcceleratedScheduler) else _kind(obj)
         return kind is not None and _reuse_prepared(obj, self._prepared, kind)
 
-    def _prepare_one(self: Accelerator, obj: Any, kind: Kind, placement: bool) -> Any:
+    def _prepare_one(self, obj: Any, kind: Kind, placement: bool) -> Any:
         if kind == "model":
             return self.prepare_model(obj, device_placement=placement)
         if kind == "loader":
@@ -108,7 +105,7 @@ class PrepareMixin:
         return self.prepare_scheduler(obj)
 
     def prepare_model(
-        self: Accelerator,
+        self,
         model: torch.nn.Module,
         device_placement: bool | None = None,
         evaluation_mode: bool = False,
@@ -133,7 +130,7 @@ class PrepareMixin:
             original = model.forward
             model._accel_original_forward = original  # type: ignore[assignment]
             func = getattr(original, "__func__", original)
-            precision, device_type = self.mixed_precision, self.device.type
+            precision, device_type = self.state.mixed_precision, self.state.device.type
             recipe = self.fp8_recipe_handler
 
             def forward(module: Any, *a: Any, **k: Any) -> Any:
@@ -149,13 +146,13 @@ class PrepareMixin:
         self._prepared.replace_model(registered, model)
         return _mark_prepared(model)
 
-    def _handler_autocast(self: Accelerator) -> Any:
+    def _handler_autocast(self) -> Any:
         from accel_state import AutocastKwargs
 
         return self._handler(AutocastKwargs)
 
     def prepare_optimizer(
-        self: Accelerator, optimizer: torch.optim.Optimizer, device_placement: bool | None = None
+        self, optimizer: torch.optim.Optimizer, device_placement: bool | None = None
     ) -> AcceleratedOptimizer:
         """Wrap ``optimizer`` for accumulation and mixed precision."""
         if isinstance(optimizer, AcceleratedOptimizer):
@@ -171,7 +168,7 @@ class PrepareMixin:
         self._prepared.add_optimizer(wrapped)
         return wrapped
 
-    def prepare_scheduler(self: Accelerator, scheduler: Any) -> AcceleratedScheduler:
+    def prepare_scheduler(self, scheduler: Any) -> AcceleratedScheduler:
         """Wrap ``scheduler`` so it steps with the optimizer it drives."""
         if isinstance(scheduler, AcceleratedScheduler):
             _reuse_prepared(_mark_prepared(scheduler), self._prepared, "scheduler")
@@ -190,13 +187,13 @@ class PrepareMixin:
             scheduler,
             optimizers,
             step_with_optimizer=self.step_scheduler_with_optimizer,
-            split_batches=self.split_batches,
+            split_batches=self.dataloader_config.split_batches,
         )
         self._prepared.add_scheduler(wrapped)
         return wrapped
 
     def prepare_data_loader(
-        self: Accelerator,
+        self,
         data_loader: torch.utils.data.DataLoader,
         device_placement: bool | None = None,
         slice_fn_for_dispatch: Any = None,
@@ -212,7 +209,7 @@ class PrepareMixin:
         num_replicas, replica_index = self.engine.data_parallel_rank()
         prepared = prepare_data_loader(
             data_loader,
-            self.device,
+            self.state.device,
             num_processes=num_replicas,
             process_index=replica_index,
             split_batches=config.split_batches,
@@ -229,7 +226,7 @@ class PrepareMixin:
         self._prepared.add_dataloader(prepared)
         return _mark_prepared(prepared)
 
-    def deepspeed_ulysses_dl_adapter(self: Accelerator, dl: Any, model: Any) -> Any:
+    def deepspeed_ulysses_dl_adapter(self, dl: Any, model: Any) -> Any:
         """Adapt a loader to DeepSpeed Ulysses sequence parallelism: each process then gets its
         slice of every sequence (see ``ParallelismConfig(sp_size=...)``).
 
@@ -245,7 +242,7 @@ class PrepareMixin:
         return self.engine.sequence_parallel_loader(dl)
 
     def unwrap_model(
-        self: Accelerator,
+        self,
         model: torch.nn.Module,
         keep_fp32_wrapper: bool = True,
         keep_torch_compile: bool = True,
@@ -264,7 +261,7 @@ class PrepareMixin:
             model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
         )
 
-    def verify_device_map(self: Accelerator, model: torch.nn.Module) -> bool:
+    def verify_device_map(self, model: torch.nn.Module) -> bool:
         """Whether ``model`` was dispatched over several devices with a device map (such a model
         must not be wrapped for data parallelism)."""
         return _has_device_map(model)

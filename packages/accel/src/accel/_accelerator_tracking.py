@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._accelerator import Accelerator
+from ._accelerator_core import AcceleratorCore
 
 
-class TrackingMixin:
+class TrackingMixin(AcceleratorCore):
     """``init_trackers``, ``log``, ``get_tracker`` and ``end_training``: one run per job."""
 
-    _tracker_set: Any = None
-
     def init_trackers(
-        self: Accelerator,
+        self,
         project_name: str,
         config: dict[str, Any] | None = None,
         init_kwargs: dict[str, dict[str, Any]] | None = None,
@@ -35,14 +32,14 @@ class TrackingMixin:
             project_name,
             config=config,
             init_kwargs=init_kwargs,
-            logging_dir=self.logging_dir,
-            is_main_process=self.is_main_process,
-            process_index=self.process_index,
+            logging_dir=self.project_configuration.logging_dir,
+            is_main_process=self.state.is_main_process,
+            process_index=self.state.process_index,
         )
         self.trackers = list(self._tracker_set)
 
     def log(
-        self: Accelerator,
+        self,
         values: dict[str, Any],
         step: int | None = None,
         log_kwargs: dict[str, dict[str, Any]] | None = None,
@@ -51,7 +48,7 @@ class TrackingMixin:
         if self._tracker_set is not None:
             self._tracker_set.log(values, step=step, log_kwargs=log_kwargs)
 
-    def get_tracker(self: Accelerator, name: str, unwrap: bool = False) -> Any:
+    def get_tracker(self, name: str, unwrap: bool = False) -> Any:
         """The tracker called ``name`` (its native object with ``unwrap=True``); on processes
         that do not log, a stand-in whose every call does nothing."""
         if self._tracker_set is None:
@@ -61,7 +58,7 @@ class TrackingMixin:
             return tracker.tracker if unwrap else tracker
         return self._tracker_set.get(name, unwrap=unwrap)
 
-    def end_training(self: Accelerator) -> None:
+    def end_training(self) -> None:
         """Finish every tracker, wait for an asynchronous ``save_state`` still writing and free
         the host memory kept for the next one.
 

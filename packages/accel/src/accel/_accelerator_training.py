@@ -4,30 +4,27 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:
-    from ._accelerator import Accelerator
+from ._accelerator_core import AcceleratorCore
 
 
-class TrainingMixin:
+class TrainingMixin(AcceleratorCore):
     """Methods used inside the training loop."""
 
-    step: int
-
-    def backward(self: Accelerator, loss: torch.Tensor, **kwargs: Any) -> None:
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Backward pass of ``loss``, divided by the accumulation steps and scaled under fp16.
 
         Keyword arguments go to ``loss.backward`` (e.g. ``retain_graph=True``).
         """
-        steps = self.gradient_accumulation_steps
+        steps = self.gradient_state.num_steps
         if steps > 1:
             loss = loss / steps
         self.engine.backward(loss, **kwargs)
 
-    def lomo_backward(self: Accelerator, loss: torch.Tensor, learning_rate: float) -> None:
+    def lomo_backward(self, loss: torch.Tensor, learning_rate: float) -> None:
         """Backward pass fused with the update of LOMO optimizers (``lomo_optim.Lomo`` /
         ``AdaLomo``): each gradient updates its parameter as soon as it is computed.
 
@@ -54,7 +51,7 @@ class TrainingMixin:
 
     @contextlib.contextmanager
     def maybe_context_parallel(
-        self: Accelerator,
+        self,
         buffers: list[torch.Tensor] | None = None,
         buffer_seq_dims: list[int] | None = None,
         no_restore_buffers: set[torch.Tensor] | None = None,
@@ -88,7 +85,7 @@ class TrainingMixin:
         ):
             yield
 
-    def _do_sync(self: Accelerator) -> None:
+    def _do_sync(self) -> None:
         """Decide whether this step ends an accumulation cycle."""
         gs = self.gradient_state
         if gs.sync_with_dataloader and gs.end_of_dataloader:
@@ -99,7 +96,7 @@ class TrainingMixin:
             gs._set_sync_gradients((self.step % gs.num_steps) == 0)
 
     @contextlib.contextmanager
-    def accumulate(self: Accelerator, *models: torch.nn.Module) -> Iterator[None]:
+    def accumulate(self, *models: torch.nn.Module) -> Iterator[None]:
         """Context for one batch of gradient accumulation.
 
         Inside it, gradients are synchronised (and ``optimizer.step``/``zero_grad`` act) only on
@@ -107,7 +104,9 @@ class TrainingMixin:
         other batches run their backward pass under ``no_sync``.
         """
         self._do_sync()
-        skip_sync = not self.sync_gradients and not self.gradient_state.sync_each_batch
+        skip_sync = (
+            not self.gradient_state.sync_gradients and not self.gradient_state.sync_each_batch
+        )
         with contextlib.ExitStack() as stack:
             for model in models:
                 if skip_sync:
@@ -115,13 +114,13 @@ class TrainingMixin:
             yield
 
     @contextlib.contextmanager
-    def no_sync(self: Accelerator, model: torch.nn.Module) -> Iterator[None]:
+    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
         """Context in which backward passes of ``model`` do not all-reduce gradients."""
         with self.engine.no_sync(model):
             yield
 
     @contextlib.contextmanager
-    def trigger_sync_in_backward(self: Accelerator, model: torch.nn.Module) -> Iterator[None]:
+    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
         """Force the next backward pass of ``model`` to synchronise gradients, even inside
         ``no_sync`` (e.g. after several forward passes)."""
         from ._engines._ddp import trigger_sync_in_backward
@@ -130,7 +129,7 @@ class TrainingMixin:
             yield
 
     @contextlib.contextmanager
-    def autocast(self: Accelerator, autocast_handler: Any = None) -> Iterator[None]:
+    def autocast(self, autocast_handler: Any = None) -> Iterator[None]:
         """Autocast block for the run's mixed precision (no-op in full precision).
 
         Args:
@@ -140,10 +139,10 @@ class TrainingMixin:
         from accel_state import AutocastKwargs
 
         handler = autocast_handler or self._handler(AutocastKwargs)
-        with autocast_context(self.mixed_precision, self.device.type, handler):
+        with autocast_context(self.state.mixed_precision, self.state.device.type, handler):
             yield
 
-    def unscale_gradients(self: Accelerator, optimizer: Any = None) -> None:
+    def unscale_gradients(self, optimizer: Any = None) -> None:
         """Divide the gradients by the fp16 loss scale (once per step; no-op otherwise).
 
         Args:
@@ -165,7 +164,7 @@ class TrainingMixin:
                 opt._unscaled = True
 
     def clip_grad_norm_(
-        self: Accelerator,
+        self,
         parameters: Iterable[torch.nn.Parameter],
         max_norm: float,
         norm_type: float = 2,
@@ -175,9 +174,7 @@ class TrainingMixin:
         self.unscale_gradients()
         return self.engine.clip_grad_norm_(parameters, max_norm, norm_type)
 
-    def clip_grad_value_(
-        self: Accelerator, parameters: Iterable[torch.nn.Parameter], clip_value: float
-    ) -> None:
+    def clip_grad_value_(self, parameters: Iterable[torch.nn.Parameter], clip_value: float) -> None:
         """Clip each gradient value to ``[-clip_value, clip_value]`` (unscaling first)."""
         parameters = list(parameters)
         self.unscale_gradients()
