@@ -124,6 +124,9 @@ def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoad
         The new loader.
     """
     num_batches = check_skip_count(num_batches)
+    own = getattr(type(dataloader), "skip_first_batches", None)
+    if callable(own):  # a wrapper whose batches are not its loader's (a sequence-split loader)
+        return own(dataloader, num_batches)
     if isinstance(dataloader, (DataLoaderShard, DataLoaderDispatcher)):
         return dataloader._skip_clone(num_batches)
     if not isinstance(dataloader, DataLoader):
