@@ -121,9 +121,9 @@ def test_the_loss_is_unchanged_without_sequence_parallelism():
     assert Accelerator(cpu=True).deepspeed_ulysses_dl_adapter(loader, None) is loader
 
 
-def test_split_loader_positions_it_cannot_resume_are_refused():
+def test_split_loader_positions_skips_and_refusals():
     pytest.importorskip("torchdata", reason='needs torchdata: pip install "accel-data[stateful]"')
-    from accel_data import prepare_data_loader
+    from accel_data import prepare_data_loader, skip_first_batches
 
     data = torch.utils.data.DataLoader(list(range(4)), batch_size=1)
     base = prepare_data_loader(data, num_processes=1, process_index=0, put_on_device=False)
@@ -142,6 +142,10 @@ def test_split_loader_positions_it_cannot_resume_are_refused():
         assert (split._split.pending, base.state_dict()["epoch"]) == (1, 0)
         with pytest.raises(ValueError, match="after 1 of 4 slices and sp_size=2"):
             split.load_state_dict({**state, "sequence_parallel_size": 4})
+        # 3 slices: the wrapped loader skips 1 whole group, the next pass drops 1 slice.
+        skipped = skip_first_batches(split, 3)
+        assert (skipped.base_dataloader.skip_batches, skipped._first_drop) == (1, 1)
+        assert skipped._split is split._split and split._first_drop is None
         split = ulysses.SequenceParallelLoader(stateful, torch.device("cpu"), None)
         next(iter(stateful))
         split._split.in_group = 1
