@@ -32,14 +32,16 @@ NEEDS_DEEPSPEED = pytest.mark.skipif(
 @pytest.mark.multiprocess
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_sp2_matches_the_unsplit_model_on_two_processes():
+def test_sp2_matches_the_unsplit_model_on_two_processes(tmp_path):
     launcher = shutil.which("accel-launch") or str(Path(sys.executable).parent / "accel-launch")
     command = [launcher, "--num_processes", "2", "--main_process_port", str(free_port())]
     flags = ["--use_deepspeed", "--zero_stage", "1", "--parallelism_config_sp_size", "2"]
     flags += ["--parallelism_config_sp_backend", "deepspeed"]
     flags += ["--parallelism_config_sp_attn_implementation", "sdpa"]
     result = run_command(
-        [*command, *flags, str(SCRIPT)], timeout=840, env={"TORCH_EXTENSIONS_DIR": EXTENSIONS}
+        [*command, *flags, str(SCRIPT), str(tmp_path / "checkpoint")],
+        timeout=840,
+        env={"TORCH_EXTENSIONS_DIR": EXTENSIONS},
     )
     assert "RESULT failed=[]" in result.stdout, result.stdout + result.stderr
 
@@ -117,3 +119,37 @@ def test_the_loss_is_unchanged_without_sequence_parallelism():
     assert sequence_parallel_loss(loss, torch.zeros(1, 4)) is loss
     loader = [1, 2]
     assert Accelerator(cpu=True).deepspeed_ulysses_dl_adapter(loader, None) is loader
+
+
+def test_split_loader_positions_skips_and_refusals():
+    pytest.importorskip("torchdata", reason='needs torchdata: pip install "accel-data[stateful]"')
+    from accel_data import prepare_data_loader, skip_first_batches
+
+    data = torch.utils.data.DataLoader(list(range(4)), batch_size=1)
+    base = prepare_data_loader(data, num_processes=1, process_index=0, put_on_device=False)
+    stateful = prepare_data_loader(
+        data, num_processes=1, process_index=0, put_on_device=False, use_stateful_dataloader=True
+    )
+    size = ulysses.SP_STATE.size
+    ulysses.SP_STATE.size = 2
+    try:
+        split = ulysses.SequenceParallelLoader(base, torch.device("cpu"), None)
+        next(iter(base))  # one batch of the wrapped loader read, one slice of it yielded
+        split._split.in_group = 1
+        state = split.state_dict()
+        assert (state["batches_yielded"], state["sequence_parallel_offset"]) == (0, 1)
+        split.load_state_dict(state)
+        assert (split._split.pending, base.state_dict()["epoch"]) == (1, 0)
+        with pytest.raises(ValueError, match="after 1 of 4 slices and sp_size=2"):
+            split.load_state_dict({**state, "sequence_parallel_size": 4})
+        # 3 slices: the wrapped loader skips 1 whole group, the next pass drops 1 slice.
+        skipped = skip_first_batches(split, 3)
+        assert (skipped.base_dataloader.skip_batches, skipped._first_drop) == (1, 1)
+        assert skipped._split is split._split and split._first_drop is None
+        split = ulysses.SequenceParallelLoader(stateful, torch.device("cpu"), None)
+        next(iter(stateful))
+        split._split.in_group = 1
+        with pytest.raises(ValueError, match="save after 1 slice"):
+            split.state_dict()
+    finally:
+        ulysses.SP_STATE.size = size

@@ -114,7 +114,9 @@ def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoad
     applies to the next pass only. For a prepared loader the new loader shares the position of
     the original: when its pass ends, the original continues with the following epoch, and
     ``num_batches`` counts from the start of the epoch (it replaces, not adds to, a position
-    restored with ``load_state_dict``).
+    restored with ``load_state_dict``). A loader whose class defines a
+    ``skip_first_batches(num_batches)`` method (a wrapper that yields something else than the
+    batches of the loader it wraps) skips through that method.
 
     Args:
         dataloader: A DataLoader, prepared or not.
@@ -124,6 +126,9 @@ def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoad
         The new loader.
     """
     num_batches = check_skip_count(num_batches)
+    own = getattr(type(dataloader), "skip_first_batches", None)
+    if callable(own):  # a wrapper whose batches are not its loader's (a sequence-split loader)
+        return own(dataloader, num_batches)
     if isinstance(dataloader, (DataLoaderShard, DataLoaderDispatcher)):
         return dataloader._skip_clone(num_batches)
     if not isinstance(dataloader, DataLoader):

@@ -1,9 +1,13 @@
 """DeepSpeed Ulysses on 2 processes (launched with --parallelism_config_sp_size 2): each process
 sees its half of every sequence, and the attention output, logits, loss and weights after
-each of two SGD steps equal those of the unsplit model trained on one process. Prints
-``RESULT failed=[...]`` on the main process."""
+each of two SGD steps equal those of the unsplit model trained on one process; then a
+checkpoint saved inside a group of slices (``save_state`` into the folder given as first
+argument) resumes to the same slice and, bit for bit, the same weights, and
+``skip_first_batches`` skips slices. Prints ``RESULT failed=[...]`` on the main process."""
 
 import copy
+import json
+import os
 import sys
 
 import torch
@@ -46,6 +50,53 @@ def samples() -> list[dict[str, torch.Tensor]]:
 def attention_output(model: torch.nn.Module, store: list[torch.Tensor]) -> None:
     layer = model.model.layers[0].self_attn
     layer.register_forward_hook(lambda mod, args, out: store.append(out[0].detach().clone()))
+
+
+def train_step(acc, model, optimizer, batch):
+    """One SGD step on this process's slice, with the loss averaged over the group."""
+    out = model(**batch)
+    local = F.cross_entropy(
+        out.logits.view(-1, VOCAB).float(), batch["shift_labels"].view(-1), ignore_index=-100
+    )
+    loss = sequence_parallel_loss(local, batch["shift_labels"])
+    acc.backward(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+    return out, loss
+
+
+def resume_checks(acc, model, optimizer, loader, folder: str) -> dict[str, bool]:
+    """Save after the first slice of a group, train on the second, load, train it again."""
+    batches = iter(loader)
+    train_step(acc, model, optimizer, next(batches))  # epoch 1, slice 0 of the group
+    position = loader.state_dict()
+    acc.save_state(folder)
+    expected = next(batches)  # slice 1 of the same group
+    train_step(acc, model, optimizer, expected)
+    trained = {n: p.detach().clone() for n, p in acc.unwrap_model(model).named_parameters()}
+    del batches
+    acc.load_state(folder)
+    resumed = next(iter(loader))
+    train_step(acc, model, optimizer, resumed)
+    params = dict(acc.unwrap_model(model).named_parameters())
+    skipped = next(iter(acc.skip_first_batches(loader, 1)))  # slice 1 of the group again
+    with open(os.path.join(folder, "accel_checkpoint.json"), encoding="utf-8") as handle:
+        listed = set(json.load(handle)["files"])
+    # ZeRO 1 partitions the optimizer over the 2 processes of the group (one file each); the
+    # weights are replicated, written once.
+    engine_files = {f"zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in range(2)}
+    engine_files.add("mp_rank_00_model_states.pt")
+    return {
+        "mid_group_position": position["sequence_parallel_offset"] == 1
+        and position["batches_yielded"] == 0
+        and position["epoch"] == 1,
+        "resumed_slice": sorted(resumed) == sorted(expected)
+        and all(torch.equal(resumed[k], expected[k]) for k in expected),
+        "skipped_slice": all(torch.equal(skipped[k], expected[k]) for k in expected),
+        "resumed_weights": all(torch.equal(params[n], w) for n, w in trained.items()),
+        "engine_files": set(os.listdir(os.path.join(folder, "deepspeed_model_0"))) == engine_files,
+        "manifest_lists_them": {f"deepspeed_model_0/{f}" for f in engine_files} <= listed,
+    }
 
 
 def main() -> None:
@@ -92,14 +143,7 @@ def main() -> None:
             and "labels" not in batch
         )
         logits_ref, loss_ref, attn_ref, weights_ref = expected[step]
-        out = model(**batch)
-        local = F.cross_entropy(
-            out.logits.view(-1, VOCAB).float(), batch["shift_labels"].view(-1), ignore_index=-100
-        )
-        loss = sequence_parallel_loss(local, batch["shift_labels"])
-        acc.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad()
+        out, loss = train_step(acc, model, optimizer, batch)
         diffs = {
             "logits": (out.logits.detach() - logits_ref[:, half]).abs().max(),
             "attention": (attn[-1] - attn_ref[:, half]).abs().max(),
@@ -112,6 +156,7 @@ def main() -> None:
         for name, diff in diffs.items():
             worst = max(worst, float(diff))
             checks[f"{name}_{step}"] = bool(diff <= TOL)
+    checks.update(resume_checks(acc, model, optimizer, loader, sys.argv[1]))
     try:
         acc.prepare(build())
         checks["second_model_refused"] = False

@@ -145,12 +145,20 @@ class DeepSpeedEngine(Engine):
 
     def sequence_parallel_loader(self, loader: Any) -> Any:
         """Under Ulysses (``sp_size`` > 1), ``loader`` yielding this process's slice of each
-        sequence (once: an adapted loader comes back as is); else ``loader``."""
+        sequence (once: an adapted loader comes back as is); else ``loader``.
+
+        The adapted loader takes the registered loader's slot, so that ``save_state`` saves
+        its position in slices (a run can resume inside a group of ``sp_size`` steps)."""
         if self.sp_size == 1 or isinstance(loader, ulysses.SequenceParallelLoader):
             return loader
         handler = self.context.state.parallelism_config.sp_handler
         fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
-        return ulysses.SequenceParallelLoader(loader, self.context.device, fixed)
+        adapted = ulysses.SequenceParallelLoader(loader, self.context.device, fixed)
+        registered = self.context.prepared.dataloaders
+        for i, item in enumerate(registered):
+            if item is loader:
+                registered[i] = adapted
+        return adapted
 
     def _initialize(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> Any:
         deepspeed = import_deepspeed()

@@ -229,6 +229,20 @@ class _CheckedBatches:
             yield batch
 
 
+@dataclass
+class _SplitPosition:
+    """Where a sequence-split loader stands inside a group of ``sp_size`` slices."""
+
+    in_group: int = 0
+    """Slices of the current group yielded so far (0: at a group boundary)."""
+    pending: int = 0
+    """Slices of the first group that the next pass drops (a loaded mid-group position)."""
+
+
+_SIZE_KEY, _OFFSET_KEY = "sequence_parallel_size", "sequence_parallel_offset"
+_WORKER_STATE_KEY = "dataloader_state"  # a stateful prepared loader's worker state
+
+
 class SequenceParallelLoader:
     """A prepared loader whose batches are this process's slice of the sequence.
 
@@ -236,12 +250,20 @@ class SequenceParallelLoader:
     every process gets its slice of each of those batches in turn (so ``len`` is ``sp_size``
     times the loader's). Labels become ``shift_labels`` (shifted before the split, ``-100``
     after the last token). Other attributes are the wrapped loader's.
+
+    Its ``state_dict`` is the wrapped loader's position in whole groups (``batches_yielded``
+    counts the wrapped loader's batches whose slices were all yielded) plus
+    ``sequence_parallel_offset``, the slices of the next group already yielded; a loader that
+    loads it re-reads that group and drops those slices, so a run resumed mid-group sees the
+    slices of the uninterrupted run.
     """
 
     def __init__(self, loader: Any, device: torch.device, seq_length: int | None) -> None:
         self.__dict__["base_dataloader"] = loader
         self.device = device
         self.seq_length = seq_length
+        self._split = _SplitPosition()
+        self._first_drop: int | None = None
 
     def __len__(self) -> int:
         return len(self.base_dataloader) * SP_STATE.size
@@ -260,8 +282,72 @@ class SequenceParallelLoader:
             sp_world_size=SP_STATE.size,
             device=self.device,
         )
-        for batch in adapter:
-            yield send_to_device(batch, self.device)
+        split = self._split
+        drop, split.pending, split.in_group = split.pending, 0, 0
+        if self._first_drop is not None:  # from skip_first_batches: replaces a loaded position
+            drop, self._first_drop = self._first_drop, None
+        for index, batch in enumerate(adapter):
+            split.in_group = (index + 1) % SP_STATE.size
+            if index >= drop:
+                yield send_to_device(batch, self.device)
+
+    def skip_first_batches(self, num_batches: int) -> SequenceParallelLoader:
+        """A loader like this one whose next pass starts after ``num_batches`` slices
+        (``accel.skip_first_batches`` calls it): the wrapped loader skips the whole groups, and
+        the slices already seen of the next group are dropped. It shares this loader's
+        position, as a skipped prepared loader does.
+        """
+        from accel_data import skip_first_batches
+
+        size = SP_STATE.size
+        groups, offset = divmod(num_batches, size)
+        clone = SequenceParallelLoader(
+            skip_first_batches(self.base_dataloader, groups), self.device, self.seq_length
+        )
+        clone._split, clone._first_drop = self._split, offset
+        return clone
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position: the wrapped loader's, in whole groups, and the slices yielded of the
+        current group.
+
+        Raises:
+            ValueError: mid-group, for a stateful wrapped loader (its workers' state is taken
+                after the group's batch was read, so it cannot resume inside the group).
+        """
+        state = dict(self.base_dataloader.state_dict())
+        offset = self._split.in_group
+        if offset:
+            if state.get(_WORKER_STATE_KEY) is not None:
+                raise ValueError(
+                    "a stateful loader's worker state is taken after each batch it reads, and "
+                    f"under Ulysses a batch is yielded in sp_size={SP_STATE.size} slices; got a "
+                    f"save after {offset} slice(s) of a group. Save the state after a multiple "
+                    f"of {SP_STATE.size} steps, or prepare the loader without "
+                    "use_stateful_dataloader (it resumes by position, inside a group too)."
+                )
+            state["batches_yielded"] = int(state["batches_yielded"]) - 1
+        state[_SIZE_KEY], state[_OFFSET_KEY] = SP_STATE.size, offset
+        return state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Continue from a position of :meth:`state_dict` (or of a loader without sequence
+        parallelism, which stands at a group boundary).
+
+        Raises:
+            ValueError: for a position saved mid-group with another ``sp_size``.
+        """
+        size, offset = state_dict.get(_SIZE_KEY, SP_STATE.size), state_dict.get(_OFFSET_KEY, 0)
+        if offset and size != SP_STATE.size:
+            raise ValueError(
+                "a loader position inside a group of slices resumes only with the same "
+                f"sp_size; got a position after {offset} of {size} slices and sp_size="
+                f"{SP_STATE.size}. Resume with sp_size={size}, or from a checkpoint saved "
+                f"after a multiple of {size} steps."
+            )
+        inner = {k: v for k, v in state_dict.items() if k not in (_SIZE_KEY, _OFFSET_KEY)}
+        self.base_dataloader.load_state_dict(inner)
+        self._split.in_group, self._split.pending = 0, int(offset)
 
     def __getattr__(self, name: str) -> Any:
         if "base_dataloader" not in self.__dict__:  # while copying or unpickling
