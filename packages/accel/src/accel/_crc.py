@@ -1,7 +1,9 @@
-"""CRC-32 of checkpoint files on every core: the file is memory-mapped (no copy out of the page
-cache), cut into contiguous parts that threads checksum at once (``zlib.crc32`` releases the GIL),
-and the parts' CRCs are joined with :func:`crc32_combine`, so the result is exactly
-``zlib.crc32`` of the whole file.
+"""CRC-32 of checkpoint files on every core.
+
+The file is cut into contiguous parts that threads checksum at once (``zlib.crc32`` releases
+the GIL); each thread maps its part a window at a time (no copy out of the page cache, little
+resident memory), and the parts' CRCs are joined with :func:`crc32_combine`, so the result is
+exactly ``zlib.crc32`` of the whole file.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 _POLYNOMIAL = 0xEDB88320  # CRC-32 (IEEE 802.3, as zlib), bit-reflected
 _MIN_PART = 32 << 20
 """Smallest part a thread checksums: below it, starting a thread costs more than it saves."""
+_WINDOW = 64 << 20
+"""Bytes a thread maps at once (bounds the resident memory the checksum adds)."""
 
 
 def _times(matrix: list[int], vector: int) -> int:
@@ -60,38 +64,53 @@ def default_threads() -> int:
     return max(1, min(cores, 8))
 
 
-def crc32_of_file(path: str, threads: int | None = None, min_part: int = _MIN_PART) -> int:
+def _crc_of_range(path: str, start: int, end: int, window: int) -> int:
+    """CRC-32 of bytes ``[start, end)`` of ``path``, mapped ``window`` bytes at a time (each
+    window is unmapped before the next, so the process's resident memory stays small)."""
+    crc = 0
+    granularity = mmap.ALLOCATIONGRANULARITY
+    with open(path, "rb") as handle:
+        position = start
+        while position < end:
+            offset = position - position % granularity
+            length = min(end, position + window) - offset
+            with mmap.mmap(
+                handle.fileno(), length, access=mmap.ACCESS_READ, offset=offset
+            ) as mapped:
+                if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+                    mapped.madvise(mmap.MADV_SEQUENTIAL)
+                view = memoryview(mapped)
+                try:
+                    crc = zlib.crc32(view[position - offset :], crc)
+                finally:
+                    view.release()
+            position = offset + length
+    return crc
+
+
+def crc32_of_file(
+    path: str, threads: int | None = None, min_part: int = _MIN_PART, window: int = _WINDOW
+) -> int:
     """``zlib.crc32`` of the whole file at ``path``, computed by up to ``threads`` threads.
 
     Args:
         path: The file.
         threads: How many parts to checksum at once (default: the usable cores, at most 8).
         min_part: Smallest part given to a thread, in bytes.
+        window: Bytes each thread maps at a time.
     """
     size = os.path.getsize(path)
     if size == 0:
         return 0
     count = max(1, min(threads or default_threads(), size // max(1, min_part)))
     bounds = [size * i // count for i in range(count + 1)]
-    with (
-        open(path, "rb") as handle,
-        mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
-    ):
-        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
-            mapped.madvise(mmap.MADV_SEQUENTIAL)
-        view = memoryview(mapped)
-        try:
-            parts = [view[start:end] for start, end in zip(bounds, bounds[1:])]
-            if count == 1:
-                crcs = [zlib.crc32(parts[0])]
-            else:
-                with ThreadPoolExecutor(count, thread_name_prefix="accel-crc") as pool:
-                    crcs = list(pool.map(zlib.crc32, parts))
-            for part in parts:
-                part.release()
-        finally:
-            view.release()
+    ranges = list(zip(bounds, bounds[1:]))
+    if count == 1:
+        crcs = [_crc_of_range(path, 0, size, window)]
+    else:
+        with ThreadPoolExecutor(count, thread_name_prefix="accel-crc") as pool:
+            crcs = list(pool.map(lambda part: _crc_of_range(path, *part, window), ranges))
     crc = crcs[0]
-    for part_crc, start, end in zip(crcs[1:], bounds[1:], bounds[2:]):
+    for part_crc, (start, end) in zip(crcs[1:], ranges[1:]):
         crc = crc32_combine(crc, part_crc, end - start)
     return crc
