@@ -109,7 +109,10 @@ def crc32_of_file(
         crcs = [_crc_of_range(path, 0, size, window)]
     else:
         with ThreadPoolExecutor(count, thread_name_prefix="accel-crc") as pool:
-            crcs = list(pool.map(lambda part: _crc_of_range(path, *part, window), ranges))
+            futures = [
+                pool.submit(_crc_of_range, path, start, end, window) for start, end in ranges
+            ]
+            crcs = [future.result() for future in futures]
     crc = crcs[0]
     for part_crc, (start, end) in zip(crcs[1:], ranges[1:]):
         crc = crc32_combine(crc, part_crc, end - start)
