@@ -1,4 +1,4 @@
-"""CRC-32 of checkpoint files on every core.
+"""CRC-32 of checkpoint files on several cores.
 
 The file is cut into contiguous parts that threads checksum at once (``zlib.crc32`` releases
 the GIL); each thread maps its part a window at a time (no copy out of the page cache, little
@@ -55,15 +55,6 @@ def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
     return crc1 ^ crc2
 
 
-def default_threads() -> int:
-    """The cores this process may run on, at most 8."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
-
-
 def _crc_of_range(path: str, start: int, end: int, window: int) -> int:
     """CRC-32 of bytes ``[start, end)`` of ``path``, mapped ``window`` bytes at a time (each
     window is unmapped before the next, so the process's resident memory stays small)."""
@@ -95,14 +86,19 @@ def crc32_of_file(
 
     Args:
         path: The file.
-        threads: How many parts to checksum at once (default: the usable cores, at most 8).
+        threads: How many parts to checksum at once (default: accel-bigmodel's reader threads,
+            the usable cores up to 4).
         min_part: Smallest part given to a thread, in bytes.
         window: Bytes each thread maps at a time.
     """
     size = os.path.getsize(path)
     if size == 0:
         return 0
-    count = max(1, min(threads or default_threads(), size // max(1, min_part)))
+    if threads is None:
+        from accel_bigmodel import default_threads
+
+        threads = default_threads()
+    count = max(1, min(threads, size // max(1, min_part)))
     bounds = [size * i // count for i in range(count + 1)]
     ranges = list(zip(bounds, bounds[1:]))
     if count == 1:
