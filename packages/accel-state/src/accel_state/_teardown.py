@@ -16,8 +16,8 @@ it) holds the default group in its defaults for ever. Those defaults are reset t
 from __future__ import annotations
 
 import atexit
-import gc
 import datetime
+import gc
 import sys
 import threading
 import types

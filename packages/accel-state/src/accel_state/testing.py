@@ -40,7 +40,7 @@ def failure_report(out: str, err: str, tail: int = 30) -> str:
             continue  # the source line a warning prints under itself
         kept.append(line)
     return (
-        f"--- end of stderr, warnings left out ---\n" + "\n".join(kept[-tail:]) + "\n"
+        "--- end of stderr, warnings left out ---\n" + "\n".join(kept[-tail:]) + "\n"
         f"--- stdout ---\n{out}\n--- stderr ---\n{err}"
     )
 
