@@ -237,12 +237,22 @@ def _write(args: argparse.Namespace, rows: list[dict], params: int, torch_versio
             f"{row['step_min_ms']:.0f} | {state} | {prep} | {peak} |"
         )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    Path(args.out).write_text("\n".join(lines + _profile_section(Path(args.out))) + "\n")
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from _charts import write_charts  # benchmarks/_charts.py
 
     write_charts(args.out)  # one PNG per table, shown under it
     print("\n".join(lines))
+
+
+def _profile_section(page: Path) -> list[str]:
+    """The section ``bench_fsdp_profile.py`` wrote into the page (kept when the table is
+    rewritten), or nothing."""
+    text = page.read_text() if page.exists() else ""
+    begin, end = "<!-- bench_fsdp_profile.py: begin -->", "<!-- bench_fsdp_profile.py: end -->"
+    if begin not in text or end not in text:
+        return []
+    return ["", begin + text.split(begin, 1)[1].split(end, 1)[0] + end]
 
 
 def main() -> None:
