@@ -34,7 +34,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_fsdp import _local_state_mib, _model  # the same model, the same state count
+from bench_fsdp import _local_state_mib, _model, torchrun_command  # the same model and run
 
 PROFILED = 2
 """Steps run with the collectives counted, after the timed steps."""
@@ -340,19 +340,7 @@ def driver(args: argparse.Namespace) -> None:
 
 def _run_variant(args: argparse.Namespace, variant: str, port: int) -> dict:
     """One variant on 2 fresh processes: its RESULT line, or the error that stopped it."""
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node=2",
-        "--master_addr=127.0.0.1",
-        f"--master_port={port}",
-        __file__,
-        "--child",
-        "--variant",
-        variant,
-        *(f"--{k}={getattr(args, k)}" for k in ("steps", "dim", "depth", "batch")),
-    ]
+    command = torchrun_command(__file__, port, variant, args)
     env = {**os.environ, "OMP_NUM_THREADS": "1", **VARIANTS[variant].get("env", {})}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
