@@ -424,6 +424,13 @@ def _conclusion(rows: list[dict]) -> list[str]:
     def ms(row: dict) -> str:
         return f"{row['step_ms']:.0f} ms"
 
+    def vs_now(row: dict) -> str:
+        """The row's step against accel's default, in words."""
+        change = row["step_ms"] / now["step_ms"] - 1
+        if abs(change) < 0.05:
+            return f"{ms(row)}, within 5% of the default: no gain measurable here"
+        return f"{ms(row)}, {abs(change):.0%} {'slower' if change > 0 else 'faster'}"
+
     def x(row: dict, base: dict) -> str:
         return f"{row['step_ms'] / base['step_ms']:.2f}x"
 
@@ -444,7 +451,7 @@ def _conclusion(rows: list[dict]) -> list[str]:
     sent = (kind(now, ag)["mib"] + kind(now, a2a)["mib"]) / 2
     ratio = now["step_ms"] / ddp["step_ms"]
     verdict = "within the 1.5x asked" if ratio <= 1.5 else "still above the 1.5x asked"
-    early_ms = f" ({ms(early)} here)" if early else ""
+    early_ms = f" ({vs_now(early)})" if early else ""
     return [
         "What the profile shows:",
         "",
@@ -475,12 +482,13 @@ def _conclusion(rows: list[dict]) -> list[str]:
         f"{x(before_mmap, ddp_mmap)}; without it: {x(before, ddp)}.",
         f"- Options on top, and what they cost: keeping the root and the last block gathered "
         f"after forward saves {kind(now, ag)['calls'] - kind(ends, ag)['calls']:g} all-gathers "
-        f"({ms(ends)}); the peak is unchanged (backward gathers them first thing) but a forward "
+        f"({vs_now(ends)}); the peak is unchanged (backward gathers them first thing) but a forward "
         "without backward would leave them gathered, so it is not the default. 2 blocks per "
-        f"unit halves the calls, not the bytes ({ms(pairs)}), and gathers 2 blocks at a time "
+        f"unit halves the calls, not the bytes ({vs_now(pairs)}; its all-gathers of twice the size take "
+        f"{floor(pairs, ag):.0f} ms per step even alone, against {floor(now, ag):.0f} ms), and gathers 2 blocks at a time "
         f"(+{block_mib:.0f} MiB at the peak). `reshard_after_forward=False` (a plugin field) drops "
         "the "
-        f"backward all-gathers ({kind(keep, ag)['calls']:g} left, {ms(keep)}) and holds every "
+        f"backward all-gathers ({kind(keep, ag)['calls']:g} left, {vs_now(keep)}) and holds every "
         f"block's full parameters from its forward to its backward: +{model_mib / 2:.0f} MiB per "
         "process at the peak here (the whole model's parameters, as DDP); gradients and AdamW "
         "state stay "
