@@ -87,9 +87,12 @@ def install_gloo_reduce_scatter(modules: list[torch.nn.Module], group: dist.Proc
     are reduce-scattered over) runs on gloo.
 
     Returns:
-        Whether it was installed.
+        Whether it was installed (not on a torch whose FSDP2 modules lack
+        ``set_custom_reduce_scatter``: those keep torch's own reduce-scatter).
     """
     if group.size() < 2 or not uses_gloo(group):
+        return False
+    if not all(hasattr(module, "set_custom_reduce_scatter") for module in modules):
         return False
     comm = AllToAllReduceScatter()
     for module in modules:
