@@ -56,13 +56,18 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def skip_reason(benchmark: Benchmark, short: bool, custom_out: bool = False) -> str:
+def skip_reason(
+    benchmark: Benchmark, short: bool, custom_out: bool = False, named: bool = False
+) -> str:
     """Why ``benchmark`` does not run in this mode on this machine ("" when it runs).
 
-    ``custom_out``: the pages go to a folder given with ``--out``.
+    ``custom_out``: the pages go to a folder given with ``--out``; ``named``: ``--only`` names
+    the benchmark (a short run then includes it even when it is too slow for the smoke test).
     """
     if short and benchmark.short is None:
         return f"full mode only: {benchmark.full_only}"
+    if short and benchmark.full_only and not named:
+        return f"full mode only in a short run of all (name it with --only): {benchmark.full_only}"
     if benchmark.reference and not _installed("accelerate"):
         return "needs the reference library: uv sync --all-packages --group bench"
     if benchmark.deepspeed and not _installed("deepspeed"):
@@ -104,12 +109,13 @@ def _last_error(output: str) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
-def run_one(benchmark: Benchmark, short: bool, out: Path) -> Outcome:
+def run_one(benchmark: Benchmark, short: bool, out: Path, timeout: float | None = None) -> Outcome:
     """Run ``benchmark`` in a fresh subprocess and stamp the page it wrote."""
     page = out / benchmark.page
     argv = command(benchmark, short, page)
     before = page.stat().st_mtime if page.exists() else None
-    timeout = SHORT_TIMEOUT if short else benchmark.timeout
+    if timeout is None:
+        timeout = SHORT_TIMEOUT if short else benchmark.timeout
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.setdefault(
         "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "accel" / "torch_extensions")
@@ -164,6 +170,8 @@ def list_registry() -> None:
             short = f"full mode only ({benchmark.full_only})"
         else:
             short = "short: " + (" ".join(benchmark.short) or "(defaults)")
+            if benchmark.full_only:
+                short += f" (only with --only: {benchmark.full_only})"
         print(
             f"{benchmark.name:<17} {benchmark.script:<40} {benchmark.page:<26} "
             f"{', '.join(needs) or '-'}; {short}"
@@ -193,6 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--list", action="store_true", help="print the registry and exit")
     parser.add_argument("--only", default="", help="comma-separated benchmark names")
     parser.add_argument("--out", type=Path, default=None, help="folder of the pages written")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help=f"seconds each benchmark may take (default: {SHORT_TIMEOUT:.0f} in short mode, "
+        "its registry timeout in full mode)",
+    )
     args = parser.parse_args(argv)
     if args.list:
         list_registry()
@@ -212,11 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     outcomes: dict[str, Outcome] = {}
     began = time.perf_counter()
     for benchmark in selected:
-        reason = skip_reason(benchmark, args.short, args.out is not None)
+        reason = skip_reason(benchmark, args.short, args.out is not None, bool(args.only))
         if reason:
             outcome = Outcome("skipped", reason)
         else:
-            outcome = run_one(benchmark, args.short, out)
+            outcome = run_one(benchmark, args.short, out, args.timeout)
         outcomes[benchmark.name] = outcome
         timing = f"{outcome.seconds:6.1f} s" if outcome.status != "skipped" else " " * 8
         print(f"{outcome.status:<8} {benchmark.name:<17} {timing}  {outcome.detail}", flush=True)
