@@ -150,6 +150,21 @@ def stamp(page: str | Path, name: str, line: str) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+def share_sizes(namespace: dict[str, object], **sizes: tuple[str, int]) -> None:
+    """Set sizes from the command line as module constants and as environment variables.
+
+    Workers started as fresh subprocesses read their sizes from the environment when their
+    module is imported; the driver sets both from its flags.
+
+    Args:
+        namespace: The script's ``globals()``.
+        **sizes: ``ENVIRONMENT_VARIABLE=("CONSTANT", value)``.
+    """
+    for variable, (constant, value) in sizes.items():
+        os.environ[variable] = str(value)
+        namespace[constant] = value
+
+
 def write_section(page: str | Path, key: str, title: str, body: str) -> None:
     """Write ``body`` as the generated section ``key`` of ``page``, keeping the rest.
 

@@ -61,6 +61,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         out_flag="--output",
         reference=True,
         processes=2,
+        full_only="2-process launches of torch, accel and the reference: about 145 s here",
     ),
     Benchmark(
         "cli",
@@ -171,6 +172,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         short=("--steps", "2", "--dim", "64", "--depth", "2", "--batch", "4"),
         reference=True,
         processes=2,
+        full_only="several 2-process launches (accel and the reference): over 120 s here even when small",
     ),
     Benchmark(
         "context_parallel",
@@ -178,6 +180,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "context_parallel.md",
         short=("--seq", "256", "--dim", "32", "--layers", "1", "--steps", "1"),
         processes=2,
+        full_only="two 2-process launches with ring attention: about 85 s here even when small",
     ),
     Benchmark(
         "pipeline",
@@ -186,6 +189,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         short=("--iters", "1"),
         reference=True,
         processes=2,
+        full_only="launches of 1 and 2 processes per setting: over 120 s here even at 1 iteration",
     ),
     Benchmark(
         "stage_memory",
@@ -194,6 +198,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         short=("--iters", "1", "--layers", "1"),
         reference=True,
         processes=2,
+        full_only="three launches loading a checkpoint stage by stage: over 120 s here even when small",
     ),
     Benchmark(
         "restart",
@@ -201,6 +206,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "fault_tolerance.md",
         short=("--repeat", "1"),
         processes=2,
+        full_only="launches that kill a process and restart: over 120 s here even at 1 repeat",
     ),
     Benchmark(
         "fp8_step",

@@ -101,6 +101,40 @@ def command(benchmark: Benchmark, short: bool, page: Path) -> list[str]:
     return [sys.executable, script, *arguments]
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (torchrun starts its workers in sessions of their own, so
+    killing the benchmark's process group alone would leave them running)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, pending = [], [pid]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    return found
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``'s process group and every process below it."""
+    below = _descendants(pid) if Path("/proc").is_dir() else []
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for child in below:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _last_error(output: str) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     for line in reversed(lines):
@@ -128,7 +162,7 @@ def run_one(benchmark: Benchmark, short: bool, out: Path, timeout: float | None 
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            _kill_tree(process.pid)
             process.wait()
             code = None
         log.seek(0)

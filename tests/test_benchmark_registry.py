@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -113,3 +114,38 @@ def test_generated_section_is_replaced_and_the_rest_kept(tmp_path: Path) -> None
     fresh = tmp_path / "new.md"
     machine.write_section(fresh, "k", "New page", "body")
     assert fresh.read_text().startswith("# New page\n\n<!-- generated: k -->\nbody\n")
+
+
+def test_a_timed_out_benchmark_is_stopped_with_all_its_processes(tmp_path: Path) -> None:
+    # torchrun starts its workers in sessions of their own: the process group is not enough
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+        " start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the test's processes did not start"
+            time.sleep(0.02)
+        child = int(pid_file.read_text())
+        runner._kill_tree(parent.pid)
+        assert parent.wait(timeout=10) == -9
+        while _alive(child):
+            assert time.monotonic() < deadline, f"process {child} outlived the kill"
+            time.sleep(0.02)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
