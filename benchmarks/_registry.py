@@ -112,6 +112,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         short=("--layers", "2", "--width", "256", "--repeats", "1"),
         out_flag="--output",
         reference=True,
+        full_only="fresh processes per library, warm and cold, save and load: about 150 s here",
     ),
     Benchmark(
         "async_save",
@@ -134,6 +135,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         full=("--ds-layers", "16", "--ds-width", "2048"),
         short=("--repeats", "1", "--ds-layers", "1", "--ds-width", "64", "--dcp-tensors", "20"),
         deepspeed=True,
+        full_only="a DeepSpeed launch (its CPU ops compile on first use): minutes here",
     ),
     Benchmark(
         "ddp_step",

@@ -141,10 +141,15 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of each mode")
     parser.add_argument("--out", default=None, help="page to write the table into")
     args = parser.parse_args()
-    LAYERS, WIDTH, REPEATS = args.layers, args.width, args.repeats
-    os.environ.update(
-        BENCH_LAYERS=str(LAYERS), BENCH_WIDTH=str(WIDTH), BENCH_REPEATS=str(REPEATS)
-    )  # the workers read them
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _machine import share_sizes  # benchmarks/_machine.py
+
+    share_sizes(
+        globals(),
+        BENCH_LAYERS=("LAYERS", args.layers),
+        BENCH_WIDTH=("WIDTH", args.width),
+        BENCH_REPEATS=("REPEATS", args.repeats),
+    )
     if args.worker:
         print(json.dumps(worker(*args.worker)))
     else:

@@ -129,16 +129,16 @@ def main() -> None:
     )
     parser.add_argument("--out", default=None, help="page to write the tables into")
     args = parser.parse_args()
-    sizes = {
-        "BENCH_LAYERS": args.layers,
-        "BENCH_WIDTH": args.width,
-        "BENCH_REPEATS": args.saves,
-        "BENCH_STEPS": args.steps,
-        "BENCH_EVERY": args.every,
-    }
-    os.environ.update({name: str(value) for name, value in sizes.items()})  # for the workers
-    globals().update(
-        LAYERS=args.layers, WIDTH=args.width, SAVES=args.saves, STEPS=args.steps, EVERY=args.every
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _machine import share_sizes, write_section  # benchmarks/_machine.py
+
+    share_sizes(
+        globals(),
+        BENCH_LAYERS=("LAYERS", args.layers),
+        BENCH_WIDTH=("WIDTH", args.width),
+        BENCH_REPEATS=("SAVES", args.saves),
+        BENCH_STEPS=("STEPS", args.steps),
+        BENCH_EVERY=("EVERY", args.every),
     )
     if args.worker:
         print(json.dumps(worker(*args.worker)))
@@ -178,9 +178,6 @@ def main() -> None:
     print("\n".join(lines))
     print(json.dumps({**results, "load_before": load_before, "load_after": load_after}))
     if args.out is not None:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from _machine import write_section  # benchmarks/_machine.py
-
         body = "\n".join(["## Latest run of `bench_async_save.py`", "", *lines])
         write_section(args.out, "bench_async_save", "Checkpointing: async_save", body)
 

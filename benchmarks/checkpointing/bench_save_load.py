@@ -305,9 +305,14 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=WIDTH, help="width of each layer")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of each measurement")
     args = parser.parse_args()
-    globals().update(LAYERS=args.layers, WIDTH=args.width, REPEATS=args.repeats)
-    os.environ.update(  # the workers read them
-        BENCH_LAYERS=str(args.layers), BENCH_WIDTH=str(args.width), BENCH_REPEATS=str(args.repeats)
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _machine import share_sizes  # benchmarks/_machine.py
+
+    share_sizes(
+        globals(),
+        BENCH_LAYERS=("LAYERS", args.layers),
+        BENCH_WIDTH=("WIDTH", args.width),
+        BENCH_REPEATS=("REPEATS", args.repeats),
     )
     runs = measure()
     load = os.getloadavg()

@@ -112,18 +112,15 @@ def main() -> None:
     parser.add_argument("--dcp-tensors", type=int, default=DCP_TENSORS, help="tensors of DCP")
     parser.add_argument("--out", default=None, help="page to write the table into")
     args = parser.parse_args()
-    sizes = {
-        "BENCH_REPEATS": args.repeats,
-        "DS_LAYERS": args.ds_layers,
-        "DS_WIDTH": args.ds_width,
-        "DCP_TENSORS": args.dcp_tensors,
-    }
-    os.environ.update({name: str(value) for name, value in sizes.items()})  # for the worker
-    globals().update(
-        REPEATS=args.repeats,
-        DS_LAYERS=args.ds_layers,
-        DS_WIDTH=args.ds_width,
-        DCP_TENSORS=args.dcp_tensors,
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _machine import share_sizes, write_section  # benchmarks/_machine.py
+
+    share_sizes(
+        globals(),
+        BENCH_REPEATS=("REPEATS", args.repeats),
+        DS_LAYERS=("DS_LAYERS", args.ds_layers),
+        DS_WIDTH=("DS_WIDTH", args.ds_width),
+        DCP_TENSORS=("DCP_TENSORS", args.dcp_tensors),
     )
     from accel_state.testing import run_distributed
 
@@ -162,9 +159,6 @@ def main() -> None:
     print("\n".join(table))
     print(json.dumps(results))
     if args.out is not None:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from _machine import write_section  # benchmarks/_machine.py
-
         heading = (
             f"## Latest run of `bench_validation.py` ({DS_LAYERS} x Linear({DS_WIDTH}, "
             f"{DS_WIDTH}), {DCP_TENSORS} DCP tensors, median of {REPEATS})"
