@@ -216,6 +216,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "precision.md",
         short=("--steps", "1", "--layers", "1", "--width", "256"),
         reference=True,
+        full_only="four fresh processes (accel and the reference, bf16 and float8): about 130 s here",
     ),
     Benchmark(
         "quantized_load",
@@ -223,6 +224,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "precision.md",
         short=("--layers", "1", "--width", "256"),
         reference=True,
+        full_only="six fresh processes loading with bitsandbytes, accel and the reference: minutes here",
     ),
     Benchmark(
         "bigmodel",

@@ -168,12 +168,23 @@ def run_one(benchmark: Benchmark, short: bool, out: Path, timeout: float | None 
         log.seek(0)
         output = log.read()
     seconds = time.perf_counter() - start
+    if code == 0 and page.exists() and page.stat().st_mtime != before:
+        return _stamped(benchmark, argv, page, seconds, load_start)
+    log_file = Path(tempfile.gettempdir()) / f"accel-bench-{benchmark.name}.log"
+    log_file.write_text(output, encoding="utf-8")
     if code is None:
-        return Outcome("failed", f"stopped after the {timeout:.0f} s timeout", seconds)
-    if code != 0:
-        return Outcome("failed", f"exit {code}: {_last_error(output)}", seconds)
-    if not page.exists() or page.stat().st_mtime == before:
-        return Outcome("failed", f"exit 0 but {page} was not written", seconds)
+        why = f"stopped after the {timeout:.0f} s timeout"
+    elif code != 0:
+        why = f"exit {code}: {_last_error(output)}"
+    else:
+        why = f"exit 0 but {page} was not written"
+    return Outcome("failed", f"{why} (output: {_relative(str(log_file))})", seconds)
+
+
+def _stamped(
+    benchmark: Benchmark, argv: list[str], page: Path, seconds: float, load_start: float
+) -> Outcome:
+    """Stamp the page ``benchmark`` wrote with its ``Run`` line."""
     shown = " ".join(shlex.quote(_relative(part)) for part in argv[1:])
     line = run_line(
         benchmark.name,

@@ -149,3 +149,20 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_failure_reports_its_last_error_line_and_keeps_the_output(tmp_path: Path) -> None:
+    script = tmp_path / "bench_broken.py"
+    script.write_text(
+        "import sys\nprint('working')\n"
+        "if sys.argv[1] == 'fail':\n    sys.exit('ValueError: the size must be positive')\n"
+    )
+    failing = registry.Benchmark("broken", str(script), "p.md", short=("fail",))
+    outcome = runner.run_one(failing, short=True, out=tmp_path, timeout=60)
+    assert outcome.status == "failed"
+    assert outcome.detail.startswith("exit 1: ValueError: the size must be positive (output: ")
+    log = Path(outcome.detail.rsplit("(output: ", 1)[1].rstrip(")"))
+    assert log.read_text().startswith("working\n")
+    silent = registry.Benchmark("silent", str(script), "p.md", short=("ok",))
+    outcome = runner.run_one(silent, short=True, out=tmp_path, timeout=60)
+    assert outcome.status == "failed" and "was not written" in outcome.detail
