@@ -117,7 +117,8 @@ def _write_section(args: argparse.Namespace, results: dict) -> None:
     for variant, result in results.items():
         name = variant.replace("-", " ")
         if "error" in result:
-            lines.append(f"| {name} | error: {result['error'].splitlines()[-1][:120]} | | |")
+            error = result["error"].strip().splitlines()[0][:120].replace("|", "/")
+            lines.append(f"| {name} | error: {error} | | |")
             continue
         lines.append(
             f"| {name} | {result['step_s']} | {result['loss_after']} | {result['float8_layers']} |"

@@ -222,7 +222,7 @@ def _write_section(out: str, results: dict) -> None:
             continue
         name = variant.replace("-", " ")
         if "error" in result:
-            error = result["error"].strip().splitlines()[-1][:120].replace("|", "/")
+            error = result["error"].strip().splitlines()[0][:120].replace("|", "/")
             lines.append(f"| {name} | error: {error} |" + " |" * (len(_COLUMNS) - 1))
             continue
         cells = [str(result.get(key, "")) for key in _COLUMNS]
