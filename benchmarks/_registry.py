@@ -119,14 +119,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "checkpointing/bench_async_save.py",
         "checkpointing_async.md",
         short=("--layers", "2", "--width", "256", "--saves", "2", "--stall-only"),
-        full_only="two to five fresh processes, each building an Accelerator: about 50 s here when small",
+        full_only="two to five fresh processes, each building an Accelerator: 35-50 s here when small",
     ),
     Benchmark(
         "checksum",
         "checkpoint_integrity/bench_checksum.py",
         "checkpoint_integrity.md",
         short=("--layers", "2", "--width", "256", "--repeats", "1"),
-        full_only="five fresh processes per repeat: over 120 s here even with a tiny model",
+        full_only="five fresh processes per repeat: 80 to over 120 s here even with a tiny model",
     ),
     Benchmark(
         "untrusted",
