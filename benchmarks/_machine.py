@@ -7,6 +7,9 @@ the benchmark again replaces its own line and leaves the rest of the page as it 
 Scripts whose page is partly written by hand (the analysis under the tables) print their
 tables and, given ``--out PAGE``, put them in a generated section of that page with
 :func:`write_section`: the section is replaced on every run, the hand-written text is kept.
+Scripts that write their whole page lose what was added by hand, except the blocks between
+``<!-- kept -->`` and ``<!-- end kept -->``, which the runner carries over (:func:`kept_blocks`,
+:func:`restore_kept`).
 """
 
 from __future__ import annotations
@@ -163,6 +166,24 @@ def share_sizes(namespace: dict[str, object], **sizes: tuple[str, int]) -> None:
     for variable, (constant, value) in sizes.items():
         os.environ[variable] = str(value)
         namespace[constant] = value
+
+
+_KEPT = re.compile(r"<!-- kept -->.*?<!-- end kept -->", re.DOTALL)
+
+
+def kept_blocks(page: str | Path) -> list[str]:
+    """The ``<!-- kept -->`` blocks of ``page`` (none when it does not exist)."""
+    path = Path(page)
+    return _KEPT.findall(path.read_text(encoding="utf-8")) if path.exists() else []
+
+
+def restore_kept(page: str | Path, blocks: Sequence[str]) -> None:
+    """Append to ``page`` each of ``blocks`` that a rewrite of the page dropped."""
+    path = Path(page)
+    text = path.read_text(encoding="utf-8")
+    missing = [block for block in blocks if block not in text]
+    if missing:
+        path.write_text(text.rstrip("\n") + "\n\n" + "\n\n".join(missing) + "\n", "utf-8")
 
 
 def write_section(page: str | Path, key: str, title: str, body: str) -> None:

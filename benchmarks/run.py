@@ -37,7 +37,7 @@ ROOT = HERE.parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
 
-from _machine import load_average, run_line, stamp  # noqa: E402  (benchmarks/, beside this file)
+from _machine import kept_blocks, load_average, restore_kept, run_line, stamp  # noqa: E402  (benchmarks/, beside this file)
 from _registry import BENCHMARKS, SHORT_TIMEOUT, Benchmark  # noqa: E402
 
 
@@ -143,11 +143,21 @@ def _last_error(output: str) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
-def run_one(benchmark: Benchmark, short: bool, out: Path, timeout: float | None = None) -> Outcome:
-    """Run ``benchmark`` in a fresh subprocess and stamp the page it wrote."""
+def run_one(
+    benchmark: Benchmark,
+    short: bool,
+    out: Path,
+    timeout: float | None = None,
+    logs: Path | None = None,
+) -> Outcome:
+    """Run ``benchmark`` in a fresh subprocess and stamp the page it wrote.
+
+    A failure leaves the benchmark's whole output in ``logs`` (default: the temporary folder).
+    """
     page = out / benchmark.page
     argv = command(benchmark, short, page)
     before = page.stat().st_mtime if page.exists() else None
+    kept = kept_blocks(page)
     if timeout is None:
         timeout = SHORT_TIMEOUT if short else benchmark.timeout
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -169,8 +179,9 @@ def run_one(benchmark: Benchmark, short: bool, out: Path, timeout: float | None 
         output = log.read()
     seconds = time.perf_counter() - start
     if code == 0 and page.exists() and page.stat().st_mtime != before:
+        restore_kept(page, kept)
         return _stamped(benchmark, argv, page, seconds, load_start)
-    log_file = Path(tempfile.gettempdir()) / f"accel-bench-{benchmark.name}.log"
+    log_file = (logs or Path(tempfile.gettempdir())) / f"accel-bench-{benchmark.name}.log"
     log_file.write_text(output, encoding="utf-8")
     if code is None:
         why = f"stopped after the {timeout:.0f} s timeout"

@@ -158,11 +158,24 @@ def test_a_failure_reports_its_last_error_line_and_keeps_the_output(tmp_path: Pa
         "if sys.argv[1] == 'fail':\n    sys.exit('ValueError: the size must be positive')\n"
     )
     failing = registry.Benchmark("broken", str(script), "p.md", short=("fail",))
-    outcome = runner.run_one(failing, short=True, out=tmp_path, timeout=60)
+    outcome = runner.run_one(failing, short=True, out=tmp_path, timeout=60, logs=tmp_path)
     assert outcome.status == "failed"
     assert outcome.detail.startswith("exit 1: ValueError: the size must be positive (output: ")
     log = Path(outcome.detail.rsplit("(output: ", 1)[1].rstrip(")"))
     assert log.read_text().startswith("working\n")
     silent = registry.Benchmark("silent", str(script), "p.md", short=("ok",))
-    outcome = runner.run_one(silent, short=True, out=tmp_path, timeout=60)
+    outcome = runner.run_one(silent, short=True, out=tmp_path, timeout=60, logs=tmp_path)
     assert outcome.status == "failed" and "was not written" in outcome.detail
+
+
+def test_kept_blocks_survive_a_script_that_rewrites_its_page(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    block = "<!-- kept -->\n## Reading\n\nBy hand.\n<!-- end kept -->"
+    page.write_text(f"# Old\n\n| a |\n| --- |\n| 1 |\n\n{block}\n")
+    kept = machine.kept_blocks(page)
+    assert kept == [block]
+    page.write_text("# New\n\n| a |\n| --- |\n| 2 |\n")  # what the script writes
+    machine.restore_kept(page, kept)
+    machine.restore_kept(page, kept)  # once only
+    assert page.read_text() == f"# New\n\n| a |\n| --- |\n| 2 |\n\n{block}\n"
+    assert machine.kept_blocks(tmp_path / "missing.md") == []
