@@ -69,7 +69,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "cli.md",
         full=("--runs", "2"),
         short=("--runs", "1"),
-        full_only="the reference's CLI takes 40-60 s per command on this machine",
+        full_only="the reference's commands take 6 to 55 s each here: about 125 s at 1 run",
         reference=True,
     ),
     Benchmark(
