@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ACCEL_PACKAGES = (
-    "accel",
+    "accel-torch",
     "accel-state",
     "accel-collectives",
     "accel-bigmodel",
