@@ -177,6 +177,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         full_only="several 2-process launches (accel and the reference): over 120 s here even when small",
     ),
     Benchmark(
+        "fsdp_profile",
+        "engines/bench_fsdp_profile.py",
+        "engines_fsdp.md",
+        short=("--steps", "2", "--dim", "64", "--depth", "2", "--batch", "4", "--rounds", "1"),
+        processes=2,
+        full_only="nine 2-process launches per round (DDP and each FSDP2 variant): over 120 s here",
+    ),
+    Benchmark(
         "context_parallel",
         "parallel/bench_context_parallel.py",
         "context_parallel.md",
