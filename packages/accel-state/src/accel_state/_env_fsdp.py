@@ -161,6 +161,16 @@ ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD: Final = EnvironmentVariable(
 )
 """Keep what checkpointed FSDP2 units save in CPU memory until the backward pass."""
 
+ACCEL_FSDP_GLOO_ALL_TO_ALL_REDUCE_SCATTER: Final = EnvironmentVariable(
+    "ACCEL_FSDP_GLOO_ALL_TO_ALL_REDUCE_SCATTER",
+    "bool",
+    written_by="the user",
+    read_by="the FSDP2 engine of ``Accelerator.prepare``",
+)
+"""FSDP2 on gloo: reduce-scatter gradients with one all-to-all and a local sum, which moves half
+the bytes of torch's gloo reduce-scatter (an all-reduce of the whole input). Unset: on; ``0``
+keeps torch's own reduce-scatter."""
+
 __all__ = [
     "ACCEL_FSDP_VERSION",
     "ACCEL_FSDP_SHARDING_STRATEGY",
@@ -177,4 +187,5 @@ __all__ = [
     "ACCEL_FSDP_SYNC_MODULE_STATES",
     "ACCEL_FSDP_ACTIVATION_CHECKPOINTING",
     "ACCEL_FSDP_ACTIVATION_CHECKPOINTING_OFFLOAD",
+    "ACCEL_FSDP_GLOO_ALL_TO_ALL_REDUCE_SCATTER",
 ]

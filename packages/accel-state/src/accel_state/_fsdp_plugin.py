@@ -38,8 +38,9 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
 
     On gloo (CPU processes) FSDP2 units reduce-scatter their gradients through one
     ``all_to_all_single`` and a local sum instead of torch's gloo ``reduce_scatter_tensor``
-    (which all-reduces the whole gradient): half the bytes on 2 processes, the same sums. To use
-    another path, call ``set_custom_reduce_scatter`` on the prepared modules.
+    (which all-reduces the whole gradient): half the bytes on 2 processes, the same sums.
+    ``ACCEL_FSDP_GLOO_ALL_TO_ALL_REDUCE_SCATTER=0`` keeps torch's own; to use another path, call
+    ``set_custom_reduce_scatter`` on the prepared modules.
     """
 
     fsdp_version: int | None = None

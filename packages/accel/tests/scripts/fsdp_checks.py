@@ -195,17 +195,30 @@ def check_gloo_reduce_scatter():
 
         return call
 
-    acc, model, opt, batches, _ = run({"fsdp_plugin": plugin(2)}, 0)
-    try:
-        for name in calls:
-            setattr(dist, name, counting(name))
-        train(acc, model, opt, batches[:2], clip=False)  # one step of 2 micro-batches
-    finally:
-        for name, original in originals.items():
-            setattr(dist, name, original)
+    def one_step() -> dict[str, int]:
+        counts = dict.fromkeys(calls, 0)
+        calls.update(counts)
+        acc, model, opt, batches, _ = run({"fsdp_plugin": plugin(2)}, 0)
+        try:
+            for name in calls:
+                setattr(dist, name, counting(name))
+            train(acc, model, opt, batches[:2], clip=False)  # one step of 2 micro-batches
+        finally:
+            for name, original in originals.items():
+                setattr(dist, name, original)
+        return dict(calls)
+
     # 2 blocks and the root (embed, head), reduced once at the step's sync, not before
     expected = {"all_to_all_single": 3, "reduce_scatter_single": 0, "reduce_scatter_tensor": 0}
-    assert calls == expected, calls
+    assert one_step() == expected
+    # The opt-out keeps torch's own reduce-scatter.
+    os.environ["ACCEL_FSDP_GLOO_ALL_TO_ALL_REDUCE_SCATTER"] = "0"
+    try:
+        counted = one_step()
+    finally:
+        del os.environ["ACCEL_FSDP_GLOO_ALL_TO_ALL_REDUCE_SCATTER"]
+    assert counted["all_to_all_single"] == 0, counted
+    assert counted["reduce_scatter_tensor"] + counted["reduce_scatter_single"] >= 3, counted
 
 
 def check_wrong_wrap_class():

@@ -251,9 +251,10 @@ class FSDPEngine(Engine):
             fully_shard(model, **kwargs)
             # gloo's reduce_scatter_tensor all-reduces the whole gradient: send each process
             # only its chunk instead (see _fsdp_comm).
-            comm.install_gloo_reduce_scatter(
-                [*units, model], data_mesh.get_group(data_mesh.ndim - 1)
-            )
+            if env.read_env(env.ACCEL_FSDP_GLOO_ALL_TO_ALL_REDUCE_SCATTER, True):
+                comm.install_gloo_reduce_scatter(
+                    [*units, model], data_mesh.get_group(data_mesh.ndim - 1)
+                )
         if efficient:
             build.load_from_rank0(model, full, extra, torch.device("cpu") if offload else device)
             del full, extra
