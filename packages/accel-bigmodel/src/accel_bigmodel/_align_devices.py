@@ -203,6 +203,8 @@ class AlignDevicesHook(ModelHook):
                 for pointer, device in self.tied_pointers_to_remove:
                     self.tied_params_map.get(pointer, {}).pop(device, None)
             self.tied_pointers_to_remove = set()
+            if self.prefetcher is not None:
+                self.prefetcher.release(self)
         if self.io_same_device and self.input_device is not None:
             output = send_to_device(output, self.input_device, skip_keys=self.skip_keys)
         return output
