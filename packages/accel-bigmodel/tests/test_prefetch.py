@@ -167,3 +167,17 @@ def test_cuda_reads_go_through_pinned_buffers(tiny, ids, tmp_path):
     for _ in range(3):
         torch.testing.assert_close(model(ids.cuda()).cpu(), expected)
     assert prefetcher.hits > 0 and prefetcher.pool.peak <= prefetcher.pool.capacity
+
+
+@torch.no_grad()
+def test_removed_hooks_are_not_prefetched(tiny, ids, tmp_path):
+    from accel_bigmodel import remove_hook_from_submodules
+
+    model = _on_disk(tiny, tmp_path)
+    prefetcher = model._accel_prefetcher
+    model(ids)
+    remove_hook_from_submodules(model)
+    assert all(hook.prefetcher is None for hook in prefetcher.hooks)
+    prefetcher.pending.clear()
+    prefetcher.schedule_after(None)
+    assert not prefetcher.pending

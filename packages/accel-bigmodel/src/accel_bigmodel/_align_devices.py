@@ -210,6 +210,7 @@ class AlignDevicesHook(ModelHook):
         return output
 
     def detach_hook(self, module: nn.Module) -> nn.Module:
+        self.prefetcher = None
         if self.offload and self.weights_map is not None:
             originals = {**self.param_original_devices, **self.buffer_original_devices}
             for name, device in originals.items():

@@ -182,8 +182,8 @@ class Prefetcher:
                 self._drop(self.pending.pop(key))
             for following in window:
                 key = id(following)
-                if key in self.pending or key in self.leased:
-                    continue
+                if key in self.pending or key in self.leased or following.prefetcher is not self:
+                    continue  # already under way, or its hook was removed from the model
                 plan = self.plans.get(key)
                 if plan is None:
                     self.pending[key] = (self.executor.submit(self._prepare, following), None)
