@@ -64,8 +64,9 @@ class Prefetcher:
     Args:
         hooks: The offloading hooks, in execution order.
         layers_ahead: How many offloaded modules are prepared ahead of the running one.
-        pool_bytes: The most bytes of read-ahead buffers held at once, the running module's
-            included (default: three times the largest offloaded module read from a file).
+        pool_bytes: The most bytes of weights read ahead from files held at once, the running
+            module's included (default: three times the largest offloaded module read from a
+            file). A module larger than the pool is read when it runs.
     """
 
     def __init__(
