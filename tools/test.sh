@@ -89,6 +89,15 @@ elif [ "$site_status" != 0 ]; then
 fi
 echo "docs step: $((SECONDS - docs_start)) s"
 
+# Every benchmark at tiny sizes, pages into a temporary folder (the committed results are not
+# touched): a benchmark that no longer runs fails here. The slow ones are listed as skipped.
+step "benchmarks smoke (benchmarks/run.py --short)"
+bench_start=$SECONDS
+bench_out="$(mktemp -d)"
+uv run --no-sync python benchmarks/run.py --short --out "$bench_out"
+rm -rf "$bench_out"
+echo "benchmarks step: $((SECONDS - bench_start)) s"
+
 step "tests"
 ACCEL_SKIP_PASSED="$passed" PYTHONPATH="$PWD/tools/pytest_plugins" \
     uv run --no-sync pytest -p accel_run_once packages tests -q -p no:cacheprovider \

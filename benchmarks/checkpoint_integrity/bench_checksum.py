@@ -12,9 +12,12 @@ in a fresh subprocess (``OMP_NUM_THREADS=1``), modes alternating, ``BENCH_REPEAT
 - ``cat``: ``cat`` of every checkpoint file to /dev/null (the cost of reading the bytes once).
 
 All reads are from a warm page cache (the machine is shared: caches are not dropped).
-Prints a Markdown table and one JSON object.
+Prints a Markdown table and one JSON object; ``--out PAGE`` also writes the table into its own
+section of that page (``benchmarks/results/checkpoint_integrity.md``), keeping the rest.
 
 Run: uv run --no-sync python benchmarks/checkpoint_integrity/bench_checksum.py
+(``--layers``, ``--width``, ``--repeats`` change the sizes; the environment variables
+``BENCH_LAYERS``, ``BENCH_WIDTH``, ``BENCH_REPEATS`` still work and pass them to the workers).
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-LAYERS = 16
-WIDTH = 4096
+LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
+WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 MODES = ("save", "save_no_checksum", "load", "load_no_verify", "cat")
 
@@ -87,7 +91,7 @@ def run(mode: str, folder: str) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(out: str | None = None) -> None:
     results: dict[str, list[float]] = {mode: [] for mode in MODES}
     root = tempfile.mkdtemp(prefix="bench_crc_")
     size = 0
@@ -110,19 +114,43 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     medians = {mode: statistics.median(values) for mode, values in results.items()}
-    print(f"checkpoint: {size / 1e9:.2f} GB, {REPEATS} repeats, medians\n")
-    print("| operation | seconds | GB/s |")
-    print("| --- | --- | --- |")
+    lines = [
+        f"checkpoint: {size / 1e9:.2f} GB ({LAYERS} x Linear({WIDTH}, {WIDTH})), {REPEATS} "
+        "repeats, medians",
+        "",
+        "| operation | seconds | GB/s |",
+        "| --- | --- | --- |",
+    ]
     for mode in MODES:
-        print(f"| {mode} | {medians[mode]:.2f} | {size / 1e9 / medians[mode]:.2f} |")
+        lines.append(f"| {mode} | {medians[mode]:.2f} | {size / 1e9 / medians[mode]:.2f} |")
+    print("\n".join(lines))
     print(json.dumps({"size_gb": size / 1e9, "repeats": REPEATS, "runs": results}))
+    if out is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from _machine import write_section  # benchmarks/_machine.py
+
+        body = "\n".join(["## Latest run of `bench_checksum.py`", "", *lines])
+        write_section(out, "bench_checksum", "Checkpoint integrity", body)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--worker", nargs=2, metavar=("MODE", "FOLDER"))
+    parser.add_argument("--layers", type=int, default=LAYERS, help="Linear layers of the model")
+    parser.add_argument("--width", type=int, default=WIDTH, help="width of each layer")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of each mode")
+    parser.add_argument("--out", default=None, help="page to write the table into")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _machine import share_sizes  # benchmarks/_machine.py
+
+    share_sizes(
+        globals(),
+        BENCH_LAYERS=("LAYERS", args.layers),
+        BENCH_WIDTH=("WIDTH", args.width),
+        BENCH_REPEATS=("REPEATS", args.repeats),
+    )
     if args.worker:
         print(json.dumps(worker(*args.worker)))
     else:
-        main()
+        main(args.out)

@@ -14,8 +14,11 @@ buffer per parameter: the checkpoint is 2.1 GB). Prints a Markdown table and one
 with the machine's load average before and after.
 
 Run: uv run --group bench python benchmarks/checkpointing/bench_async_save.py
-(``BENCH_REPEATS`` saves per stall measurement, ``BENCH_STEPS`` / ``BENCH_EVERY`` for the
-run, ``BENCH_ONLY=stall`` to skip the runs).
+(``--saves`` per stall measurement, ``--steps`` / ``--every`` for the run, ``--stall-only`` to
+skip the runs, ``--layers`` / ``--width`` for the model; or the environment variables
+``BENCH_REPEATS``, ``BENCH_STEPS``, ``BENCH_EVERY``, ``BENCH_ONLY=stall``, ``BENCH_LAYERS``,
+``BENCH_WIDTH``). ``--out PAGE`` also writes the tables into their own section of that page
+(``benchmarks/results/checkpointing_async.md``), keeping the rest.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-LAYERS = 16
-WIDTH = 4096
+LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
+WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
 SAVES = int(os.environ.get("BENCH_REPEATS", "3"))
 STEPS = int(os.environ.get("BENCH_STEPS", "12"))
 EVERY = int(os.environ.get("BENCH_EVERY", "4"))
@@ -112,7 +116,30 @@ def _run(kind: str, mode: str) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--worker", nargs=3)
+    parser.add_argument("--layers", type=int, default=LAYERS, help="Linear layers of the model")
+    parser.add_argument("--width", type=int, default=WIDTH, help="width of each layer")
+    parser.add_argument("--saves", type=int, default=SAVES, help="saves per stall measurement")
+    parser.add_argument("--steps", type=int, default=STEPS, help="training steps of each run")
+    parser.add_argument("--every", type=int, default=EVERY, help="steps between saves")
+    parser.add_argument(
+        "--stall-only",
+        action="store_true",
+        default=os.environ.get("BENCH_ONLY") == "stall",
+        help="measure the stall per save only, not the runs",
+    )
+    parser.add_argument("--out", default=None, help="page to write the tables into")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _machine import share_sizes, write_section  # benchmarks/_machine.py
+
+    share_sizes(
+        globals(),
+        BENCH_LAYERS=("LAYERS", args.layers),
+        BENCH_WIDTH=("WIDTH", args.width),
+        BENCH_REPEATS=("SAVES", args.saves),
+        BENCH_STEPS=("STEPS", args.steps),
+        BENCH_EVERY=("EVERY", args.every),
+    )
     if args.worker:
         print(json.dumps(worker(*args.worker)))
         return
@@ -121,30 +148,38 @@ def main() -> None:
         "stall_sync": _run("stall", "sync"),
         "stall_async": _run("stall", "async"),
     }
-    if os.environ.get("BENCH_ONLY") != "stall":
+    if not args.stall_only:
         for mode in ("none", "sync", "async"):
             results[f"run_{mode}"] = _run("run", mode)
     load_after = os.getloadavg()
     sync, asyn = results["stall_sync"], results["stall_async"]
-    print("| save | stall, first save s | stall, later saves s | until committed s |")
-    print("| --- | --- | --- | --- |")
+    lines = [
+        f"Model: {LAYERS} x Linear({WIDTH}, {WIDTH}), {SAVES} saves per stall measurement.",
+        "",
+        "| save | stall, first save s | stall, later saves s | until committed s |",
+        "| --- | --- | --- | --- |",
+    ]
     for name, row in (("synchronous", sync), ("async_save=True", asyn)):
-        print(
+        lines.append(
             f"| {name} | {row['stall_first_s']:.2f} | {row['stall_later_s']:.2f} "
             f"| {row['commit_s']:.2f} |"
         )
     first = asyn["stall_first_s"] / sync["stall_first_s"]
     later = asyn["stall_later_s"] / sync["stall_later_s"]
-    print(f"\nstall ratio async/sync: first save {first:.1%}, later saves {later:.1%}\n")
+    lines.append(f"\nstall ratio async/sync: first save {first:.1%}, later saves {later:.1%}\n")
     if "run_none" in results:
-        print(f"| run of {STEPS} steps, save every {EVERY} | total s | steps/s |")
-        print("| --- | --- | --- |")
+        lines.append(f"| run of {STEPS} steps, save every {EVERY} | total s | steps/s |")
+        lines.append("| --- | --- | --- |")
         for mode in ("none", "sync", "async"):
             row = results[f"run_{mode}"]
-            print(f"| {mode} | {row['run_s']:.1f} | {row['steps_per_s']:.2f} |")
+            lines.append(f"| {mode} | {row['run_s']:.1f} | {row['steps_per_s']:.2f} |")
     loads = f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f}"
-    print(f"\n{loads} (1-minute), {os.cpu_count()} cores")
+    lines.append(f"\n{loads} (1-minute), {os.cpu_count()} cores")
+    print("\n".join(lines))
     print(json.dumps({**results, "load_before": load_before, "load_after": load_after}))
+    if args.out is not None:
+        body = "\n".join(["## Latest run of `bench_async_save.py`", "", *lines])
+        write_section(args.out, "bench_async_save", "Checkpointing: async_save", body)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ Writes ``benchmarks/results/checkpointing.md`` (with the machine's load average:
 may be shared) and its charts, prints one JSON object. Temporary files are deleted.
 
 Run: uv run --group bench python benchmarks/checkpointing/bench_save_load.py
-(``BENCH_REPEATS`` repeats, medians shown).
+(``--repeats`` repeats, medians shown; ``--layers`` / ``--width`` for the model; or the
+environment variables ``BENCH_REPEATS``, ``BENCH_LAYERS``, ``BENCH_WIDTH``).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-LAYERS = 16
-WIDTH = 4096
+LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
+WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 LIBRARIES = ("accel", "accelerate")
 
@@ -300,7 +301,19 @@ def page(runs: dict[str, list[dict[str, float]]], load: tuple[float, ...]) -> st
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--output", default="benchmarks/results/checkpointing.md")
+    parser.add_argument("--layers", type=int, default=LAYERS, help="Linear layers of the model")
+    parser.add_argument("--width", type=int, default=WIDTH, help="width of each layer")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of each measurement")
     args = parser.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _machine import share_sizes  # benchmarks/_machine.py
+
+    share_sizes(
+        globals(),
+        BENCH_LAYERS=("LAYERS", args.layers),
+        BENCH_WIDTH=("WIDTH", args.width),
+        BENCH_REPEATS=("REPEATS", args.repeats),
+    )
     runs = measure()
     load = os.getloadavg()
     Path(args.output).write_text(page(runs, load), encoding="utf-8")

@@ -79,7 +79,12 @@ def _cell(samples: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="Repetitions of each command.")
-    parser.add_argument("--out", type=Path, default=None, help="Also write the table here.")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="Also write the table into its own section of this page, keeping the rest.",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="accel-bench-cli-") as tmp:
         root = Path(tmp)
@@ -141,7 +146,11 @@ def main() -> None:
     table = "\n".join(lines)
     print(table)
     if args.out is not None:
-        args.out.write_text(table + "\n")
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from _machine import write_section  # benchmarks/_machine.py
+
+        body = f"## Latest run of `bench_cli.py`\n\n{table}"
+        write_section(args.out, "bench_cli", "CLI: wall time of each command", body)
 
 
 if __name__ == "__main__":

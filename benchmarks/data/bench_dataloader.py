@@ -9,6 +9,8 @@ Single process:   uv run python benchmarks/data/bench_dataloader.py
 Two processes:    uv run python benchmarks/data/bench_dataloader.py --processes 2
 (the second form starts itself under torchrun). Install the reference library with
 ``uv sync --all-packages --group bench``; without it its column reads "n/a".
+``--out PAGE`` also writes the row, under its table header, into its own section of that page
+(one section per process count, in ``benchmarks/results/data.md``), keeping the rest.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
@@ -88,10 +91,34 @@ def run(args: argparse.Namespace) -> None:
         raw = results["raw"]
         ref = results.get("accelerate")
         ref_cell = f"{ref:,.0f} ({ref / raw:.3f}x)" if ref else "n/a"
-        print(
+        row = (
             f"| {n} | {args.samples} x {args.features} fp32, batch {args.batch_size} | "
             f"{raw:,.0f} | {results['accel']:,.0f} ({results['accel'] / raw:.3f}x) | {ref_cell} |"
         )
+        print(row)
+        if args.out is not None:
+            _write_section(args, n, results)
+
+
+def _write_section(args: argparse.Namespace, processes: int, results: dict[str, float]) -> None:
+    """The contenders side by side, one row each, in this benchmark's section of the page."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _machine import write_section  # benchmarks/_machine.py
+
+    names = {"raw": "raw DataLoader", "accel": "accel-data", "accelerate": "accelerate"}
+    lines = [
+        f"## Latest run of `bench_dataloader.py`: {processes} process(es), {args.samples} x "
+        f"{args.features} fp32, batch {args.batch_size}, best epoch of {args.rounds} rounds of "
+        f"{args.epochs} epochs",
+        "",
+        "| loader | samples/s (process 0) | vs raw |",
+        "| --- | ---: | ---: |",
+    ]
+    for key, name in names.items():
+        if key in results:
+            value = results[key]
+            lines.append(f"| {name} | {value:,.0f} | {value / results['raw']:.3f}x |")
+    write_section(args.out, f"bench_dataloader-{processes}", "accel-data", "\n".join(lines))
 
 
 def main() -> None:
@@ -102,6 +129,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--out", default=None, help="page to write the row into")
     args = parser.parse_args()
     if args.processes > 1 and "LOCAL_RANK" not in os.environ:
         command = [

@@ -160,6 +160,24 @@ def _param_kind(model) -> str:
     return f"whole tensors in {type(model).__name__}"
 
 
+def torchrun_command(script: str, port: int, variant: str, args: argparse.Namespace) -> list:
+    """The command that runs ``script``'s child for ``variant`` on 2 local gloo processes, with
+    the model flags of ``args``."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={port}",
+        script,
+        "--child",
+        "--variant",
+        variant,
+        *(f"--{k}={getattr(args, k)}" for k in ("steps", "dim", "depth", "batch")),
+    ]
+
+
 def driver(args: argparse.Namespace) -> None:
     """Run every variant in fresh processes and write the table."""
     import torch
@@ -167,19 +185,7 @@ def driver(args: argparse.Namespace) -> None:
     params = args.depth * (2 * 4 * args.dim * args.dim + 5 * args.dim) + args.dim + 1
     rows = []
     for variant in VARIANTS:
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node=2",
-            "--master_addr=127.0.0.1",
-            f"--master_port={29600 + len(rows)}",
-            __file__,
-            "--child",
-            "--variant",
-            variant,
-            *(f"--{k}={getattr(args, k)}" for k in ("steps", "dim", "depth", "batch")),
-        ]
+        command = torchrun_command(__file__, 29600 + len(rows), variant, args)
         # A fixed mmap threshold makes glibc return freed large buffers to the system, so RSS
         # follows live memory instead of the allocator's high-water mark (same for all rows).
         env = {**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_MMAP_THRESHOLD_": "65536"}
@@ -237,12 +243,22 @@ def _write(args: argparse.Namespace, rows: list[dict], params: int, torch_versio
             f"{row['step_min_ms']:.0f} | {state} | {prep} | {peak} |"
         )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    Path(args.out).write_text("\n".join(lines + _profile_section(Path(args.out))) + "\n")
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from _charts import write_charts  # benchmarks/_charts.py
 
     write_charts(args.out)  # one PNG per table, shown under it
     print("\n".join(lines))
+
+
+def _profile_section(page: Path) -> list[str]:
+    """The section ``bench_fsdp_profile.py`` wrote into the page (kept when the table is
+    rewritten), or nothing."""
+    text = page.read_text() if page.exists() else ""
+    begin, end = "<!-- bench_fsdp_profile.py: begin -->", "<!-- bench_fsdp_profile.py: end -->"
+    if begin not in text or end not in text:
+        return []
+    return ["", begin + text.split(begin, 1)[1].split(end, 1)[0] + end]
 
 
 def main() -> None:

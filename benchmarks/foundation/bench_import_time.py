@@ -5,6 +5,8 @@ the cumulative time Python itself attributes to the named module (so interpreter
 excluded) and whether torch was imported as a side effect.
 
 Run: ``uv run --no-sync python benchmarks/foundation/bench_import_time.py [--runs 7]``
+(``--out PAGE`` also writes the table into its own section of that page,
+``benchmarks/results/import_time.md``, keeping the rest).
 
 To compare with another version of the ``accel`` sources under the same machine load, pass
 ``--baseline-src DIR`` (a directory holding the ``accel`` packages, e.g. the ``src`` folders of
@@ -18,6 +20,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 STATEMENTS = {
     "import accel": "accel",
@@ -70,13 +73,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--baseline-src", default=None)
+    parser.add_argument("--out", default=None, help="page to write the table into")
     args = parser.parse_args()
     baseline = args.baseline_src
     header = "| statement | median cumulative (ms) | torch imported |"
     if baseline:
         header = "| statement | baseline (ms) | this tree (ms) | torch imported |"
-    print(header)
-    print("| --- | ---: |" + (" ---: |" if baseline else "") + " --- |")
+    table = [header, "| --- | ---: |" + (" ---: |" if baseline else "") + " --- |"]
+    print("\n".join(table))
     for statement, module in STATEMENTS.items():
         ours: list[tuple[int, bool]] = []
         base: list[tuple[int, bool]] = []
@@ -92,7 +96,15 @@ def main() -> None:
         if baseline:
             cells.append(_median_ms(base) if base else "module missing")
         cells += [_median_ms(ours), torch_loaded]
-        print("| " + " | ".join(cells) + " |")
+        table.append("| " + " | ".join(cells) + " |")
+        print(table[-1])
+    if args.out is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from _machine import write_section  # benchmarks/_machine.py
+
+        heading = f"## Latest run of `bench_import_time.py` (median of {args.runs} fresh runs)"
+        body = "\n".join([heading, "", *table])
+        write_section(args.out, "bench_import_time", "Import time of `accel`", body)
 
 
 if __name__ == "__main__":

@@ -43,11 +43,11 @@ class LlamaShaped(nn.Module):
         return self.lm_head(self.norm(x))
 
 
-def one_gb_model() -> LlamaShaped:
-    """About 240 M parameters: 0.96 GB in float32."""
-    return LlamaShaped(vocab=8192, width=2048, hidden=5632, layers=4)
+def one_gb_model(layers: int = 4, width: int = 2048) -> LlamaShaped:
+    """About 240 M parameters by default: 0.96 GB in float32 (smaller for smoke runs)."""
+    return LlamaShaped(vocab=8192, width=width, hidden=width * 11 // 4, layers=layers)
 
 
-def training_model() -> LlamaShaped:
-    """About 45 M parameters, for training-step timings."""
-    return LlamaShaped(vocab=4096, width=1024, hidden=2816, layers=4)
+def training_model(layers: int = 4, width: int = 1024) -> LlamaShaped:
+    """About 45 M parameters by default, for training-step timings."""
+    return LlamaShaped(vocab=4096, width=width, hidden=width * 11 // 4, layers=layers)

@@ -2,7 +2,9 @@
 through accel's Accelerator and the reference library's, each in a fresh subprocess.
 
 Prints one JSON object: median step time over the timed steps, the loss after the last step,
-and which layers run in float8.
+and which layers run in float8. ``--steps`` (timed steps), ``--layers`` and ``--width`` size the
+run; ``--out PAGE`` also writes a table into its own section of that page
+(``benchmarks/results/precision.md``), keeping the rest.
 
 Run: uv run --group bench python benchmarks/precision/bench_fp8_step.py
 """
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import time
 import traceback
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -24,7 +27,7 @@ VARIANTS = ["accel-bf16", "accel-fp8", "reference-bf16", "reference-fp8"]
 WARMUP, STEPS = 2, 6
 
 
-def child(variant: str) -> dict:
+def child(variant: str, steps: int = STEPS, layers: int = 4, width: int = 1024) -> dict:
     import torch
     from _model import training_model
 
@@ -36,7 +39,7 @@ def child(variant: str) -> dict:
         from accelerate import Accelerator
     accelerator = Accelerator(mixed_precision=precision, cpu=True)
     torch.manual_seed(0)
-    model = training_model()
+    model = training_model(layers, width)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     model, optimizer = accelerator.prepare(model, optimizer)
     float8 = sorted({type(m).__name__ for m in model.modules() if "Float8" in type(m).__name__})
@@ -44,7 +47,7 @@ def child(variant: str) -> dict:
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 4096, (4, 128), generator=generator)
     times, loss = [], None
-    for step in range(WARMUP + STEPS):
+    for step in range(WARMUP + steps):
         start = time.perf_counter()
         logits = model(ids[:, :-1])
         loss = torch.nn.functional.cross_entropy(
@@ -67,10 +70,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--child")
     parser.add_argument("--only", nargs="*", default=VARIANTS)
+    parser.add_argument("--steps", type=int, default=STEPS, help="timed steps after the warm-up")
+    parser.add_argument("--layers", type=int, default=4, help="decoder blocks of the model")
+    parser.add_argument("--width", type=int, default=1024, help="width of the model")
+    parser.add_argument("--out", default=None, help="page to write the table into")
     args = parser.parse_args()
+    sizes = ["--steps", str(args.steps), "--layers", str(args.layers), "--width", str(args.width)]
     if args.child:
         try:
-            result = child(args.child)
+            result = child(args.child, args.steps, args.layers, args.width)
         except Exception as error:  # the reference may refuse the CPU: record its exact error
             result = {
                 "error": f"{type(error).__name__}: {error}",
@@ -81,7 +89,7 @@ def main() -> None:
     results = {}
     for variant in args.only:
         run = subprocess.run(
-            [sys.executable, __file__, "--child", variant],
+            [sys.executable, __file__, "--child", variant, *sizes],
             capture_output=True,
             text=True,
             timeout=900,
@@ -90,6 +98,32 @@ def main() -> None:
         results[variant] = json.loads(lines[-1][7:]) if lines else {"error": run.stderr[-2000:]}
         print(variant, results[variant], file=sys.stderr, flush=True)
     print(json.dumps(results, indent=2))
+    if args.out is not None:
+        _write_section(args, results)
+
+
+def _write_section(args: argparse.Namespace, results: dict) -> None:
+    """accel and the reference side by side, one row per variant, in the page's section."""
+    sys.path.insert(0, str(Path(HERE).parent))
+    from _machine import write_section  # benchmarks/_machine.py
+
+    lines = [
+        f"## Latest run of `bench_fp8_step.py` ({args.layers} blocks of width {args.width}, "
+        f"median of {args.steps} steps after {WARMUP} warm-up)",
+        "",
+        "| variant | step s | loss after | float8 layers |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for variant, result in results.items():
+        name = variant.replace("-", " ")
+        if "error" in result:
+            error = result["error"].strip().splitlines()[0][:120].replace("|", "/")
+            lines.append(f"| {name} | error: {error} | | |")
+            continue
+        lines.append(
+            f"| {name} | {result['step_s']} | {result['loss_after']} | {result['float8_layers']} |"
+        )
+    write_section(args.out, "bench_fp8_step", "accel-precision benchmarks", "\n".join(lines))
 
 
 if __name__ == "__main__":

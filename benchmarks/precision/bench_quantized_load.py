@@ -2,7 +2,9 @@
 
 Each measurement runs in a fresh subprocess: load time, resident memory after the load and after
 one forward pass (which touches every weight), peak resident memory, forward time, and bytes of
-quantized weights. Prints one JSON object.
+quantized weights. Prints one JSON object. ``--layers`` and ``--width`` size the model;
+``--out PAGE`` also writes a table into its own section of that page
+(``benchmarks/results/precision.md``), keeping the rest.
 
 Run: uv run --group bench python benchmarks/precision/bench_quantized_load.py
 """
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import time
 import traceback
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -40,13 +43,13 @@ def _rss() -> int:
     return 0
 
 
-def write_checkpoint(folder: str) -> None:
+def write_checkpoint(folder: str, layers: int = 4, width: int = 2048) -> None:
     import torch
     from _model import one_gb_model
     from safetensors.torch import save_file
 
     torch.manual_seed(0)
-    model = one_gb_model()
+    model = one_gb_model(layers, width)
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     shards: list[dict] = [{}]
     size = 0
@@ -67,7 +70,7 @@ def write_checkpoint(folder: str) -> None:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, handle)
 
 
-def child(variant: str, folder: str) -> dict:
+def child(variant: str, folder: str, layers: int = 4, width: int = 2048) -> dict:
     import torch
     from _model import one_gb_model
 
@@ -87,7 +90,7 @@ def child(variant: str, folder: str) -> dict:
     }
     start_rss = _rss()
     with init_empty_weights():
-        model = one_gb_model()
+        model = one_gb_model(layers, width)
     start = time.perf_counter()
     if precision == "fp32":
         model = load_checkpoint_and_dispatch(model, folder, device_map={"": "cpu"})
@@ -149,10 +152,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", nargs=2, metavar=("VARIANT", "FOLDER"))
     parser.add_argument("--only", nargs="*", default=VARIANTS)
+    parser.add_argument("--layers", type=int, default=4, help="decoder blocks of the model")
+    parser.add_argument("--width", type=int, default=2048, help="width of the model")
+    parser.add_argument("--out", default=None, help="page to write the table into")
     args = parser.parse_args()
+    sizes = ["--layers", str(args.layers), "--width", str(args.width)]
     if args.child:
         try:
-            result = child(*args.child)
+            result = child(*args.child, args.layers, args.width)
         except Exception as error:  # the reference may refuse the CPU: record its exact error
             result = {
                 "error": f"{type(error).__name__}: {error}",
@@ -163,7 +170,7 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="precision-bench-")
     try:
         start = time.perf_counter()
-        write_checkpoint(folder)
+        write_checkpoint(folder, args.layers, args.width)
         size = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
         results = {
             "checkpoint_mb": round(size / 2**20),
@@ -171,7 +178,7 @@ def main() -> None:
         }
         for variant in args.only:
             run = subprocess.run(
-                [sys.executable, __file__, "--child", variant, folder],
+                [sys.executable, __file__, "--child", variant, folder, *sizes],
                 capture_output=True,
                 text=True,
                 timeout=900,
@@ -181,8 +188,46 @@ def main() -> None:
             print(variant, results[variant], file=sys.stderr, flush=True)
         _add_errors(results)
         print(json.dumps(results, indent=2))
+        if args.out is not None:
+            _write_section(args.out, results)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_COLUMNS = {
+    "load_s": "load s",
+    "rss_after_load_mb": "RSS after load MB",
+    "rss_after_forward_mb": "RSS after forward MB",
+    "peak_rss_mb": "peak RSS MB",
+    "forward_s": "forward s",
+    "quantized_weights_mb": "quantized weights MB",
+    "logits_rel_error_vs_fp32": "logit error",
+}
+
+
+def _write_section(out: str, results: dict) -> None:
+    """accel and the reference side by side, one row per variant, in the page's section."""
+    sys.path.insert(0, str(Path(HERE).parent))
+    from _machine import write_section  # benchmarks/_machine.py
+
+    lines = [
+        f"## Latest run of `bench_quantized_load.py` (checkpoint {results['checkpoint_mb']} MB)",
+        "",
+        "| variant | " + " | ".join(_COLUMNS.values()) + " |",
+        "| --- |" + " ---: |" * len(_COLUMNS),
+    ]
+    for variant in VARIANTS:
+        result = results.get(variant)
+        if result is None:
+            continue
+        name = variant.replace("-", " ")
+        if "error" in result:
+            error = result["error"].strip().splitlines()[0][:120].replace("|", "/")
+            lines.append(f"| {name} | error: {error} |" + " |" * (len(_COLUMNS) - 1))
+            continue
+        cells = [str(result.get(key, "")) for key in _COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    write_section(out, "bench_quantized_load", "accel-precision benchmarks", "\n".join(lines))
 
 
 if __name__ == "__main__":

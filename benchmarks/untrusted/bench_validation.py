@@ -11,11 +11,16 @@ runs from a warm page cache:
   ``FileSystemReader.read_metadata``, and ``safe_dcp_load`` vs ``dcp.load``.
 
 Run: uv run --no-sync python benchmarks/untrusted/bench_validation.py
-(the DeepSpeed part starts itself under torchrun with one process).
+(the DeepSpeed part starts itself under torchrun with one process). Sizes: ``--repeats``,
+``--ds-layers``, ``--ds-width``, ``--dcp-tensors`` (or the environment variables
+``BENCH_REPEATS``, ``DS_LAYERS``, ``DS_WIDTH``, ``DCP_TENSORS``). ``--out PAGE`` also writes the
+table into its own section of that page (``benchmarks/results/untrusted_files.md``), keeping
+the rest.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -100,6 +105,23 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             print("DEEPSPEED " + json.dumps(bench_deepspeed(os.path.join(tmp, "ckpt"))))
         return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of each measurement")
+    parser.add_argument("--ds-layers", type=int, default=DS_LAYERS, help="DeepSpeed model layers")
+    parser.add_argument("--ds-width", type=int, default=DS_WIDTH, help="their width")
+    parser.add_argument("--dcp-tensors", type=int, default=DCP_TENSORS, help="tensors of DCP")
+    parser.add_argument("--out", default=None, help="page to write the table into")
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _machine import share_sizes, write_section  # benchmarks/_machine.py
+
+    share_sizes(
+        globals(),
+        BENCH_REPEATS=("REPEATS", args.repeats),
+        DS_LAYERS=("DS_LAYERS", args.ds_layers),
+        DS_WIDTH=("DS_WIDTH", args.ds_width),
+        DCP_TENSORS=("DCP_TENSORS", args.dcp_tensors),
+    )
     from accel_state.testing import run_distributed
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,9 +155,17 @@ def main() -> None:
         ),
         ("DeepSpeed's own `load_checkpoint` (reference)", f"{r['deepspeed_load_s']:.3f}", "", ""),
     ]
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    table = ["| " + " | ".join(row) + " |" for row in rows]
+    print("\n".join(table))
     print(json.dumps(results))
+    if args.out is not None:
+        heading = (
+            f"## Latest run of `bench_validation.py` ({DS_LAYERS} x Linear({DS_WIDTH}, "
+            f"{DS_WIDTH}), {DCP_TENSORS} DCP tensors, median of {REPEATS})"
+        )
+        write_section(
+            args.out, "bench_validation", "Untrusted files", f"{heading}\n\n" + "\n".join(table)
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """A loop of gathers in which rank 1 misbehaves at step 2, for the hang doctor's tests.
 
 Arguments: ``mode`` (``skip``: rank 1 skips that step's gather; ``sleep``: rank 1 sleeps
-forever; ``kill``: rank 1 SIGKILLs itself while rank 0 waits in a barrier) and ``config``
+forever; ``kill``: rank 1 SIGKILLs itself once rank 0 waits in a barrier) and ``config``
 (``env``: the timeout comes from the launcher; ``kwargs``: from
 ``InitProcessGroupKwargs(timeout=...)``, 10 s). Rank 0 prints ``HANG_START <unix time>`` when
 it enters the collective that cannot complete.
@@ -11,6 +11,7 @@ import datetime
 import os
 import signal
 import sys
+import tempfile
 import time
 
 import torch
@@ -43,10 +44,17 @@ for step in range(4):
         if mode == "sleep" and rank == 1:
             sleep_forever()
         if mode == "kill":
+            # Rank 1 dies only once rank 0 is about to wait, so that rank 0 is in the barrier
+            # (not still on its way, which the launcher may cut short) when its peer is lost.
+            ready = os.path.join(tempfile.gettempdir(), f"hang-ready-{os.environ['MASTER_PORT']}")
             if rank == 1:
-                time.sleep(1)
+                while not os.path.exists(ready):
+                    time.sleep(0.05)
+                time.sleep(0.5)
+                os.remove(ready)
                 os.kill(os.getpid(), signal.SIGKILL)
             hang_starts()
+            open(ready, "w").close()
             accelerator.wait_for_everyone()
         if mode == "skip" and rank == 0:
             hang_starts()  # rank 0's gathers run one ahead from here

@@ -135,6 +135,13 @@ def test_resume_mid_epoch_replays_the_exact_order(seedable: bool) -> None:
         it.close()
         resumed = make(12345)
         resumed.load_state_dict(saved)
+        # Saved again before a batch is drawn (a second checkpoint): the loaded position.
+        again = resumed.state_dict()
+        assert again["batches_yielded"] == k and again["epoch"] == 0
+        relay = make(999)
+        relay.load_state_dict(again)
+        assert [b.tolist() for b in relay] == epochs[0][k:]
+        resumed.load_state_dict(saved)
         assert len(resumed) == len(epochs[0]) - k
         assert [b.tolist() for b in resumed] == epochs[0][k:]
         assert [b.tolist() for b in resumed] == epochs[1]

@@ -50,6 +50,11 @@ def test_torchrun_options_need_torchrun_and_tee_needs_log_dir(tmp_path, capsys):
     assert "--log_dir are options of torchrun" in err and "python" in err
     assert main(["launch", "--num_processes", "2", "--cpu", "--tee", "3", str(script)]) == 2
     assert "got --tee 3 without --log_dir. Add --log_dir" in capsys.readouterr().err
+    bad = ["launch", "--num_processes", "2", "--cpu", "--log_dir", str(tmp_path), "--tee"]
+    assert main([*bad, "4\r", str(script)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "got --tee '4\\r'. Write e.g. --tee 3" in err and len(err.splitlines()) == 1
+    assert main([*bad, "0:3,1:1", "--explain", str(script)]) == 0
 
 
 def test_dash_and_short_spellings_parse_like_the_snake_case_ones(tmp_path, capsys):

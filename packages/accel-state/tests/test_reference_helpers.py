@@ -298,3 +298,15 @@ def test_constants_and_state_probes():
     assert not s.is_initialized()
     AcceleratorState(cpu=True)
     assert s.is_initialized()
+
+
+def test_a_failed_command_reports_the_end_of_stderr_first_without_warnings():
+    code = (
+        "import sys, warnings\n"
+        "for i in range(50): warnings.warn(f'noise {i}', FutureWarning)\n"
+        "sys.exit('the real cause')\n"
+    )
+    with pytest.raises(AssertionError) as failure:
+        run_command([sys.executable, "-c", code], timeout=60)
+    head = str(failure.value).split("--- end of stderr")[1].split("--- stdout ---")[0]
+    assert "the real cause" in head and "noise" not in head, head

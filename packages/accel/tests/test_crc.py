@@ -27,3 +27,13 @@ def test_file_crc_in_parts_equals_zlib(tmp_path, size, threads):
     assert crc32_of_file(
         str(path), threads=threads, min_part=1024, window=mmap.ALLOCATIONGRANULARITY
     ) == zlib.crc32(data)
+
+
+def test_the_checksum_runs_on_zlib_ng_a_dependency_of_accel():
+    from zlib_ng import zlib_ng
+
+    from accel import _crc
+
+    assert _crc._crc32 is zlib_ng.crc32
+    data = random.Random(1).randbytes(70_000)
+    assert zlib_ng.crc32(data) == zlib.crc32(data)

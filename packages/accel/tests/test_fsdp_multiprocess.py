@@ -21,6 +21,7 @@ TRAIN = [
     "fsdp2_train_save",
     "fsdp1_train_save",
     "fsdp2_options",
+    "gloo_reduce_scatter",
     "wrong_wrap_class",
     "rank0_loading",
     "tensor_parallel",

@@ -108,7 +108,7 @@ def _problem(value: Any) -> str | None:
     if isinstance(value, str):
         if value in ALWAYS_VALID:
             return None
-        if value.strip().isdigit():
+        if value.strip().isdecimal():
             return f"a GPU index is an int, not a string (write {int(value)}, not {value!r})"
         try:
             device = torch.device(value)

@@ -54,7 +54,7 @@ _DEVICE_ORDER = ("mps", "cpu", "disk")
 def _memory_key(key: Any, check_devices: bool) -> DeviceKey:
     """The canonical ``max_memory`` key for ``key`` (checked against this machine)."""
     original = key
-    if isinstance(key, str) and key.strip().isdigit():
+    if isinstance(key, str) and key.strip().isdecimal():
         key = int(key)
     if isinstance(key, torch.device):
         key = key.index if key.type not in ("cpu", "mps") and key.index is not None else key.type

@@ -83,7 +83,7 @@ def convert_file_size_to_int(size: Union[int, str]) -> int:
                 )
             result = int(value * factor)
             return result // 8 if bits else result
-    if text.isdigit():
+    if text.isdecimal():
         return int(text)
     raise ValueError(
         f"A size must be digits followed by a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB); got "

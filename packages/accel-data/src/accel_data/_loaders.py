@@ -227,7 +227,8 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
         return {
             "version": _STATE_VERSION,
             "epoch": position.epoch,
-            "batches_yielded": position.batches_yielded,
+            # Loaded and not iterated yet: the loaded position still stands.
+            "batches_yielded": position.batches_yielded + position.pending_skip,
             "sampler_seed": getattr(sampler, "initial_seed", None)
             if isinstance(sampler, SeedableRandomSampler)
             else None,

@@ -9,6 +9,7 @@ that names the flag, says why, and gives the way to get the same result.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from ._config_file import ConfigError
@@ -58,6 +59,15 @@ _FP8: dict[str, type | list[str]] = {
     "enable_fsdp_float8_all_gather": str,
     "pad_inner_dim": str,
 }
+
+
+_TEE = re.compile(r"[0-3]|[0-9]+:[0-3](,[0-9]+:[0-3])*")
+"""What torchrun's ``--tee`` accepts: one stream code, or ``rank:code`` pairs."""
+
+
+def _shown(value: object) -> str:
+    """``value`` as it may appear in a one-line message (quoted when it has control characters)."""
+    return str(value) if str(value).isprintable() else repr(value)
 
 
 def _family(flag: str) -> str:
@@ -121,7 +131,7 @@ def check_refused(args: argparse.Namespace) -> None:
         if isinstance(value, str) and value.strip().lower() in ("false", "0", "no", "off"):
             continue
         # A value with a line break or another control character is shown quoted, on one line.
-        shown = "" if value is True else f" {value}" if str(value).isprintable() else f" {value!r}"
+        shown = "" if value is True else f" {_shown(value)}"
         raise ConfigError(
             f"--{name} is not supported by accel launch: {REFUSED[_family(name)]} "
             f"Got --{name}{shown}."
@@ -154,11 +164,19 @@ def add_torchrun_options(launcher: str, argv: list[str], args: argparse.Namespac
             f"{launcher}; got {given}. Drop them, or run through torchrun (several processes "
             "without --mpirun_hostfile or DeepSpeed's multi-machine launcher)."
         )
-    if "tee" in options and options["tee"] != "0" and "log_dir" not in options:
-        raise ConfigError(
-            f"--tee copies the output of the processes to log files, so it needs a folder; got "
-            f"--tee {options['tee']} without --log_dir. Add --log_dir logs/."
-        )
+    if "tee" in options:
+        tee = options["tee"]
+        if not _TEE.fullmatch(tee):
+            raise ConfigError(
+                "--tee takes 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or one of them per "
+                f"rank as rank:stream pairs; got --tee {_shown(tee)}. Write e.g. --tee 3 or "
+                "--tee 0:3,1:1."
+            )
+        if tee != "0" and "log_dir" not in options:
+            raise ConfigError(
+                "--tee copies the output of the processes to log files, so it needs a folder; "
+                f"got --tee {tee} without --log_dir. Add --log_dir logs/."
+            )
     extra: list[str] = []
     for name, value in options.items():
         if name == "rdzv_conf":

@@ -101,7 +101,7 @@ class Prompter:
             self._write(f"   {_numbered(i, option)}\n")
 
         def number_of(text: str) -> int:
-            if text.isdigit() and 1 <= int(text) <= len(options):
+            if text.isdecimal() and 1 <= int(text) <= len(options):
                 return int(text)
             lowered = [o.lower() for o in options]
             if text.lower() in lowered:
@@ -129,7 +129,7 @@ class Prompter:
                     selected = (selected - 1) % len(options)
                 elif key in _DOWN:
                     selected = (selected + 1) % len(options)
-                elif key.isdigit() and 1 <= int(key) <= len(options):
+                elif key.isdecimal() and 1 <= int(key) <= len(options):
                     selected = int(key) - 1
                 else:
                     continue

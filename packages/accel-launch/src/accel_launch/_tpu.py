@@ -79,7 +79,7 @@ def _install_line(version: str) -> str:
             "--accel_version dev would install from a source repository, which this command "
             "does not do; got 'dev'. Pass latest or a released version such as 0.1.0."
         )
-    if not version[:1].isdigit():
+    if not version[:1].isdecimal():
         raise ConfigError(
             f"--accel_version must be latest or a version number; got {version!r}. Use e.g. 0.1.0."
         )

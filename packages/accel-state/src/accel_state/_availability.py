@@ -23,11 +23,11 @@ _OPERATORS = {
 def _parse_version(text: str) -> tuple[int, ...]:
     parts: list[int] = []
     for piece in text.split("+")[0].split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
+        digits = "".join(ch for ch in piece if ch.isdecimal())
         if not digits:
             break
         parts.append(int(digits))
-        if not piece.isdigit():
+        if not piece.isdecimal():
             break
     return tuple(parts)
 
@@ -45,7 +45,7 @@ def compare_versions(library_or_version: str, operation: str, requirement_versio
             f"operation must be one of {list(_OPERATORS)}; got {operation!r}. Use e.g. '>='."
         )
     version = library_or_version
-    if not version[:1].isdigit():
+    if not version[:1].isdecimal():
         version = importlib.metadata.version(library_or_version)
     return _OPERATORS[operation](_parse_version(version), _parse_version(requirement_version))
 

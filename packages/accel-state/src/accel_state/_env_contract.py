@@ -140,7 +140,7 @@ class EnvironmentVariable(str):
             for choice in self.choices:
                 if text.lower() == str(choice).lower():
                     return choice
-            if self.numbered and text.isdigit() and 1 <= int(text) <= len(self.choices):
+            if self.numbered and text.isdecimal() and 1 <= int(text) <= len(self.choices):
                 return self.choices[int(text) - 1]
         elif self.kind == "text":
             return text

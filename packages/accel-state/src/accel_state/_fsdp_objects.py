@@ -38,7 +38,7 @@ def choice(value: Any, field: str, choices: tuple[str, ...]) -> str:
         return choices[value - 1]
     text = getattr(value, "name", value) if isinstance(value, Enum) else value
     text = str(text).strip().upper().lstrip("_")
-    if text.isdigit() and 1 <= int(text) <= len(choices):
+    if text.isdecimal() and 1 <= int(text) <= len(choices):
         return choices[int(text) - 1]
     if text not in choices:
         raise ValueError(

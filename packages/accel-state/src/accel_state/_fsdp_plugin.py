@@ -35,6 +35,11 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
     ``fully_shard`` (parameters become ``DTensor`` shards). Fields left at ``None`` take the
     launcher's ``ACCEL_FSDP_*`` variable (or the reference's ``FSDP_*``), else the default given
     below. After construction the fields hold the torch objects FSDP takes.
+
+    On gloo (CPU processes) FSDP2 units reduce-scatter their gradients through one
+    ``all_to_all_single`` and a local sum instead of torch's gloo ``reduce_scatter_tensor``
+    (which all-reduces the whole gradient): half the bytes on 2 processes, the same sums. To use
+    another path, call ``set_custom_reduce_scatter`` on the prepared modules.
     """
 
     fsdp_version: int | None = None
@@ -47,7 +52,9 @@ class FullyShardedDataParallelPlugin(KwargsHandler):
     replicate across machines and shard within one."""
     reshard_after_forward: Any = None
     """FSDP2: free gathered parameters after the forward pass, a bool (default True, unless
-    ``sharding_strategy`` is ``SHARD_GRAD_OP`` / ``HYBRID_SHARD_ZERO2``). FSDP1: None, or a
+    ``sharding_strategy`` is ``SHARD_GRAD_OP`` / ``HYBRID_SHARD_ZERO2``). False saves the
+    backward pass one all-gather per unit and holds every unit's full parameters from its
+    forward to its backward (at the peak, the whole model's parameters). FSDP1: None, or a
     sharding strategy used when ``sharding_strategy`` is not given."""
     backward_prefetch: Any = None
     """FSDP1: ``BACKWARD_PRE``, ``BACKWARD_POST`` or ``NO_PREFETCH`` (default; held as None),

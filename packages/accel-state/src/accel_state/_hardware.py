@@ -83,7 +83,7 @@ def numa_nodes(root: str = NUMA_NODES_DIR) -> list[list[int]]:
     if not os.path.isdir(root):
         return []
     nodes = []
-    numbered = [n for n in os.listdir(root) if n.startswith("node") and n[4:].isdigit()]
+    numbered = [n for n in os.listdir(root) if n.startswith("node") and n[4:].isdecimal()]
     for name in sorted(numbered, key=lambda n: int(n[4:])):
         path = os.path.join(root, name, "cpulist")
         if os.path.isfile(path):
@@ -198,7 +198,7 @@ _P2P_FIXED_DRIVER = (550, 40, 7)
 
 
 def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.strip().split(".") if part.isdigit())
+    return tuple(int(part) for part in text.strip().split(".") if part.isdecimal())
 
 
 def check_cuda_p2p_ib_support() -> bool:

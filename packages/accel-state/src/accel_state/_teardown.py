@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import gc
 import sys
 import threading
 import types
@@ -74,9 +75,15 @@ def _release_captured_defaults(group: object) -> int:
 
 
 def destroy_default_group() -> None:
-    """Destroys the default group (and every other) after releasing torch's captured defaults."""
+    """Destroys the default group (and every other) after releasing torch's captured defaults.
+
+    A collection follows: libraries such as DeepSpeed keep groups inside reference cycles
+    (engine, optimizer, hooks), which would otherwise be freed only while the interpreter
+    finalises, when freeing a gloo group can abort the process.
+    """
     _release_captured_defaults(dist.group.WORLD)
     dist.destroy_process_group()
+    gc.collect()
 
 
 def teardown_process_group(barrier_timeout: float | None = None) -> None:

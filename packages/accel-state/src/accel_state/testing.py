@@ -24,6 +24,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def failure_report(out: str, err: str, tail: int = 30) -> str:
+    """The output of a failed command, its cause first.
+
+    The last ``tail`` lines of stderr without warnings come first, where a truncated log still
+    shows them (the error and the launcher's summary are at the end of stderr, and a log is
+    often cut after its first lines); the whole stdout and stderr follow.
+    """
+    lines = err.splitlines()
+    kept: list[str] = []
+    for i, line in enumerate(lines):
+        if not line.strip() or "Warning: " in line:
+            continue
+        if i and "Warning: " in lines[i - 1] and line.startswith((" ", "\t")):
+            continue  # the source line a warning prints under itself
+        kept.append(line)
+    return (
+        "--- end of stderr, warnings left out ---\n" + "\n".join(kept[-tail:]) + "\n"
+        f"--- stdout ---\n{out}\n--- stderr ---\n{err}"
+    )
+
+
 def run_command(
     command: Sequence[str],
     *,
@@ -55,14 +76,12 @@ def run_command(
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         raise AssertionError(
-            f"command timed out after {timeout}s: {' '.join(command)}\n"
-            f"--- stdout ---\n{out}\n--- stderr ---\n{err}"
+            f"command timed out after {timeout}s: {' '.join(command)}\n{failure_report(out, err)}"
         ) from None
     result = subprocess.CompletedProcess(list(command), proc.returncode, out, err)
     if check and proc.returncode != 0:
         raise AssertionError(
-            f"command exited {proc.returncode}: {' '.join(command)}\n"
-            f"--- stdout ---\n{out}\n--- stderr ---\n{err}"
+            f"command exited {proc.returncode}: {' '.join(command)}\n{failure_report(out, err)}"
         )
     return result
 

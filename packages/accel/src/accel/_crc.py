@@ -1,9 +1,13 @@
 """CRC-32 of checkpoint files on several cores.
 
-The file is cut into contiguous parts that threads checksum at once (``zlib.crc32`` releases
+The file is cut into contiguous parts that threads checksum at once (the CRC function releases
 the GIL); each thread maps its part a window at a time (no copy out of the page cache, little
 resident memory), and the parts' CRCs are joined with :func:`crc32_combine`, so the result is
 exactly ``zlib.crc32`` of the whole file.
+
+The CRC function is zlib-ng's (a dependency of accel: the same CRC-32 as zlib's, computed with
+the processor's carry-less multiply, 5-8x faster); without it, the standard library's ``zlib``
+gives the same values more slowly.
 """
 
 from __future__ import annotations
@@ -11,13 +15,22 @@ from __future__ import annotations
 import mmap
 import os
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+_crc32: Callable[..., int]
+"""The CRC-32 function used (zlib-ng's when installed)."""
+try:
+    from zlib_ng.zlib_ng import crc32 as _crc32
+except ImportError:  # a platform without a zlib-ng wheel: the same values, more slowly
+    _crc32 = zlib.crc32
 
 _POLYNOMIAL = 0xEDB88320  # CRC-32 (IEEE 802.3, as zlib), bit-reflected
 _MIN_PART = 32 << 20
 """Smallest part a thread checksums: below it, starting a thread costs more than it saves."""
-_WINDOW = 64 << 20
-"""Bytes a thread maps at once (bounds the resident memory the checksum adds)."""
+_WINDOW = 8 << 20
+"""Bytes a thread maps at once: the resident memory the checksum adds is one window per thread
+(64 MiB windows were 15% faster and added 128 MiB to the peak on 2 threads)."""
 
 
 def _times(matrix: list[int], vector: int) -> int:
@@ -72,7 +85,7 @@ def _crc_of_range(path: str, start: int, end: int, window: int) -> int:
                     mapped.madvise(mmap.MADV_SEQUENTIAL)
                 view = memoryview(mapped)
                 try:
-                    crc = zlib.crc32(view[position - offset :], crc)
+                    crc = _crc32(view[position - offset :], crc)
                 finally:
                     view.release()
             position = offset + length

@@ -166,6 +166,48 @@ def check_fsdp2_options(ref):
     close(first, ref[0], "fsdp2 with options vs ddp")
 
 
+def check_gloo_reduce_scatter():
+    """On gloo, FSDP2 reduce-scatters gradients through one all-to-all per unit: the numbers
+    of torch's reduce_scatter_tensor, bit for bit on 2 processes; other ops go to torch."""
+    from accel._engines._fsdp_comm import AllToAllReduceScatter
+
+    comm, group = AllToAllReduceScatter(), dist.group.WORLD
+    g = torch.Generator().manual_seed(dist.get_rank())
+    for dtype in (torch.float32, torch.bfloat16):
+        for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MAX):
+            full = (torch.randn(2 * 1001, generator=g) * 100).to(dtype)  # odd-sized chunks
+            mine, before = comm.allocate((1001,), dtype=dtype, device=full.device), full.clone()
+            assert comm(output_tensor=mine, input_tensor=full, group=group, op=op) is None
+            expected = torch.empty_like(mine)
+            torch_op = dist.ReduceOp.SUM if op == dist.ReduceOp.AVG else op
+            dist.reduce_scatter_tensor(expected, full.clone(), op=torch_op)
+            if op == dist.ReduceOp.AVG:
+                expected /= 2
+            assert torch.equal(mine, expected), (dtype, op, (mine - expected).abs().max())
+            assert torch.equal(full, before)  # the input is left as it was
+    calls = {"all_to_all_single": 0, "reduce_scatter_single": 0, "reduce_scatter_tensor": 0}
+    originals = {name: getattr(dist, name) for name in calls}
+
+    def counting(name):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return originals[name](*args, **kwargs)
+
+        return call
+
+    acc, model, opt, batches, _ = run({"fsdp_plugin": plugin(2)}, 0)
+    try:
+        for name in calls:
+            setattr(dist, name, counting(name))
+        train(acc, model, opt, batches[:2], clip=False)  # one step of 2 micro-batches
+    finally:
+        for name, original in originals.items():
+            setattr(dist, name, original)
+    # 2 blocks and the root (embed, head), reduced once at the step's sync, not before
+    expected = {"all_to_all_single": 3, "reduce_scatter_single": 0, "reduce_scatter_tensor": 0}
+    assert calls == expected, calls
+
+
 def check_wrong_wrap_class():
     acc = fresh(fsdp_plugin=plugin(2, transformer_cls_names_to_wrap=["Blok"]))
     try:
@@ -274,6 +316,7 @@ def main():
             ("fsdp2_train_save", lambda: check_fsdp_train(2, adamw)),
             ("fsdp1_train_save", lambda: check_fsdp_train(1, adamw)),
             ("fsdp2_options", lambda: check_fsdp2_options(adamw)),
+            ("gloo_reduce_scatter", check_gloo_reduce_scatter),
             ("wrong_wrap_class", check_wrong_wrap_class),
             ("rank0_loading", check_rank0_loading),
             ("tensor_parallel", check_tensor_parallel),

@@ -23,6 +23,7 @@ from accel_state import environment_variables as env
 
 from . import _context_parallel as cp
 from . import _fsdp_build as build
+from . import _fsdp_comm as comm
 from . import _fsdp_io as io
 from ._base import Engine
 
@@ -248,6 +249,11 @@ class FSDPEngine(Engine):
             for unit in units:
                 fully_shard(unit, **kwargs)
             fully_shard(model, **kwargs)
+            # gloo's reduce_scatter_tensor all-reduces the whole gradient: send each process
+            # only its chunk instead (see _fsdp_comm).
+            comm.install_gloo_reduce_scatter(
+                [*units, model], data_mesh.get_group(data_mesh.ndim - 1)
+            )
         if efficient:
             build.load_from_rank0(model, full, extra, torch.device("cpu") if offload else device)
             del full, extra
