@@ -251,6 +251,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             "bigmodel/bench_init_empty.py",
         ),
     ),
+    Benchmark(
+        "bigmodel_offload_cold",
+        "bigmodel/bench_offload_cold.py",
+        "bigmodel_offload_cold.md",
+        short=None,
+        out_flag=None,
+        full_only=(
+            "five fresh processes per row over a 480 MB checkpoint, each forward from a cold "
+            "page cache: about 6 minutes here; it always writes the committed page"
+        ),
+        reference=True,
+    ),
 )
 
 

@@ -66,6 +66,8 @@ _EXPORTS = {
     "check_tied_parameters_on_same_device": "._placement_helpers",
     "fallback_allocate": "._placement_helpers",
     "get_module_leaves": "._placement_helpers",
+    "Prefetcher": "._prefetch",
+    "attach_prefetcher": "._prefetch",
     "UntrustedPickleError": "._safe_pickle",
     "read_dcp_metadata_safely": "._safe_pickle",
     "safe_dcp_load": "._safe_pickle",
@@ -199,6 +201,8 @@ __all__ = [
     "save_safetensors_file",
     "supports_in_place_load",
     "tensor_view_key",
+    "Prefetcher",
+    "attach_prefetcher",
 ]
 
 
@@ -293,6 +297,7 @@ if TYPE_CHECKING:
         fallback_allocate,
         get_module_leaves,
     )
+    from ._prefetch import Prefetcher, attach_prefetcher
     from ._safe_pickle import (
         UntrustedPickleError,
         read_dcp_metadata_safely,

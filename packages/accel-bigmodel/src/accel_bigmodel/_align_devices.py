@@ -203,11 +203,14 @@ class AlignDevicesHook(ModelHook):
                 for pointer, device in self.tied_pointers_to_remove:
                     self.tied_params_map.get(pointer, {}).pop(device, None)
             self.tied_pointers_to_remove = set()
+            if self.prefetcher is not None:
+                self.prefetcher.release(self)
         if self.io_same_device and self.input_device is not None:
             output = send_to_device(output, self.input_device, skip_keys=self.skip_keys)
         return output
 
     def detach_hook(self, module: nn.Module) -> nn.Module:
+        self.prefetcher = None
         if self.offload and self.weights_map is not None:
             originals = {**self.param_original_devices, **self.buffer_original_devices}
             for name, device in originals.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -226,6 +227,30 @@ class OffloadedWeightsLoader(Mapping):
             cached = load_offloaded_weight(_dat_path(self.save_folder, key), info)
             self._dat[key] = cached
         return cached
+
+    def file_span(self, key: str) -> tuple[str, int, int, torch.dtype, list[int]] | None:
+        """``(path, start, nbytes, dtype, shape)`` of a disk entry whose stored bytes are used as
+        they are, or ``None`` (entry held in memory, cast on lookup, or file of the wrong size)."""
+        if key in self.state_dict or key not in self.index:
+            return None
+        info = self.index[key]
+        if "safetensors_file" in info:
+            handle = self.safetensors_file(info["safetensors_file"])
+            name = info.get("weight_name", key)
+            wanted = resolve_dtype(info.get("dtype"))
+            if name not in handle or (wanted is not None and wanted != handle.dtype(name)):
+                return None
+            start, end = handle.span(name)
+            return handle.path, start, end - start, handle.dtype(name), handle.shape(name)
+        if self.save_folder is None:
+            return None
+        dtype = resolve_dtype(info.get("dtype"))
+        path = _dat_path(self.save_folder, key)
+        if dtype is None or not os.path.isfile(path):
+            return None
+        shape = [int(d) for d in info["shape"]]
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        return (path, 0, nbytes, dtype, shape) if os.path.getsize(path) == nbytes else None
 
     def spans(self, key: str) -> tuple[SafetensorsFile, str] | None:
         """``(file, tensor name)`` when ``key`` lives in a safetensors file, else ``None``."""

@@ -1,20 +1,33 @@
-"""Background preparation of the next offloaded module's weights."""
+"""Background preparation of the next offloaded modules' weights."""
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from ._prefetch_pool import (
+    BufferPool,
+    FileDescriptors,
+    TensorSpan,
+    advise_willneed,
+    fill,
+    plan_bytes,
+    read_plan,
+)
+
 if TYPE_CHECKING:
     from ._align_devices import AlignDevicesHook
 
 _PAGE = 4096
+DEFAULT_LAYERS_AHEAD = 16
+"""Offloaded modules read ahead by default."""
+DEFAULT_POOL_LAYERS = 3
+"""Default pool bound, in sizes of the largest offloaded module."""
 
 
 def touch_pages(tensor: torch.Tensor) -> None:
@@ -29,76 +42,192 @@ def touch_pages(tensor: torch.Tensor) -> None:
         flat[::_PAGE].max()
 
 
-def _shutdown(executor: ThreadPoolExecutor) -> None:
-    executor.shutdown(wait=False, cancel_futures=True)
+def _shutdown(executor: ThreadPoolExecutor, descriptors: FileDescriptors) -> None:
+    executor.shutdown(wait=True, cancel_futures=True)
+    descriptors.close()
 
 
 class Prefetcher:
-    """While an offloaded module runs, prepares the weights of the one after it.
+    """While an offloaded module runs, prepares the weights of the ones after it.
 
-    On the CPU the prepared weights are views of memory-mapped files whose pages are read in by
-    a background thread; on an accelerator they are copies already on the device. The order is
-    the module order, wrapping around so the next forward call starts warm.
+    Up to ``layers_ahead`` modules are prepared ahead, in execution order, by one background
+    thread, as long as their weights fit in a pool of ``pool_bytes``; the first module that does
+    not fit waits until a running module gives its share back (when its forward ends). Weights
+    that sit in files (safetensors or ``.dat`` offload files) get a ``posix_fadvise(WILLNEED)``
+    on their byte ranges when they enter the pool, so the disk reads ahead. On the CPU they are
+    then used in place: the background thread pages in the memory-mapped file, so nothing is
+    copied. For a CUDA device the background thread reads them into page-locked pool buffers
+    and copies them to the device on a side stream. Weights held in memory (CPU offload) are
+    prepared as before: pages touched on the CPU, a copy on an accelerator. The order wraps
+    around, and each forward call starts the first modules at once.
 
     Args:
         hooks: The offloading hooks, in execution order.
-        max_pending: How many prepared modules may wait at once.
+        layers_ahead: How many offloaded modules are prepared ahead of the running one.
+        pool_bytes: The most bytes of weights read ahead from files held at once, the running
+            module's included (default: three times the largest offloaded module read from a
+            file). A module larger than the pool is read when it runs.
     """
 
-    def __init__(self, hooks: list[AlignDevicesHook], max_pending: int = 2) -> None:
+    def __init__(
+        self,
+        hooks: list[AlignDevicesHook],
+        layers_ahead: int = DEFAULT_LAYERS_AHEAD,
+        pool_bytes: int | None = None,
+    ) -> None:
+        if isinstance(layers_ahead, bool) or not isinstance(layers_ahead, int) or layers_ahead < 1:
+            raise ValueError(
+                f"layers_ahead is how many offloaded modules are prepared ahead, an int >= 1; "
+                f"got {layers_ahead!r}. Pass a positive int, or layers_ahead=0 to "
+                "attach_prefetcher to turn prefetching off."
+            )
         self.hooks = hooks
         self.position = {id(h): i for i, h in enumerate(hooks)}
-        self.max_pending = max_pending
-        self.pending: OrderedDict[int, Future] = OrderedDict()
+        self.layers_ahead = layers_ahead
+        self.plans: dict[int, list[TensorSpan] | None] = {}
+        for hook in hooks:
+            self.plans[id(hook)] = read_plan(hook.weights_map, hook.offloaded_names)
+        largest = max((plan_bytes(p) for p in self.plans.values() if p), default=0)
+        if pool_bytes is None:
+            pool_bytes = DEFAULT_POOL_LAYERS * largest
+        self.pool = BufferPool(pool_bytes, pin=_pinned_target(hooks))
+        self.descriptors = FileDescriptors()
+        self.pending: dict[int, tuple[Future, torch.Tensor | int | None]] = {}
+        self.leased: dict[int, torch.Tensor | int] = {}
+        # CPU execution uses the memory-mapped pages in place (no copy); an accelerator gets
+        # them through the pool's page-locked buffers.
+        self.read_into_buffers = self.pool.pin
+        self.streams: dict[torch.device, Any] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accel-prefetch")
-        self._finalizer = weakref.finalize(self, _shutdown, self.executor)
+        self._finalizer = weakref.finalize(self, _shutdown, self.executor, self.descriptors)
         self.hits = 0
         self.misses = 0
 
-    @staticmethod
-    def _prepare(hook: AlignDevicesHook) -> dict[str, torch.Tensor]:
+    def _prepare(self, hook: AlignDevicesHook) -> dict[str, torch.Tensor]:
         values = hook.fetch_weights()
         for tensor in values.values():
             touch_pages(tensor)
         return values
 
+    def _read(
+        self, hook: AlignDevicesHook, plan: list[TensorSpan], buffer: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        values = fill(plan, buffer, self.descriptors)
+        target = hook._target()
+        if target is None or target.type != "cuda":
+            return values
+        stream = self.streams.get(target)
+        if stream is None:
+            stream = self.streams[target] = torch.cuda.Stream(device=target)
+        with torch.cuda.stream(stream):
+            moved = {name: t.to(target, non_blocking=True) for name, t in values.items()}
+        stream.synchronize()  # the buffer may be reused only once the copy has read it
+        return moved
+
     def take(self, hook: AlignDevicesHook) -> dict[str, Any] | None:
         """The prepared weights of ``hook`` (waiting for them if in flight), or ``None``."""
         with self.lock:
-            future = self.pending.pop(id(hook), None)
-        if future is None:
+            entry = self.pending.pop(id(hook), None)
+        if entry is None:
             self.misses += 1
             return None
+        future, lease = entry
         try:
             result = future.result()
         except Exception:
+            if lease is not None:
+                self.pool.give_back(lease)
             self.misses += 1
             return None
+        if lease is not None:
+            devices = {tensor.device for tensor in result.values()}
+            if devices == {torch.device("cpu")}:
+                with self.lock:
+                    self.leased[id(hook)] = lease
+            else:
+                self.pool.give_back(lease)  # the read-ahead buffer was copied to the device
+                for tensor in result.values():
+                    if tensor.device.type == "cuda":
+                        tensor.record_stream(torch.cuda.current_stream(tensor.device))
         self.hits += 1
         return result
 
-    def schedule_after(self, hook: AlignDevicesHook) -> None:
-        """Starts preparing the module that follows ``hook``."""
-        index = self.position.get(id(hook))
-        if index is None:
-            return
-        following = self.hooks[(index + 1) % len(self.hooks)]
-        if following is hook:
-            return
+    def release(self, hook: AlignDevicesHook) -> None:
+        """``hook``'s module has put its weights away: its share of the pool is free again."""
         with self.lock:
-            if id(following) in self.pending:
-                return
-            while len(self.pending) >= self.max_pending:
-                _, stale = self.pending.popitem(last=False)
-                stale.cancel()
-            self.pending[id(following)] = self.executor.submit(self._prepare, following)
+            lease = self.leased.pop(id(hook), None)
+        if lease is not None:
+            self.pool.give_back(lease)
+            self.schedule_after(hook)
+
+    def _window(self, hook: AlignDevicesHook | None) -> list[AlignDevicesHook]:
+        index = -1 if hook is None else self.position.get(id(hook))
+        if index is None:
+            return []
+        count = min(self.layers_ahead, len(self.hooks) - (hook is not None))
+        return [self.hooks[(index + k) % len(self.hooks)] for k in range(1, count + 1)]
+
+    def schedule_after(self, hook: AlignDevicesHook | None) -> None:
+        """Starts preparing the modules that follow ``hook`` (``None``: the first ones).
+
+        Modules are started in execution order while the pool has room; the first one that does
+        not fit waits (with those after it) until a running module gives its share back.
+        """
+        window = self._window(hook)
+        if not window:
+            return
+        wanted = {id(h) for h in window}
+        with self.lock:
+            for key in [k for k in self.pending if k not in wanted]:
+                self._drop(self.pending.pop(key))
+            for following in window:
+                key = id(following)
+                if key in self.pending or key in self.leased or following.prefetcher is not self:
+                    continue  # already under way, or its hook was removed from the model
+                plan = self.plans.get(key)
+                if plan is None:
+                    self.pending[key] = (self.executor.submit(self._prepare, following), None)
+                    continue
+                nbytes = plan_bytes(plan)
+                lease: torch.Tensor | int | None
+                if self.read_into_buffers:
+                    lease = self.pool.acquire(nbytes)
+                else:
+                    lease = nbytes if self.pool.reserve(nbytes) else None
+                if lease is None:
+                    break
+                advise_willneed(plan, self.descriptors)
+                if isinstance(lease, int):
+                    future = self.executor.submit(self._prepare, following)
+                else:
+                    future = self.executor.submit(self._read, following, plan, lease)
+                self.pending[key] = (future, lease)
+
+    def _drop(self, entry: tuple[Future, torch.Tensor | int | None]) -> None:
+        future, lease = entry
+        if lease is None:
+            future.cancel()
+        elif future.cancel():
+            self.pool.give_back(lease)
+        else:
+            future.add_done_callback(lambda _: self.pool.give_back(lease))
 
     def close(self) -> None:
-        """Stops the background thread."""
+        """Stops the background thread and drops the pool's buffers."""
         with self.lock:
+            for entry in self.pending.values():
+                entry[0].cancel()
             self.pending.clear()
         self._finalizer()
+        self.pool.clear()
+
+
+def _pinned_target(hooks: list[AlignDevicesHook]) -> bool:
+    if not torch.cuda.is_available():
+        return False
+    targets = {hook._target() for hook in hooks}
+    return any(t is not None and t.type == "cuda" for t in targets)
 
 
 def offloaded_hooks(model: nn.Module) -> list[AlignDevicesHook]:
@@ -123,13 +252,66 @@ def offloaded_hooks(model: nn.Module) -> list[AlignDevicesHook]:
     return found
 
 
-def attach_prefetcher(model: nn.Module) -> Prefetcher | None:
-    """Links the offloaded hooks of ``model`` so each prepares the next one's weights."""
+def _start_of_forward(module: nn.Module, _args: Any) -> None:
+    prefetcher = getattr(module, "_accel_prefetcher", None)
+    if isinstance(prefetcher, Prefetcher):
+        prefetcher.schedule_after(None)
+
+
+def attach_prefetcher(
+    model: nn.Module, layers_ahead: int = DEFAULT_LAYERS_AHEAD, pool_bytes: int | None = None
+) -> Prefetcher | None:
+    """Links the offloaded modules of a dispatched ``model`` so their weights are read ahead.
+
+    ``dispatch_model``, ``disk_offload`` and ``cpu_offload`` call it with the defaults; call it
+    again to change them (the previous prefetcher stops). Each forward of ``model`` starts reading
+    its first offloaded modules at once, so disk reads overlap the compute of the modules held
+    in memory too.
+
+    Args:
+        model: A model whose offloaded modules carry :class:`AlignDevicesHook` objects.
+        layers_ahead: How many offloaded modules are prepared ahead of the running one; ``0``
+            turns prefetching off (every module then loads its weights when it runs).
+        pool_bytes: The most bytes of weights read ahead from files held at once, the running
+            module's included (default: three times the largest offloaded module). A module
+            larger than the pool is read when it runs.
+
+    Returns:
+        The prefetcher, or ``None`` when there is nothing to prefetch (fewer than two
+        offloaded modules, or ``layers_ahead=0``).
+
+    Raises:
+        ValueError: when ``layers_ahead`` or ``pool_bytes`` is negative or not an int.
+
+    Example:
+        >>> attach_prefetcher(model, layers_ahead=4, pool_bytes=512 * 2**20)
+    """
+    for name, value in (("layers_ahead", layers_ahead), ("pool_bytes", pool_bytes)):
+        if value is None and name == "pool_bytes":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(
+                f"attach_prefetcher: {name} must be an int >= 0; got {value!r}. Pass e.g. "
+                f"layers_ahead={DEFAULT_LAYERS_AHEAD}, pool_bytes=512 * 2**20."
+            )
     hooks = offloaded_hooks(model)
-    if len(hooks) < 2:
+    previous = getattr(model, "_accel_prefetcher", None)
+    if isinstance(previous, Prefetcher):
+        previous.close()
+    handle = getattr(model, "_accel_prefetch_handle", None)
+    if handle is not None:
+        handle.remove()
+    for hook in hooks:
+        hook.prefetcher = None
+    model._accel_prefetcher = None  # type: ignore[assignment]  # stubs: Tensor | Module
+    model._accel_prefetch_handle = None  # type: ignore[assignment]
+    if len(hooks) < 2 or layers_ahead == 0:
         return None
-    prefetcher = Prefetcher(hooks)
+    prefetcher = Prefetcher(hooks, layers_ahead=layers_ahead, pool_bytes=pool_bytes)
     for hook in hooks:
         hook.prefetcher = prefetcher
-    model._accel_prefetcher = prefetcher  # type: ignore[assignment]  # stubs: Tensor | Module
+    model._accel_prefetcher = prefetcher  # type: ignore[assignment]
+    model._accel_prefetch_handle = model.register_forward_pre_hook(  # type: ignore[assignment]
+        _start_of_forward
+    )
     return prefetcher

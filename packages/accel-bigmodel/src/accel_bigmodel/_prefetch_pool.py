@@ -1,0 +1,205 @@
+"""The read side of the prefetcher: where an offloaded module's weights sit on disk, a bounded
+pool of reusable buffers, and the reads that fill one buffer with one module's weights."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._offload import OffloadedWeightsLoader, PrefixedDataset
+from ._safetensors_io import read_span, writable_buffer
+
+_ALIGN = 64
+
+
+@dataclass(frozen=True)
+class TensorSpan:
+    """One tensor of an offloaded module, as bytes of a file.
+
+    Attributes:
+        name: The tensor's name inside the module (``"weight"``, ``"sub.bias"``).
+        path: The file that holds it.
+        start: Offset of its first byte in the file.
+        nbytes: Its size in bytes.
+        dtype: Its dtype as stored (no cast needed to use it).
+        shape: Its shape.
+    """
+
+    name: str
+    path: str
+    start: int
+    nbytes: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def plan_bytes(plan: list[TensorSpan]) -> int:
+    """Bytes of the buffer that holds every tensor of ``plan`` (each starts 64-byte aligned)."""
+    return sum(_aligned(span.nbytes) for span in plan)
+
+
+def read_plan(weights_map: Mapping[str, Any] | None, names: list[str]) -> list[TensorSpan] | None:
+    """Where each of ``names`` lies on disk, or ``None`` when one of them is not a plain file span.
+
+    Weights held in memory, or stored in another dtype than the one the loader hands out, have
+    no plan: the prefetcher then prepares them the way a synchronous forward would.
+    """
+    prefix = ""
+    if isinstance(weights_map, PrefixedDataset):
+        prefix, weights_map = weights_map.prefix, weights_map.dataset
+    if not isinstance(weights_map, OffloadedWeightsLoader) or not names:
+        return None
+    plan: list[TensorSpan] = []
+    for name in names:
+        found = weights_map.file_span(f"{prefix}{name}")
+        if found is None:
+            return None
+        path, start, nbytes, dtype, shape = found
+        plan.append(TensorSpan(name, path, start, nbytes, dtype, tuple(shape)))
+    return plan
+
+
+def advise_willneed(plan: list[TensorSpan], descriptors: FileDescriptors) -> None:
+    """Asks the kernel to start reading the plan's byte ranges into the page cache now."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    for span in plan:
+        fd = descriptors.get(span.path)
+        if fd is not None:
+            os.posix_fadvise(fd, span.start, span.nbytes, os.POSIX_FADV_WILLNEED)
+
+
+class FileDescriptors:
+    """One read-only descriptor per file, opened on first use and shared by positional reads."""
+
+    def __init__(self) -> None:
+        self._fds: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> int | None:
+        """The descriptor of ``path`` (``None`` when it cannot be opened)."""
+        fd = self._fds.get(path)
+        if fd is None:
+            with self._lock:
+                fd = self._fds.get(path)
+                if fd is None:
+                    try:
+                        fd = os.open(path, os.O_RDONLY)
+                    except OSError:
+                        return None
+                    self._fds[path] = fd
+        return fd
+
+    def close(self) -> None:
+        """Closes every descriptor."""
+        with self._lock:
+            fds, self._fds = list(self._fds.values()), {}
+        for fd in fds:
+            os.close(fd)
+
+
+def fill(plan: list[TensorSpan], buffer: torch.Tensor, descriptors: FileDescriptors) -> dict:
+    """Reads every tensor of ``plan`` into ``buffer``; returns name -> tensor view of it."""
+    values: dict[str, torch.Tensor] = {}
+    offset = 0
+    for span in plan:
+        piece = buffer[offset : offset + span.nbytes]
+        if span.nbytes:
+            read_span(span.path, span.start, writable_buffer(piece), fd=descriptors.get(span.path))
+        values[span.name] = piece.view(span.dtype).view(span.shape)
+        offset += _aligned(span.nbytes)
+    return values
+
+
+def _shared_elsewhere(buffer: torch.Tensor) -> bool | None:
+    """Whether tensors other than ``buffer`` still use its memory (``None``: cannot tell)."""
+    counter = getattr(torch._C, "_storage_Use_Count", None)
+    if counter is None:
+        return None
+    storage = buffer.untyped_storage()
+    # ``buffer`` and the ``storage`` object just made hold one reference each.
+    return bool(counter(storage._cdata) > 2)
+
+
+class BufferPool:
+    """Bytes of prefetched weights, never more than ``capacity`` in all.
+
+    Weights read into the pool's own buffers are counted by buffer: a buffer is either free
+    (kept for reuse, so its pages are not faulted in again) or leased to one module; one handed
+    back while a tensor outside the pool still uses its memory is left to that tensor and no
+    longer counted. Weights prepared in place (pages of a memory-mapped file read ahead) are
+    counted by :meth:`reserve` until given back.
+
+    Args:
+        capacity: The most bytes the pool's buffers may hold at once.
+        pin: Allocate page-locked buffers (fast asynchronous copies to a CUDA device).
+    """
+
+    def __init__(self, capacity: int, pin: bool = False) -> None:
+        if capacity < 0:
+            raise ValueError(
+                f"A prefetch pool's capacity is a number of bytes >= 0; got {capacity}. Pass "
+                "pool_bytes=0 to read nothing ahead, or a positive size."
+            )
+        self.capacity = capacity
+        self.pin = pin
+        self.held = 0
+        self.peak = 0
+        self._free: list[torch.Tensor] = []
+        self._lock = threading.Lock()
+
+    def acquire(self, nbytes: int) -> torch.Tensor | None:
+        """A buffer of at least ``nbytes`` bytes, or ``None`` when the pool has no room now."""
+        with self._lock:
+            for at, free in enumerate(self._free):
+                if free.numel() == nbytes:
+                    return self._free.pop(at)
+            if not self._count(nbytes):
+                return None
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.pin)
+
+    def reserve(self, nbytes: int) -> bool:
+        """Counts ``nbytes`` of weights prepared outside the pool's buffers, if they fit."""
+        with self._lock:
+            return self._count(nbytes)
+
+    def _count(self, nbytes: int) -> bool:
+        # Under the lock: counts nbytes more if they fit, dropping free buffers to make room.
+        while self._free and self.held + nbytes > self.capacity:
+            self.held -= self._free.pop().numel()
+        if self.held + nbytes > self.capacity:
+            return False
+        self.held += nbytes
+        self.peak = max(self.peak, self.held)
+        return True
+
+    def give_back(self, lease: torch.Tensor | int) -> None:
+        """Ends a lease: a byte count from :meth:`reserve`, or a buffer from :meth:`acquire`
+        (reused unless something else still uses its memory)."""
+        if isinstance(lease, int):
+            with self._lock:
+                self.held -= lease
+            return
+        buffer = lease
+        elsewhere = _shared_elsewhere(buffer)
+        with self._lock:
+            if elsewhere is False:
+                self._free.append(buffer)
+            else:
+                self.held -= buffer.numel()
+
+    def clear(self) -> None:
+        """Drops the free buffers."""
+        with self._lock:
+            for buffer in self._free:
+                self.held -= buffer.numel()
+            self._free.clear()
