@@ -353,7 +353,11 @@ def check(
     )
     last = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
     if result.returncode not in (0, 5):
-        return False, f"tests failed: {last}\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
+        # The failures first (the warnings summary that follows them would fill a plain tail).
+        failures = result.stdout.find("= FAILURES =")
+        shown = result.stdout[failures : failures + 8000] if failures >= 0 else ""
+        tail = f"{result.stdout[-1500:]}\n{result.stderr[-2000:]}"
+        return False, f"tests failed: {last}\n{shown}\n...\n{tail}"
     return True, f"{versions}; {len(_scripts(package))} scripts ran; {last}{note}"
 
 

@@ -27,7 +27,12 @@ def _names(requirements: list[str], extra: str | None = None) -> set[str]:
 
 
 def test_required_dependencies() -> None:
-    assert _names(requires("accel-torch") or []) == SIBLINGS | {"numpy", "safetensors", "torch"}
+    assert _names(requires("accel-torch") or []) == SIBLINGS | {
+        "numpy",
+        "safetensors",
+        "torch",
+        "zlib-ng",
+    }
 
 
 def test_siblings_are_pinned_to_a_minor_range() -> None:
