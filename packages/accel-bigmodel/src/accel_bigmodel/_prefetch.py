@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,8 +44,26 @@ def touch_pages(tensor: torch.Tensor) -> None:
 
 
 def _shutdown(executor: ThreadPoolExecutor, descriptors: FileDescriptors) -> None:
+    """Stops the background thread (after its reads) and closes the file descriptors."""
     executor.shutdown(wait=True, cancel_futures=True)
     descriptors.close()
+
+
+def _release(descriptors: FileDescriptors) -> None:
+    """Closes the descriptors of a prefetcher nobody closed, from the garbage collector.
+
+    The collector may run this on any thread at any point, even while that thread holds a lock
+    of ``threading`` or ``concurrent.futures`` (inside ``Thread.start`` or another executor's
+    ``submit``), so it takes no lock and joins nothing. No read is in flight: queued reads hold
+    the prefetcher, which is gone. The idle background thread ends by itself once its executor
+    is collected.
+    """
+    for fd in list(descriptors._fds.values()):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    descriptors._fds = {}
 
 
 class Prefetcher:
@@ -100,7 +119,7 @@ class Prefetcher:
         self.streams: dict[torch.device, Any] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accel-prefetch")
-        self._finalizer = weakref.finalize(self, _shutdown, self.executor, self.descriptors)
+        self._finalizer = weakref.finalize(self, _release, self.descriptors)
         self.hits = 0
         self.misses = 0
 
@@ -219,7 +238,8 @@ class Prefetcher:
             for entry in self.pending.values():
                 entry[0].cancel()
             self.pending.clear()
-        self._finalizer()
+        if self._finalizer.detach() is not None:
+            _shutdown(self.executor, self.descriptors)
         self.pool.clear()
 
 
