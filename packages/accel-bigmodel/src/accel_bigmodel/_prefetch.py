@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -58,12 +57,7 @@ def _release(descriptors: FileDescriptors) -> None:
     the prefetcher, which is gone. The idle background thread ends by itself once its executor
     is collected.
     """
-    for fd in list(descriptors._fds.values()):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    descriptors._fds = {}
+    descriptors.close_without_lock()
 
 
 class Prefetcher:

@@ -99,6 +99,16 @@ class FileDescriptors:
                     self._fds[path] = fd
         return fd
 
+    def close_without_lock(self) -> None:
+        """Closes every descriptor without taking the lock (for the garbage collector, which may
+        run while this thread holds it; no other thread uses the descriptors then)."""
+        fds, self._fds = list(self._fds.values()), {}
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def close(self) -> None:
         """Closes every descriptor."""
         with self._lock:
