@@ -86,6 +86,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "collectives/bench_watchdog.py",
         "collectives_watchdog.md",
         short=("--iters", "20"),
+        reference=True,
         processes=2,
         torchrun=True,
     ),
