@@ -188,7 +188,7 @@ LABELS = {
     "floor": "floor: plain torch, unsplit",
     "unsplit": "accel, unsplit",
     "cp": "accel, cp",
-    "accelerate": "accelerate, unsplit (its context parallelism refuses CPU processes)",
+    "accelerate": "accelerate, unsplit (no context parallelism on CPU)",
 }
 
 
@@ -237,7 +237,12 @@ def main() -> None:
         )
     lines += ["", f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "]
     lines[-1] += f"{platform.python_version()}."
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
+    sys.path.insert(0, str(HERE.parents[1]))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(args.out)  # one PNG per table, shown under it
     print("\n".join(lines))
 
 
