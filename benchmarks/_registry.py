@@ -190,6 +190,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "parallel/bench_context_parallel.py",
         "context_parallel.md",
         short=("--seq", "256", "--dim", "32", "--layers", "1", "--steps", "1"),
+        reference=True,
         processes=2,
         full_only="two 2-process launches with ring attention: about 85 s here even when small",
     ),
