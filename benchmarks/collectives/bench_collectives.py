@@ -1,4 +1,4 @@
-"""Median latency of accel_collectives operations vs raw torch.distributed (and accelerate).
+"""Median latency of accel_collectives operations vs the reference (accelerate) and the floor.
 
 Run on 2 gloo processes:
 
@@ -7,8 +7,8 @@ Run on 2 gloo processes:
 
 Each iteration calls every variant of one operation once, in rotating order, so that all
 variants see the same machine noise; a variant's latency is the median over iterations of the
-slower of the two processes. The raw variant is the plain torch.distributed code a user would
-write for the same result (e.g. ``reduce`` = copy + all_reduce + divide, so that the input is
+slower of the two processes. The raw variant (the floor) is the plain torch.distributed code a user
+would write for the same result (e.g. ``reduce`` = copy + all_reduce + divide, so that the input is
 left untouched, as ``reduce`` leaves it). Rank 0 writes a Markdown table.
 """
 
@@ -182,26 +182,29 @@ def _us(seconds: float) -> str:
 
 
 def write_table(rows: list, out: str, n: int, with_accelerate: bool) -> None:
-    head = "| operation | size | raw torch.distributed (us) | accel (us) | accel / raw |"
+    head = "| operation | size | floor: raw torch.distributed (us) | accel (us) | accel / floor |"
     sep = "| --- | --- | ---: | ---: | ---: |"
     if with_accelerate:
-        head += " accelerate (us) | accelerate / raw |"
+        head += " accelerate (us) | accelerate / floor |"
         sep += " ---: | ---: |"
-    head += " accel / raw, paired |"
+    head += " accel / floor, paired |"
     sep += " ---: |"
+    if with_accelerate:
+        head += " accelerate / floor, paired |"
+        sep += " ---: |"
     lines = [
-        "# accel-collectives: latency vs raw torch.distributed",
+        "# accel-collectives: latency vs the reference and raw torch.distributed",
         "",
         f"{n} gloo processes on one machine ({platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores), torch {torch.__version__}. Median over iterations of the "
         "slower process's time per call; variants interleaved in rotating order.",
-        "Raw = the plain torch.distributed code giving the same result: `all_gather_single` "
+        "The floor (raw) is the plain torch.distributed code giving the same result: `all_gather_single` "
         "into a preallocated output (gather); copy + `all_reduce` + divide (reduce, whose "
         "input is left unchanged); size all-gather + pad (pad_across_processes, last process "
         "1 % shorter); `all_gather_object` + flatten; `broadcast_object_list`. Object sizes are "
-        "the size of one bytes payload per process. The last column is the median over "
-        "iterations of accel's time divided by raw's time in the same iteration (the two "
-        "calls ran back to back), which is less sensitive to load changing during the run "
+        "the size of one bytes payload per process. The paired columns are the median over "
+        "iterations of a library's time divided by the floor's time in the same iteration "
+        "(the calls ran back to back), which is less sensitive to load changing during the run "
         "than the ratio of medians; on a shared 2-core machine both move by about +-10 % "
         "between runs.",
         "",
@@ -216,6 +219,8 @@ def write_table(rows: list, out: str, n: int, with_accelerate: bool) -> None:
         if with_accelerate:
             line += f" {_us(res['accelerate'])} | {res['accelerate'] / res['raw']:.2f}x |"
         line += f" {res['accel/raw']:.2f}x |"
+        if with_accelerate:
+            line += f" {res['accelerate/raw']:.2f}x |"
         lines.append(line)
     text = "\n".join(lines) + "\n"
     Path(out).parent.mkdir(parents=True, exist_ok=True)

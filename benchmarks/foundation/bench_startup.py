@@ -1,5 +1,6 @@
-"""Import time and 2-process launch time of accel, side by side with torch / torchrun and the
-reference library (``accelerate``) when it is installed.
+"""Import time and 2-process launch time of accel, side by side with the reference library
+(``accelerate``, when it is installed) and the floors: a bare interpreter, ``import torch``, and
+torchrun starting a trivial gloo script (what accel's import and launcher add to).
 
 Run: uv run --all-packages --group bench python benchmarks/foundation/bench_startup.py
 Each figure is the median of N fresh runs on this machine; ratios come from the same run.
@@ -74,8 +75,10 @@ def main() -> None:
     has_ref = importlib.util.find_spec("accelerate") is not None
     rows: list[tuple[str, float, str, str]] = []
 
+    t, _ = _time([py, "-c", "pass"], args.runs)
+    rows.append(("floor: bare interpreter, `python -c pass`", t, "", "Python's own start"))
     base, _ = _time([py, "-c", "import torch"], args.runs)
-    rows.append(("import torch", base, "1.00x", "baseline"))
+    rows.append(("floor: `import torch`", base, "1.00x", "what the import ratios divide by"))
     t, _ = _time([py, "-c", "import accel"], args.runs)
     rows.append(("import accel", t, f"{t / base:.2f}x", "lazy: loads nothing heavy"))
     t, _ = _time([py, "-c", "from accel import Accelerator"], args.runs)
@@ -106,7 +109,12 @@ def main() -> None:
         ]
         launch_base, _ = _time([*torchrun, str(plain)], args.runs, env)
         rows.append(
-            ("torchrun, 2 processes, trivial gloo script", launch_base, "1.00x", "baseline")
+            (
+                "floor: torchrun, 2 processes, trivial gloo script",
+                launch_base,
+                "1.00x",
+                "what the launch ratios divide by",
+            )
         )
         accel_launch = [str(bindir / "accel-launch"), "--quiet", "--num_processes", "2"]
         t, _ = _time([*accel_launch, str(plain)], args.runs, env)
@@ -154,9 +162,10 @@ def main() -> None:
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}, torch {torch.__version__}. Median of {args.runs} fresh "
-        "runs each; ratios against the baseline of the same run.",
+        "runs each; × floor = the median over the floor's median of the same run (`import torch` for "
+        "imports, torchrun for launches).",
         "",
-        "| what | median (s) | ratio | note |",
+        "| what | median (s) | × floor | note |",
         "| --- | ---: | ---: | --- |",
     ]
     lines = header + [f"| {a} | {b:.3f} | {c} | {d} |" for a, b, c, d in rows]

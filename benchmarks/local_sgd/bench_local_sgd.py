@@ -1,5 +1,5 @@
-"""2-process step time of LocalSGD (k = 1, 4, 16) against plain DDP, accel and the reference
-library side by side.
+"""2-process step time of LocalSGD (k = 1, 4, 16) against plain DDP: accel, the reference
+library and the floor (the same steps written by hand with torch) side by side.
 
 Each launch (2 processes under torchrun, gloo, ``OMP_NUM_THREADS=1``) uses one library: it
 prepares the same MLP and SGD optimizer for each configuration (plain DDP, LocalSGD k=1, 4, 16)
@@ -7,6 +7,9 @@ and times blocks of steps, visiting the configurations in turn so that load from
 the machine hits them alike. Launches of the two libraries alternate over rounds. A step is
 forward, backward, optimizer step and ``local_sgd.step()`` (which averages every k steps); a
 block's time divided by its steps amortises the averaging, and the median is over blocks.
+The accel launch also times the floor of each configuration, visited in the same turns: torch's
+``DistributedDataParallel`` applied by hand, and local SGD by hand (an unwrapped model whose
+parameters live in one flat buffer, all-reduced in place every k steps and on exit).
 
 Run: uv run --all-packages --group bench python benchmarks/local_sgd/bench_local_sgd.py
 """
@@ -27,6 +30,8 @@ from pathlib import Path
 WORKER = r"""
 import json, sys, time
 import torch
+import torch.distributed as dist
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 library, blocks, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if library == "accel":
@@ -39,40 +44,68 @@ acc = Accelerator(cpu=True)
 x = torch.randn(64, 512)
 y = torch.randint(0, 10, (64,))
 configs = ["ddp", 1, 4, 16]
+if library == "accel":
+    # The floor, in the same launch, each right after its accel configuration: torch's DDP by
+    # hand, and local SGD by hand (no DDP, parameters in one flat buffer all-reduced in place
+    # every k steps and on exit).
+    configs = [c for config in configs for c in (config, f"floor {config}")]
 
-def build():
+def build(config):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(),
                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
                                 torch.nn.Linear(1024, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    if config == "floor ddp":
+        return torch.nn.parallel.DistributedDataParallel(model), optimizer
+    if str(config).startswith("floor"):
+        return model, optimizer
     return acc.prepare(model, optimizer)
 
-def step(model, optimizer):
+def step(model, optimizer, floor):
     loss = torch.nn.functional.cross_entropy(model(x), y)
-    acc.backward(loss)
+    if floor:
+        loss.backward()
+    else:
+        acc.backward(loss)
     optimizer.step()
     optimizer.zero_grad()
+
+def flatten(model):
+    # The parameters become views of one flat buffer, so averaging is one in-place all-reduce.
+    flat = parameters_to_vector(model.parameters())
+    vector_to_parameters(flat, model.parameters())
+    return flat
+
+def average(flat):
+    dist.all_reduce(flat)
+    flat.div_(dist.get_world_size())
 
 times = {str(c): [] for c in configs}
 for block in range(blocks):
     for config in configs:
-        model, optimizer = build()
-        step(model, optimizer)  # warm-up
+        floor = str(config).startswith("floor")
+        model, optimizer = build(config)
+        step(model, optimizer, floor)  # warm-up
         acc.wait_for_everyone()
         # A block's time over its steps: the averaging every k steps is amortised in it.
-        if config == "ddp":
-            t = time.perf_counter()
+        t = time.perf_counter()
+        if config in ("ddp", "floor ddp"):
             for _ in range(steps):
-                step(model, optimizer)
-            times["ddp"].append((time.perf_counter() - t) / steps)
+                step(model, optimizer, floor)
+        elif floor:
+            k, flat = int(config.split()[1]), flatten(model)
+            for i in range(steps):
+                step(model, optimizer, floor)
+                if (i + 1) % k == 0:
+                    average(flat)
+            average(flat)
         else:
-            t = time.perf_counter()
             with LocalSGD(acc, model, local_sgd_steps=config) as local_sgd:
                 for _ in range(steps):
-                    step(model, optimizer)
+                    step(model, optimizer, floor)
                     local_sgd.step()
-            times[str(config)].append((time.perf_counter() - t) / steps)
+        times[str(config)].append((time.perf_counter() - t) / steps)
 if acc.is_main_process:
     print("RESULT " + json.dumps(times), flush=True)
 """
@@ -145,18 +178,25 @@ def main() -> None:
         "`local_sgd.step()`; the averaging every k steps and on exit amortised), median over "
         "blocks; speed-up = the same library's DDP median / this median.",
         "",
-        "| configuration | accel median (ms) | accel speed-up | accelerate median (ms) | "
-        "accelerate speed-up | accel / accelerate time |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "Floor = the same steps by hand in torch, timed in the accel launches: DDP by "
+        "`torch.nn.parallel.DistributedDataParallel`; LocalSGD by an unwrapped model whose "
+        "parameters are views of one flat buffer, `all_reduce`d in place every k steps and on "
+        "exit.",
+        "",
+        "| configuration | floor: raw torch median (ms) | accel median (ms) | "
+        "accel speed-up vs DDP | accelerate median (ms) | accelerate speed-up vs DDP | "
+        "accel / floor time | accelerate / floor time | accel / accelerate time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for config, label in rows:
         ours = statistics.median(pooled["accel"][config]) * 1e3
         ref = statistics.median(pooled["accelerate"][config]) * 1e3
         ours_ddp = statistics.median(pooled["accel"]["ddp"]) * 1e3
         ref_ddp = statistics.median(pooled["accelerate"]["ddp"]) * 1e3
+        floor = statistics.median(pooled["accel"][f"floor {config}"]) * 1e3
         lines.append(
-            f"| {label} | {ours:.2f} | {ours_ddp / ours:.2f}x | {ref:.2f} | "
-            f"{ref_ddp / ref:.2f}x | {ours / ref:.2f} |"
+            f"| {label} | {floor:.2f} | {ours:.2f} | {ours_ddp / ours:.2f}x | {ref:.2f} | "
+            f"{ref_ddp / ref:.2f}x | {ours / floor:.2f}x | {ref / floor:.2f}x | {ours / ref:.2f} |"
         )
     text = "\n".join(lines) + "\n"
     print(text)

@@ -1,5 +1,6 @@
 """Peak memory per process and step time: context parallelism (cp_size=2, ring attention over
-2 gloo processes) vs the unsplit model on one process, for long sequences.
+2 gloo processes) vs the unsplit model on one process, for long sequences, with the reference
+library's unsplit run (it has no context parallelism on CPU) and the floor (plain torch).
 
 Run the comparison (each variant in fresh processes, because peak RSS only grows within a
 process):
@@ -12,10 +13,11 @@ One variant alone (what the driver starts through torchrun):
     python -m torch.distributed.run --nproc_per_node 2 \
         benchmarks/parallel/bench_context_parallel.py --worker cp --seq 8192 --result r.json
 
-Both variants train the same causal-attention model (``--layers`` blocks of width ``--dim``,
+Every variant trains the same causal-attention model (``--layers`` blocks of width ``--dim``,
 ``F.scaled_dot_product_attention(is_causal=True)``, SGD) on the same batch of one sequence
 of ``--seq`` tokens. The unsplit variant runs on one process; the cp variant splits every
-sequence over 2 processes inside ``accelerator.maybe_context_parallel``. A step is forward +
+sequence over 2 processes inside ``accelerator.maybe_context_parallel``; the floor and the
+reference run unsplit on one process (plain torch; the reference's ``Accelerator``). A step is forward +
 backward + optimizer step; the step time is the median over ``--steps`` steps after one
 warm-up step (of the slower process). Memory is the peak resident set size (``VmHWM``) minus
 the resident size just before the model was built, and minus the resident size once the
@@ -25,6 +27,7 @@ model was prepared (what the training steps add).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -83,20 +86,37 @@ def _model(torch: Any, dim: int, layers: int, seq: int) -> Any:
     return Model()
 
 
-def worker(variant: str, seq: int, dim: int, layers: int, steps: int, result: str) -> None:
-    """Train ``steps + 1`` steps of one variant; rank 0 writes ``result``."""
-    import contextlib
+def _library(variant: str) -> Any:
+    """The object that runs the steps: accel's or the reference's Accelerator, or none."""
+    if variant == "floor":
+        return None
+    if variant == "accelerate":
+        from accelerate import Accelerator as Reference
 
-    import torch
+        return Reference(cpu=True)
     from accel import Accelerator
     from accel.utils import ParallelismConfig
 
+    config = ParallelismConfig(cp_size=2) if variant == "cp" else None
+    return Accelerator(cpu=True, parallelism_config=config)
+
+
+def worker(variant: str, seq: int, dim: int, layers: int, steps: int, result: str) -> None:
+    """Train ``steps + 1`` steps of one variant; rank 0 writes ``result``.
+
+    ``cp`` and ``unsplit`` use accel, ``accelerate`` the reference library (unsplit: it has no
+    context parallelism on CPU), ``floor`` the same model and loop in plain torch.
+    """
+    import contextlib
+
+    import torch
+
     start_kb = _status_kb("VmRSS")
     model = _model(torch, dim, layers, seq)
-    config = ParallelismConfig(cp_size=2) if variant == "cp" else None
-    acc = Accelerator(cpu=True, parallelism_config=config)
+    acc = _library(variant)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    model, optimizer = acc.prepare(model, optimizer)
+    if acc is not None:
+        model, optimizer = acc.prepare(model, optimizer)
     prepared_kb = _status_kb("VmRSS")
     g = torch.Generator().manual_seed(0)
     times = []
@@ -113,12 +133,16 @@ def worker(variant: str, seq: int, dim: int, layers: int, steps: int, result: st
             if variant == "cp"
             else contextlib.nullcontext()
         )
-        acc.wait_for_everyone()
+        if acc is not None:
+            acc.wait_for_everyone()
         start = time.perf_counter()
         with scope:
             logits = model(ids, positions)
             loss = torch.nn.functional.cross_entropy(logits.view(-1, VOCAB), labels.view(-1))
-            acc.backward(loss)
+            if acc is None:
+                loss.backward()
+            else:
+                acc.backward(loss)
         optimizer.step()
         optimizer.zero_grad()
         elapsed = time.perf_counter() - start
@@ -126,12 +150,13 @@ def worker(variant: str, seq: int, dim: int, layers: int, steps: int, result: st
             times.append(elapsed)
     peak_kb = _status_kb("VmHWM")
     added = [(peak_kb - start_kb) / 1024, (peak_kb - prepared_kb) / 1024]
-    gathered = acc.gather(torch.tensor([[statistics.median(times), *added]]))
-    if acc.is_main_process:
+    mine = torch.tensor([[statistics.median(times), *added]])
+    gathered = mine if acc is None else acc.gather(mine)
+    if acc is None or acc.is_main_process:
         rows = gathered.tolist()
         data = {
             "variant": variant,
-            "processes": acc.num_processes,
+            "processes": len(rows),
             "step_s": max(r[0] for r in rows),
             "added_mb": [round(r[1]) for r in rows],
             "training_mb": [round(r[2]) for r in rows],
@@ -139,23 +164,37 @@ def worker(variant: str, seq: int, dim: int, layers: int, steps: int, result: st
         Path(result).write_text(json.dumps(data))
 
 
-def _run(variant: str, args: argparse.Namespace, folder: str) -> dict[str, Any]:
+def _run(variant: str, args: argparse.Namespace, folder: str) -> dict[str, Any] | None:
+    """Run one variant in fresh processes (None: the reference library is not installed)."""
     from accel_state.testing import free_port
 
     result = os.path.join(folder, f"{variant}.json")
-    nproc = 2 if variant == "cp" else 1
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
-    command += ["--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+    command = [sys.executable]
+    if variant in ("cp", "unsplit"):
+        nproc = 2 if variant == "cp" else 1
+        command += ["-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
+        command += ["--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+    elif variant == "accelerate" and importlib.util.find_spec("accelerate") is None:
+        return None
+    # The one-process reference and floor need no launcher: they start no process group.
     command += [str(HERE), "--worker", variant]
     command += ["--seq", str(args.seq), "--dim", str(args.dim), "--layers", str(args.layers)]
     command += ["--steps", str(args.steps), "--result", result]
     subprocess.run(command, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    return json.loads(Path(result).read_text())
+    return json.loads(Path(result).read_text())  # type: ignore[no-any-return]
+
+
+LABELS = {
+    "floor": "floor: plain torch, unsplit",
+    "unsplit": "accel, unsplit",
+    "cp": "accel, cp",
+    "accelerate": "accelerate, unsplit (no context parallelism on CPU)",
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--worker", choices=("cp", "unsplit"))
+    parser.add_argument("--worker", choices=tuple(LABELS))
     parser.add_argument("--seq", type=int, default=8192)
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--layers", type=int, default=2)
@@ -167,7 +206,9 @@ def main() -> None:
         worker(args.worker, args.seq, args.dim, args.layers, args.steps, args.result)
         return
     with tempfile.TemporaryDirectory() as folder:
-        rows = [_run(v, args, folder) for v in ("unsplit", "cp")]
+        ran = [_run(v, args, folder) for v in ("floor", "unsplit", "cp", "accelerate")]
+    rows = [row for row in ran if row is not None]
+    floor_s = rows[0]["step_s"]
     lines = [
         "# Context parallelism: cp_size=2 vs the unsplit model",
         "",
@@ -178,20 +219,30 @@ def main() -> None:
         "the model was built (model, Accelerator, process group, prepare and training), and "
         "above the resident size once the model was prepared (what the training steps add).",
         "",
-        "| variant | processes | step time (s) | peak added from start (MB) | "
+        "The floor is the same model and loop in plain torch on one process. The reference "
+        "library has no context parallelism on CPU (`ParallelismConfig(cp_size=2)` under "
+        "`Accelerator(cpu=True)` raises: it needs FSDP2 or a GPU-type multi-device setup), so "
+        "its users train the unsplit model on one process: that is its row.",
+        "",
+        "| variant | processes | step time (s) | × floor | peak added from start (MB) | "
         "peak added by training (MB) |",
-        "| --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for row in rows:
         memory = ", ".join(str(m) for m in row["added_mb"])
         training = ", ".join(str(m) for m in row["training_mb"])
         lines.append(
-            f"| {row['variant']} | {row['processes']} | {row['step_s']:.2f} | {memory} | "
-            f"{training} |"
+            f"| {LABELS[row['variant']]} | {row['processes']} | {row['step_s']:.2f} | "
+            f"{row['step_s'] / floor_s:.2f}x | {memory} | {training} |"
         )
     lines += ["", f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "]
     lines[-1] += f"{platform.python_version()}."
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
+    sys.path.insert(0, str(HERE.parents[1]))
+    from _charts import write_charts  # benchmarks/_charts.py
+
+    write_charts(args.out)  # one PNG per table, shown under it
     print("\n".join(lines))
 
 
