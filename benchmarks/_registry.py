@@ -156,7 +156,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         out_flag="--output",
         reference=True,
         processes=2,
-        full_only="two 2-process launches of four configurations: about 100 s here even when small",
+        full_only="2-process launches of four configurations and their hand-written floors: 2 to 4 minutes here even when small",
     ),
     Benchmark(
         "engines",
@@ -192,7 +192,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         short=("--seq", "256", "--dim", "32", "--layers", "1", "--steps", "1"),
         reference=True,
         processes=2,
-        full_only="two 2-process launches with ring attention: about 85 s here even when small",
+        full_only="2-process launches with ring attention, and the unsplit floor and reference: 2 to 3 minutes here even when small",
     ),
     Benchmark(
         "pipeline",
