@@ -102,7 +102,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "stateful_loader",
         "data/bench_stateful_loader.py",
         "stateful_loader.md",
-        short=("--epochs", "1"),
+        short=("--epochs", "1", "--samples", "512"),
         out_flag="--output",
     ),
     Benchmark(
