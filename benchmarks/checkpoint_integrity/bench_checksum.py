@@ -12,7 +12,8 @@ in a fresh subprocess (``OMP_NUM_THREADS=1``), modes alternating, ``BENCH_REPEAT
 - ``cat``: ``cat`` of every checkpoint file to /dev/null (the cost of reading the bytes once:
   the floor of a load);
 - ``reference_save`` / ``reference_load``: the reference library's ``save_state`` and
-  ``load_state`` of the same model (it has no checksums: its users load with no verification);
+  ``load_state`` of the same model (it has no checksums: its users load with no verification;
+  it calls no ``fsync``: its save ends once the bytes reach the page cache);
 - ``floor_save``: the least work that writes the same state durably, with no library (the
   weights in one safetensors file, the optimizer state by ``torch.save``, each fsync'ed); it
   runs in the reference's save process, after that save.
@@ -45,7 +46,7 @@ REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 ROWS = {
     "save": "save",
     "save_no_checksum": "save_no_checksum",
-    "reference_save": "accelerate `save_state` (it writes no checksums)",
+    "reference_save": "accelerate `save_state` (it writes no checksums and calls no fsync)",
     "floor_save": "floor: hand-written safetensors + torch.save, fsync",
     "load": "load",
     "load_no_verify": "load_no_verify",

@@ -10,7 +10,8 @@ Two measurements, each in a fresh subprocess (``OMP_NUM_THREADS=1``):
   committed): total time and steps per second.
 
 Beside accel's rows, the same work with the reference library (its ``save_state``, which is
-synchronous: it has no asynchronous save, so its users stall for the whole write) and the floor
+synchronous: it has no asynchronous save, so its users stall for the whole write; it calls no
+``fsync``, so its save ends once the bytes reach the page cache) and the floor
 (no library: the weights in one safetensors file and the optimizer state by ``torch.save``,
 each fsync'ed; for the asynchronous save, a copy into host memory followed by that write).
 The floors' stall measurements run in the reference's process, after its own (one interpreter
@@ -50,7 +51,7 @@ EVERY = int(os.environ.get("BENCH_EVERY", "4"))
 STALL_ROWS = {
     "sync": "synchronous",
     "async": "async_save=True",
-    "reference": "accelerate `save_state` (synchronous: it has no asynchronous save)",
+    "reference": "accelerate `save_state` (synchronous: it has no asynchronous save; no fsync)",
     "floor": "floor: hand-written safetensors + torch.save, fsync",
     "floor_async": "floor: copy into host memory (the stall), then the same write",
 }
@@ -59,7 +60,7 @@ RUN_ROWS = {
     "none": "none",
     "sync": "sync",
     "async": "async",
-    "reference": "accelerate `save_state` (synchronous)",
+    "reference": "accelerate `save_state` (synchronous, no fsync)",
     "floor": "floor: plain torch loop, hand-written save with fsync",
 }
 """Worker mode -> row label of the run table."""
