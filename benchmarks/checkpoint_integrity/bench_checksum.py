@@ -9,7 +9,14 @@ in a fresh subprocess (``OMP_NUM_THREADS=1``), modes alternating, ``BENCH_REPEAT
   save would cost without checksums);
 - ``load``: ``load_state()`` (checksums verified in phase 1, then the weights loaded);
 - ``load_no_verify``: ``load_state(verify_checksums=False)``;
-- ``cat``: ``cat`` of every checkpoint file to /dev/null (the cost of reading the bytes once).
+- ``cat``: ``cat`` of every checkpoint file to /dev/null (the cost of reading the bytes once:
+  the floor of a load);
+- ``reference_save`` / ``reference_load``: the reference library's ``save_state`` and
+  ``load_state`` of the same model (it has no checksums: its users load with no verification;
+  it calls no ``fsync``: its save ends once the bytes reach the page cache);
+- ``floor_save``: the least work that writes the same state durably, with no library (the
+  weights in one safetensors file, the optimizer state by ``torch.save``, each fsync'ed); it
+  runs in the reference's save process, after that save.
 
 All reads are from a warm page cache (the machine is shared: caches are not dropped).
 Prints a Markdown table and one JSON object; ``--out PAGE`` also writes the table into its own
@@ -36,21 +43,44 @@ from pathlib import Path
 LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
 WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
-MODES = ("save", "save_no_checksum", "load", "load_no_verify", "cat")
+ROWS = {
+    "save": "save",
+    "save_no_checksum": "save_no_checksum",
+    "reference_save": "accelerate `save_state` (it writes no checksums and calls no fsync)",
+    "floor_save": "floor: hand-written safetensors + torch.save, fsync",
+    "load": "load",
+    "load_no_verify": "load_no_verify",
+    "reference_load": "accelerate `load_state` (it verifies nothing)",
+    "cat": "floor: cat",
+}
+"""Mode -> row label (accel's rows keep their mode names)."""
+FLOORS = {"save": "floor_save", "load": "cat"}
+"""Which floor each operation's row is divided by (by the mode's first word)."""
 
 
 def _build(seed: int):
-    import torch
     from accel import Accelerator
 
     accelerator = Accelerator(cpu=True)
+    return accelerator, accelerator.prepare(*_plain(seed))[0]
+
+
+def _reference(seed: int):
+    from _checkpoint_sides import reference_accelerator
+
+    accelerator = reference_accelerator()
+    return accelerator, accelerator.prepare(*_plain(seed))[0]
+
+
+def _plain(seed: int):
+    import torch
+
     torch.manual_seed(seed)
     with torch.no_grad():
         model = torch.nn.Sequential(
             *[torch.nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(LAYERS)]
         )
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    return accelerator, accelerator.prepare(model, optimizer)[0]
+    return model, torch.optim.SGD(model.parameters(), lr=0.1)
 
 
 def worker(mode: str, folder: str) -> dict[str, float]:
@@ -58,14 +88,26 @@ def worker(mode: str, folder: str) -> dict[str, float]:
         import accel._checkpoint_dirs as dirs
 
         dirs.file_checksum = lambda path: "crc32:00000000"  # type: ignore[assignment]
-    accelerator, model = _build(seed=0 if mode.startswith("save") else 1)
+    if mode.startswith("reference"):
+        accelerator, model = _reference(seed=0 if mode.endswith("save") else 1)
+    else:
+        accelerator, model = _build(seed=0 if mode.startswith("save") else 1)
     start = time.perf_counter()
-    if mode.startswith("save"):
+    if mode.endswith("save") or mode == "save_no_checksum":
         accelerator.save_state(folder)
+    elif mode == "reference_load":
+        accelerator.load_state(folder)
     else:
         accelerator.load_state(folder, verify_checksums=mode == "load")
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "probe": float(model[0].weight[0, :8].sum())}
+    result = {"seconds": time.perf_counter() - start, "probe": float(model[0].weight[0, :8].sum())}
+    if mode == "reference_save":  # the floor next, in this process: one interpreter start fewer
+        from _checkpoint_sides import floor_save
+
+        plain, optimizer = _plain(seed=0)
+        start = time.perf_counter()
+        floor_save(plain.state_dict(), optimizer.state_dict(), folder + "_floor")
+        result["floor_seconds"] = time.perf_counter() - start
+    return result
 
 
 def _files(folder: str) -> list[str]:
@@ -91,38 +133,55 @@ def run(mode: str, folder: str) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _measure(root: str, results: dict[str, list[float]], sizes: dict[str, int]) -> None:
+    """One repeat of every mode: each side saves, then loads what it saved."""
+    for save_mode, load_modes in (
+        ("save", ("load", "load_no_verify", "cat")),
+        ("save_no_checksum", ()),
+        ("reference_save", ("reference_load",)),
+    ):
+        folder = os.path.join(root, save_mode)
+        saved = run(save_mode, folder)
+        results[save_mode].append(saved["seconds"])
+        if "floor_seconds" in saved:
+            results["floor_save"].append(saved["floor_seconds"])
+            sizes["floor_save"] = sum(os.path.getsize(p) for p in _files(folder + "_floor"))
+            shutil.rmtree(folder + "_floor")
+        for mode in load_modes:
+            loaded = run(mode, folder)
+            if "probe" in loaded and loaded["probe"] != saved["probe"]:
+                raise RuntimeError(f"{mode}: the loaded weights are not the saved ones")
+            results[mode].append(loaded["seconds"])
+        size = sum(os.path.getsize(p) for p in _files(folder))
+        for mode in (save_mode, *load_modes):
+            sizes[mode] = size
+        shutil.rmtree(folder)
+
+
 def main(out: str | None = None) -> None:
-    results: dict[str, list[float]] = {mode: [] for mode in MODES}
+    results: dict[str, list[float]] = {mode: [] for mode in ROWS}
+    sizes: dict[str, int] = {}
     root = tempfile.mkdtemp(prefix="bench_crc_")
-    size = 0
     try:
         for _ in range(REPEATS):
-            for save_mode in ("save", "save_no_checksum"):
-                folder = os.path.join(root, save_mode)
-                saved = run(save_mode, folder)
-                results[save_mode].append(saved["seconds"])
-                if save_mode == "save_no_checksum":
-                    shutil.rmtree(folder)
-                    continue
-                for mode in ("load", "load_no_verify", "cat"):
-                    loaded = run(mode, folder)
-                    if "probe" in loaded and loaded["probe"] != saved["probe"]:
-                        raise RuntimeError(f"{mode}: the loaded weights are not the saved ones")
-                    results[mode].append(loaded["seconds"])
-                size = sum(os.path.getsize(p) for p in _files(folder))
-                shutil.rmtree(folder)
+            _measure(root, results, sizes)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     medians = {mode: statistics.median(values) for mode, values in results.items()}
+    size = sizes["save"]
     lines = [
         f"checkpoint: {size / 1e9:.2f} GB ({LAYERS} x Linear({WIDTH}, {WIDTH})), {REPEATS} "
-        "repeats, medians",
+        "repeats, medians; each side reads what it wrote (GB/s: of that side's files)",
         "",
-        "| operation | seconds | GB/s |",
-        "| --- | --- | --- |",
+        "| operation | seconds | GB/s | × floor |",
+        "| --- | --- | --- | --- |",
     ]
-    for mode in MODES:
-        lines.append(f"| {mode} | {medians[mode]:.2f} | {size / 1e9 / medians[mode]:.2f} |")
+    for mode, label in ROWS.items():
+        floor = medians[FLOORS["load" if "load" in mode or mode == "cat" else "save"]]
+        lines.append(
+            f"| {label} | {medians[mode]:.2f} | {sizes[mode] / 1e9 / medians[mode]:.2f} "
+            f"| {medians[mode] / floor:.2f} |"
+        )
     print("\n".join(lines))
     print(json.dumps({"size_gb": size / 1e9, "repeats": REPEATS, "runs": results}))
     if out is not None:

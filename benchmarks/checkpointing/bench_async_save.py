@@ -9,6 +9,14 @@ Two measurements, each in a fresh subprocess (``OMP_NUM_THREADS=1``):
   synchronous saves and with asynchronous saves (the run ends once the last save is
   committed): total time and steps per second.
 
+Beside accel's rows, the same work with the reference library (its ``save_state``, which is
+synchronous: it has no asynchronous save, so its users stall for the whole write; it calls no
+``fsync``, so its save ends once the bytes reach the page cache) and the floor
+(no library: the weights in one safetensors file and the optimizer state by ``torch.save``,
+each fsync'ed; for the asynchronous save, a copy into host memory followed by that write).
+The floors' stall measurements run in the reference's process, after its own (one interpreter
+start fewer); every run of steps has its own process.
+
 Model: 16 x ``Linear(4096, 4096, bias=False)`` in fp32 (1.07 GB), SGD with momentum (one
 buffer per parameter: the checkpoint is 2.1 GB). Prints a Markdown table and one JSON object,
 with the machine's load average before and after.
@@ -33,71 +41,153 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
 WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
 SAVES = int(os.environ.get("BENCH_REPEATS", "3"))
 STEPS = int(os.environ.get("BENCH_STEPS", "12"))
 EVERY = int(os.environ.get("BENCH_EVERY", "4"))
+STALL_ROWS = {
+    "sync": "synchronous",
+    "async": "async_save=True",
+    "reference": "accelerate `save_state` (synchronous: it has no asynchronous save; no fsync)",
+    "floor": "floor: hand-written safetensors + torch.save, fsync",
+    "floor_async": "floor: copy into host memory (the stall), then the same write",
+}
+"""Worker mode -> row label of the stall table."""
+RUN_ROWS = {
+    "none": "none",
+    "sync": "sync",
+    "async": "async",
+    "reference": "accelerate `save_state` (synchronous, no fsync)",
+    "floor": "floor: plain torch loop, hand-written save with fsync",
+}
+"""Worker mode -> row label of the run table."""
 
 
-def _build(folder: str):
+def _model():
     import torch
-    from accel import Accelerator
-    from accel.utils import ProjectConfiguration
 
-    config = ProjectConfiguration(
-        project_dir=folder, automatic_checkpoint_naming=True, total_limit=2
-    )
-    accelerator = Accelerator(cpu=True, project_config=config)
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH, bias=False) for _ in range(LAYERS)])
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+    return model, torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
+
+
+def _build(folder: str, mode: str):
+    """The accelerator (None for the floors), the model and its optimizer."""
+    model, optimizer = _model()
+    if mode.startswith("floor"):
+        return None, model, optimizer
+    if mode == "reference":
+        from _checkpoint_sides import reference_accelerator
+
+        accelerator = reference_accelerator(folder)
+    else:
+        from accel import Accelerator
+        from accel.utils import ProjectConfiguration
+
+        config = ProjectConfiguration(
+            project_dir=folder, automatic_checkpoint_naming=True, total_limit=2
+        )
+        accelerator = Accelerator(cpu=True, project_config=config)
     model, optimizer = accelerator.prepare(model, optimizer)
     return accelerator, model, optimizer
 
 
 def _step(accelerator, model, optimizer, batch) -> None:
     loss = model(batch).pow(2).mean()
-    accelerator.backward(loss)
+    if accelerator is None:
+        loss.backward()
+    else:
+        accelerator.backward(loss)
     optimizer.step()
     optimizer.zero_grad()
 
 
-def worker(kind: str, mode: str, folder: str) -> dict[str, float]:
+class _Saver:
+    """One save of the mode: returns after the training loop may go on; ``wait`` commits."""
+
+    def __init__(self, accelerator, model, optimizer, mode: str, folder: str) -> None:
+        self.accelerator, self.model, self.optimizer = accelerator, model, optimizer
+        self.mode, self.folder, self.count, self.pending = mode, folder, 0, None
+
+    def save(self) -> None:
+        from _checkpoint_sides import floor_save, host_copy
+
+        if self.mode == "reference":
+            self.accelerator.save_state()  # the reference has no asynchronous save
+            return
+        if self.accelerator is not None:
+            handle = self.accelerator.save_state(async_save=self.mode == "async")
+            self.pending = handle if self.mode == "async" else None
+            return
+        self.count += 1
+        target = os.path.join(self.folder, f"checkpoint_{self.count % 2}")  # 2 kept
+        if self.mode == "floor_async":
+            self.pending = (host_copy(self.model, self.optimizer), target)
+        else:
+            floor_save(self.model.state_dict(), self.optimizer.state_dict(), target)
+
+    def wait(self) -> None:
+        from _checkpoint_sides import floor_save
+
+        if self.pending is None:
+            return
+        if self.accelerator is not None:
+            self.pending.wait()
+        else:
+            (weights, optimizer_state), target = self.pending
+            floor_save(weights, optimizer_state, target)
+        self.pending = None
+
+
+def _stall(mode: str, folder: str) -> dict[str, float]:
     import torch
 
-    accelerator, model, optimizer = _build(folder)
+    accelerator, model, optimizer = _build(folder, mode)
     batch = torch.randn(4, WIDTH)
     _step(accelerator, model, optimizer, batch)  # optimizer state exists before any save
-    asynchronous = mode == "async"
+    saver = _Saver(accelerator, model, optimizer, mode, folder)
+    stalls, totals = [], []
+    for _ in range(SAVES):
+        start = time.perf_counter()
+        saver.save()
+        stalls.append(time.perf_counter() - start)
+        saver.wait()
+        totals.append(time.perf_counter() - start)
+        _step(accelerator, model, optimizer, batch)
+    return {
+        "stall_s": statistics.median(stalls),
+        "stall_first_s": stalls[0],
+        "stall_later_s": statistics.median(stalls[1:] or stalls),
+        "commit_s": statistics.median(totals),
+    }
+
+
+def worker(kind: str, mode: str, folder: str) -> dict[str, Any]:
+    import torch
+
+    if kind == "stall" and mode == "reference":  # the floors after it: one process fewer to start
+        return {side: _stall(side, folder) for side in ("reference", "floor", "floor_async")}
     if kind == "stall":
-        stalls, totals = [], []
-        for _ in range(SAVES):
-            start = time.perf_counter()
-            handle = accelerator.save_state(async_save=asynchronous)
-            stalls.append(time.perf_counter() - start)
-            if asynchronous:
-                handle.wait()
-            totals.append(time.perf_counter() - start)
-            _step(accelerator, model, optimizer, batch)
-        return {
-            "stall_s": statistics.median(stalls),
-            "stall_first_s": stalls[0],
-            "stall_later_s": statistics.median(stalls[1:] or stalls),
-            "commit_s": statistics.median(totals),
-        }
+        return _stall(mode, folder)
+    accelerator, model, optimizer = _build(folder, mode)
+    batch = torch.randn(4, WIDTH)
+    _step(accelerator, model, optimizer, batch)
+    saver = _Saver(accelerator, model, optimizer, mode, folder)
     start = time.perf_counter()
     for step in range(1, STEPS + 1):
         _step(accelerator, model, optimizer, batch)
         if mode != "none" and step % EVERY == 0:
-            accelerator.save_state(async_save=asynchronous)
-    accelerator.end_training()  # waits for the last asynchronous save
+            saver.save()
+    if accelerator is not None:
+        accelerator.end_training()  # waits for the last asynchronous save
     total = time.perf_counter() - start
     return {"run_s": total, "steps_per_s": STEPS / total}
 
 
-def _run(kind: str, mode: str) -> dict[str, float]:
+def _run(kind: str, mode: str) -> dict[str, Any]:
     folder = tempfile.mkdtemp(prefix="accel_bench_async_")
     try:
         done = subprocess.run(
@@ -144,35 +234,45 @@ def main() -> None:
         print(json.dumps(worker(*args.worker)))
         return
     load_before = os.getloadavg()
-    results = {
-        "stall_sync": _run("stall", "sync"),
-        "stall_async": _run("stall", "async"),
-    }
+    results: dict[str, Any] = {}
+    for mode in ("sync", "async", "reference"):
+        measured = _run("stall", mode)
+        if mode == "reference":
+            results.update({f"stall_{side}": row for side, row in measured.items()})
+        else:
+            results[f"stall_{mode}"] = measured
     if not args.stall_only:
-        for mode in ("none", "sync", "async"):
+        for mode in RUN_ROWS:
             results[f"run_{mode}"] = _run("run", mode)
     load_after = os.getloadavg()
     sync, asyn = results["stall_sync"], results["stall_async"]
+    floor = results["stall_floor"]["commit_s"]
     lines = [
         f"Model: {LAYERS} x Linear({WIDTH}, {WIDTH}), {SAVES} saves per stall measurement.",
         "",
-        "| save | stall, first save s | stall, later saves s | until committed s |",
-        "| --- | --- | --- | --- |",
+        "| save | stall, first save s | stall, later saves s | until committed s "
+        "| until committed × floor |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    for name, row in (("synchronous", sync), ("async_save=True", asyn)):
+    for mode, name in STALL_ROWS.items():
+        row = results[f"stall_{mode}"]
         lines.append(
             f"| {name} | {row['stall_first_s']:.2f} | {row['stall_later_s']:.2f} "
-            f"| {row['commit_s']:.2f} |"
+            f"| {row['commit_s']:.2f} | {row['commit_s'] / floor:.2f} |"
         )
     first = asyn["stall_first_s"] / sync["stall_first_s"]
     later = asyn["stall_later_s"] / sync["stall_later_s"]
     lines.append(f"\nstall ratio async/sync: first save {first:.1%}, later saves {later:.1%}\n")
     if "run_none" in results:
-        lines.append(f"| run of {STEPS} steps, save every {EVERY} | total s | steps/s |")
-        lines.append("| --- | --- | --- |")
-        for mode in ("none", "sync", "async"):
+        run_floor = results["run_floor"]["run_s"]
+        lines.append(f"| run of {STEPS} steps, save every {EVERY} | total s | steps/s | × floor |")
+        lines.append("| --- | --- | --- | --- |")
+        for mode, name in RUN_ROWS.items():
             row = results[f"run_{mode}"]
-            lines.append(f"| {mode} | {row['run_s']:.1f} | {row['steps_per_s']:.2f} |")
+            lines.append(
+                f"| {name} | {row['run_s']:.1f} | {row['steps_per_s']:.2f} "
+                f"| {row['run_s'] / run_floor:.2f} |"
+            )
     loads = f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f}"
     lines.append(f"\n{loads} (1-minute), {os.cpu_count()} cores")
     print("\n".join(lines))

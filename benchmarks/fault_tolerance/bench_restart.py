@@ -7,6 +7,12 @@ Runs ``tests/scripts/restartable_training.py`` (12 steps, a checkpoint every 3) 
 the killed run's wall time minus the median uninterrupted wall time: detection by the launcher,
 stopping the survivor, starting and forming a new group, loading the newest checkpoint and
 redoing the steps since it. Writes a Markdown table.
+
+The same cases run, interleaved with accel's, through the reference library's launcher
+(``accelerate launch --multi_gpu``: its ``--cpu`` starts one process) and through the floor,
+torch's own elastic agent (``torchrun``, no accel launcher), each with ``--max_restarts 1``
+and a 0.1 s monitor interval; the training script is the same in all three. A second table puts
+them side by side (``--side-cases`` limits how many cases they run, in the order above).
 """
 
 from __future__ import annotations
@@ -39,10 +45,37 @@ CASES = {
 }
 
 
-def _run(env: dict[str, str]) -> float:
-    launcher = shutil.which("accel-launch") or str(Path(sys.executable).parent / "accel-launch")
+def _tool(name: str) -> str:
+    return shutil.which(name) or str(Path(sys.executable).parent / name)
+
+
+LAUNCHERS = {
+    "accel-launch": lambda: [_tool("accel-launch"), "--cpu", "--num_processes", "2"],
+    "accelerate launch": lambda: [
+        _tool("accelerate"),
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--monitor_interval",
+        "0.1",
+    ],
+    "floor: torchrun": lambda: [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--monitor_interval",
+        "0.1",
+    ],
+}
+"""Label -> command that starts 2 processes (``--max_restarts 1`` is added)."""
+
+
+def _run(env: dict[str, str], launcher: str = "accel-launch") -> float:
     with tempfile.TemporaryDirectory() as project:
-        command = [launcher, "--cpu", "--num_processes", "2", "--max_restarts", "1"]
+        command = [*LAUNCHERS[launcher](), "--max_restarts", "1"]
         start = time.perf_counter()
         subprocess.run(
             [*command, str(SCRIPT), project],
@@ -54,21 +87,55 @@ def _run(env: dict[str, str]) -> float:
         return time.perf_counter() - start
 
 
+def _side_table(medians: dict[tuple[str, str], float], cases: list[str]) -> str:
+    """accel's launcher, the reference's and torchrun, case by case (× floor: of torchrun)."""
+    lines = [
+        "",
+        "## Side by side: accel, the reference and the floor",
+        "",
+        "The same cases, interleaved with the runs above: the reference's launcher "
+        "(`accelerate launch --multi_gpu --num_processes 2 --max_restarts 1`; its `--cpu` starts "
+        "one process) and the floor, torch's elastic agent alone (`torchrun --nproc_per_node 2 "
+        "--max_restarts 1`), both with a 0.1 s monitor interval, running the same script.",
+        "",
+        "| launcher · case | wall time (s) | time lost (s) | wall × floor |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for launcher in LAUNCHERS:
+        base = medians[launcher, "uninterrupted"]
+        for case in cases:
+            wall = medians[launcher, case]
+            lost = "-" if case == "uninterrupted" else f"{wall - base:.1f}"
+            floor = medians["floor: torchrun", case]
+            lines.append(f"| {launcher} · {case} | {wall:.1f} | {lost} | {wall / floor:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/fault_tolerance.md"))
+    parser.add_argument(
+        "--side-cases",
+        type=int,
+        default=len(CASES),
+        help="cases the reference's launcher and the floor run (the first ones)",
+    )
     args = parser.parse_args()
-    walls: dict[str, list[float]] = {name: [] for name in CASES}
+    side_cases = list(CASES)[: max(1, args.side_cases)]
+    walls: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.repeat):
         for name, env in CASES.items():
-            walls[name].append(_run(env))
-    base = statistics.median(walls["uninterrupted"])
+            for launcher in LAUNCHERS:
+                if launcher == "accel-launch" or name in side_cases:
+                    walls.setdefault((launcher, name), []).append(_run(env, launcher))
+    medians = {key: statistics.median(w) for key, w in walls.items()}
+    base = medians["accel-launch", "uninterrupted"]
     rows = [
-        f"| {name} | {statistics.median(w):.1f} | "
-        + ("-" if name == "uninterrupted" else f"{statistics.median(w) - base:.1f}")
+        f"| {name} | {medians['accel-launch', name]:.1f} | "
+        + ("-" if name == "uninterrupted" else f"{medians['accel-launch', name] - base:.1f}")
         + " |"
-        for name, w in walls.items()
+        for name in CASES
     ]
     text = (
         "# Fault tolerance: time lost per failure\n\n"
@@ -76,7 +143,10 @@ def main() -> None:
         f"`tests/scripts/restartable_training.py` (12 steps, checkpoint every 3), "
         f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs; median of "
         f"{args.repeat} runs per case, cases interleaved.\n\n"
-        "| case | wall time (s) | time lost (s) |\n| --- | ---: | ---: |\n" + "\n".join(rows) + "\n"
+        "| case | wall time (s) | time lost (s) |\n| --- | ---: | ---: |\n"
+        + "\n".join(rows)
+        + "\n"
+        + _side_table(medians, side_cases)
     )
     Path(args.out).write_text(text)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

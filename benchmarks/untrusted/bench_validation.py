@@ -10,6 +10,11 @@ runs from a warm page cache:
   non-tensor entries (1 process, no process group); ``read_dcp_metadata_safely`` vs torch's
   ``FileSystemReader.read_metadata``, and ``safe_dcp_load`` vs ``dcp.load``.
 
+Beside them, the reference library's way (its FSDP sharded load calls torch's ``dcp.load``
+with a ``FileSystemReader``; its ``load_state`` of a DeepSpeed engine calls DeepSpeed's own
+``load_checkpoint``: neither checks anything) and the floors: a raw read of the DCP files'
+bytes, and ``torch.load`` of the DeepSpeed ``.pt`` files with no engine and no check.
+
 Run: uv run --no-sync python benchmarks/untrusted/bench_validation.py
 (the DeepSpeed part starts itself under torchrun with one process). Sizes: ``--repeats``,
 ``--ds-layers``, ``--ds-width``, ``--dcp-tensors`` (or the environment variables
@@ -49,6 +54,19 @@ def _size(folder: str) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
+def _read_bytes(paths: list[Path]) -> int:
+    """Read every file whole (the floor of a load: the bytes, no parsing)."""
+    total = 0
+    for path in paths:
+        with open(path, "rb") as handle:
+            total += len(handle.read())
+    return total
+
+
+def _files(folder: str) -> list[Path]:
+    return sorted(p for p in Path(folder).rglob("*") if p.is_file())
+
+
 def bench_dcp(folder: str) -> dict[str, float]:
     import torch
     import torch.distributed.checkpoint as dcp
@@ -68,7 +86,20 @@ def bench_dcp(folder: str) -> dict[str, float]:
         "read_metadata_safe_s": _median(lambda: read_dcp_metadata_safely(folder)),
         "load_plain_s": _median(lambda: dcp.load(fresh(), checkpoint_id=folder, no_dist=True)),
         "load_safe_s": _median(lambda: safe_dcp_load(fresh(), folder, no_dist=True)),
+        "reference_load_s": _median(lambda: _reference_dcp_load(fresh(), folder)),
+        "floor_metadata_s": _median(lambda: _read_bytes([Path(folder, ".metadata")])),
+        "floor_load_s": _median(lambda: _read_bytes(_files(folder))),
     }
+
+
+def _reference_dcp_load(state: dict[str, object], folder: str) -> None:
+    """What the reference library does to read a DCP folder (its FSDP sharded-state load):
+    torch's ``dcp.load`` with a ``FileSystemReader`` and the default planner, no check."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+    reader = dcp.FileSystemReader(folder)
+    dcp.load(state, storage_reader=reader, planner=DefaultLoadPlanner(), no_dist=True)
 
 
 def bench_deepspeed(folder: str) -> dict[str, float]:
@@ -90,11 +121,14 @@ def bench_deepspeed(folder: str) -> dict[str, float]:
     path = acc.save_state(folder)
     engine_dir = os.path.join(path, "deepspeed_model_0")
     load = lambda: model.load_checkpoint(path, tag="deepspeed_model_0")  # noqa: E731
+    pt_files = [p for p in _files(engine_dir) if p.suffix == ".pt"]
+    floor = lambda: [torch.load(p, weights_only=False) for p in pt_files]  # noqa: E731
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "deepspeed_bytes": _size(engine_dir),
         "validate_s": _median(lambda: acc.engine.validate_model_state(path, 0)),
         "deepspeed_load_s": _median(load),
+        "floor_deepspeed_s": _median(floor),
         "load_state_s": _median(lambda: acc.load_state(path)),
         "load_state_trusted_s": _median(lambda: acc.load_state(path, trust_pickles=True)),
     }
@@ -131,29 +165,65 @@ def main() -> None:
     line = next(x for x in run.stdout.splitlines() if x.startswith("DEEPSPEED "))
     results.update(json.loads(line[len("DEEPSPEED ") :]))
     r = results
+
+    def ratio(seconds: float, floor: float) -> str:
+        return f"{seconds / floor:.2f}"
+
+    meta, dcp_floor, ds_floor = (
+        r["floor_metadata_s"],
+        r["floor_load_s"],
+        r["floor_deepspeed_s"],
+    )
     rows = [
-        ("measure", "without the check (s)", "with the check (s)", "check alone (s)"),
-        ("---", "---", "---", "---"),
+        ("measure", "without the check (s)", "with the check (s)", "check alone (s)", "× floor"),
+        ("---", "---", "---", "---", "---"),
         (
             f"DCP `.metadata` read ({r['metadata_bytes'] / 1e3:.0f} kB, {DCP_TENSORS} tensors)",
             f"{r['read_metadata_plain_s']:.4f}",
             f"{r['read_metadata_safe_s']:.4f}",
             "",
+            ratio(r["read_metadata_safe_s"], meta),
         ),
+        ("floor: raw read of the `.metadata` bytes", f"{meta:.4f}", "", "", "1.00"),
         (
             f"DCP load ({r['dcp_bytes'] / 1e6:.1f} MB)",
             f"{r['load_plain_s']:.3f}",
             f"{r['load_safe_s']:.3f}",
             "",
+            ratio(r["load_safe_s"], dcp_floor),
         ),
+        (
+            "accelerate: torch's `dcp.load` with a `FileSystemReader` (its FSDP sharded load; "
+            "no check)",
+            f"{r['reference_load_s']:.3f}",
+            "",
+            "",
+            ratio(r["reference_load_s"], dcp_floor),
+        ),
+        ("floor: raw read of the DCP files' bytes", f"{dcp_floor:.4f}", "", "", "1.00"),
         (
             f"`load_state`, DeepSpeed ZeRO-2 ({r['parameters'] / 1e6:.0f}M parameters, "
             f"{r['deepspeed_bytes'] / 1e6:.0f} MB of DeepSpeed files)",
             f"{r['load_state_trusted_s']:.3f}",
             f"{r['load_state_s']:.3f}",
             f"{r['validate_s']:.4f}",
+            ratio(r["load_state_s"], ds_floor),
         ),
-        ("DeepSpeed's own `load_checkpoint` (reference)", f"{r['deepspeed_load_s']:.3f}", "", ""),
+        (
+            "accelerate: its `load_state` calls DeepSpeed's own `load_checkpoint`, measured "
+            "here (no check)",
+            f"{r['deepspeed_load_s']:.3f}",
+            "",
+            "",
+            ratio(r["deepspeed_load_s"], ds_floor),
+        ),
+        (
+            "floor: `torch.load` of the DeepSpeed `.pt` files, no engine, no check",
+            f"{ds_floor:.3f}",
+            "",
+            "",
+            "1.00",
+        ),
     ]
     table = ["| " + " | ".join(row) + " |" for row in rows]
     print("\n".join(table))
