@@ -134,11 +134,15 @@ def stamp(page: str | Path, name: str, line: str) -> None:
     path = Path(page)
     prefix = f"Run `{name}` "
     lines: list[str] = []
+    removed = False
     for text in path.read_text(encoding="utf-8").splitlines():
         if text.startswith(prefix):
+            removed = True
             continue
-        if text == "" and lines[-2:] == ["", ""]:
+        if removed and text == "" and lines[-1:] == [""]:
+            removed = False
             continue  # the blank line that closed the removed stamp
+        removed = False
         lines.append(text)
     title = next((i for i, text in enumerate(lines) if text.startswith("# ")), None)
     at = 0 if title is None else title + 1
