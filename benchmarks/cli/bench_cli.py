@@ -63,13 +63,13 @@ def commands(
 ) -> dict[str, tuple[list[str], list[str] | None, list[str]]]:
     """Row name -> (accel's command, the reference's command or None, the floor's command)."""
     python = ["python", "-c"]
-    env_floor = "platform.platform(), *(version(n) for n in ('accel', 'torch'))"
+    env_floor = "platform.platform(), *(version(n) for n in ('accel-launch', 'torch'))"
     return {
         "--help": (["accel", "--help"], ["accelerate", "--help"], [*python, "pass"]),
         "--version": (
             ["accel", "--version"],
             None,
-            [*python, VERSIONS.format("version('accel')")],
+            [*python, VERSIONS.format("version('accel-launch')")],
         ),
         "env": (
             ["accel", "env"],
@@ -104,7 +104,7 @@ def run(command: list[str], env: dict[str, str]) -> tuple[float, int]:
 
 
 def _cell(samples: list[float]) -> str:
-    return f"{statistics.median(samples):.1f} ({min(samples):.1f}-{max(samples):.1f})"
+    return f"{statistics.median(samples):.2f} ({min(samples):.2f}-{max(samples):.2f})"
 
 
 def main() -> None:
@@ -184,7 +184,7 @@ def main() -> None:
     lines += [
         "",
         "Floor of each command: `--help` and `config default` a bare `python -c pass`; "
-        "`--version` and `env` that start plus a metadata read (`env`: platform, accel and "
+        "`--version` and `env` that start plus a metadata read (`env`: platform, accel-launch and "
         "torch versions); `estimate-memory` that start plus reading the config.json; `test` "
         "a torchrun of 2 gloo processes doing one `all_reduce`.",
     ]
