@@ -94,6 +94,8 @@ def child(variant: str, folder: str, layers: int = 4, width: int = 2048) -> dict
 
         if precision != "fp32":
             import bitsandbytes  # noqa: F401
+        with torch.device("meta"):  # its first use imports sympy and more: not part of a load
+            one_gb_model(1, 8)
         return _measure(lambda: _floor_load(folder, precision, layers, width), folder, variant)
     if side == "accel":
         from accel_bigmodel import init_empty_weights, load_checkpoint_and_dispatch
