@@ -21,8 +21,8 @@ of the imported libraries).
 
 Each engine also has a floor: the same loop written by hand with no library, in the same pair of
 fresh processes (``--lib floor``): ``DistributedDataParallel``, ``fully_shard`` on each Linear
-then the root, or ``deepspeed.initialize`` with the same ZeRO stage, over a
-``DistributedSampler``.
+then the root, or ``deepspeed.initialize`` with the same ZeRO stage; process ``r`` takes
+batches ``r, r + 2, ...`` of the data by slicing, as the libraries' sharded loaders give them.
 """
 
 from __future__ import annotations
@@ -153,15 +153,16 @@ def _floor_worker(engine: str, steps: int, warmup: int, result: str) -> None:
     """The same training with no library: the engine's own API called by hand."""
     import torch
     import torch.distributed as dist
-    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
     dist.init_process_group("gloo")
     base_kb = _status_kb("VmRSS")
     model = _build(torch)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(BATCH * 2 * (steps + warmup), WIDTH, generator=g)
-    data = TensorDataset(x, x.mean(dim=1, keepdim=True))
-    loader = DataLoader(data, batch_size=BATCH, sampler=DistributedSampler(data, shuffle=False))
+    y, rank = x.mean(dim=1, keepdim=True), dist.get_rank()
+    # Batch k of the data goes to process k % 2, as the libraries' sharded loaders do.
+    starts = range(rank * BATCH, len(x), 2 * BATCH)
+    loader = [(x[s : s + BATCH], y[s : s + BATCH]) for s in starts]
     sharded = False
     if engine == "ddp":
         model = torch.nn.parallel.DistributedDataParallel(model)
@@ -333,7 +334,7 @@ def _table(rows: list[dict[str, Any]], steps: int, warmup: int, torch_version: s
         "size, so the same work per step, but a different loss trajectory).",
         "",
         "The floor rows train the same model with no library (the engine's own API called by "
-        "hand, over a `DistributedSampler`); `× floor` is a row's step time over its engine's "
+        "hand, each process slicing its batches of the data); `× floor` is a row's step time over its engine's "
         "floor.",
         "",
         "| engine | library | processes seen | distributed type | step (ms) | × floor "
