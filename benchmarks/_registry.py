@@ -166,7 +166,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         reference=True,
         deepspeed=True,
         processes=2,
-        full_only="eight 2-process launches, four with DeepSpeed: over 120 s here even at 2 steps",
+        full_only="twelve 2-process launches, six with DeepSpeed: over 120 s here even at 2 steps",
     ),
     Benchmark(
         "fsdp",
@@ -226,7 +226,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "precision.md",
         short=("--steps", "1", "--layers", "1", "--width", "256"),
         reference=True,
-        full_only="four fresh processes (accel and the reference, bf16 and float8): about 130 s here",
+        full_only="six fresh processes (accel, the reference, the floor; bf16 and float8): minutes here",
     ),
     Benchmark(
         "quantized_load",
@@ -234,7 +234,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "precision.md",
         short=("--layers", "1", "--width", "256"),
         reference=True,
-        full_only="six fresh processes loading with bitsandbytes, accel and the reference: minutes here",
+        full_only="nine fresh processes loading with bitsandbytes (accel, the reference, the floor): minutes here",
     ),
     Benchmark(
         "bigmodel",

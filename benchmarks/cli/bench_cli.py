@@ -10,6 +10,11 @@ the file already exists (nothing is written); ``estimate-memory`` on a local tra
 config.json (a 4-layer Llama, which accel answers from its fields without importing torch or
 transformers; offline); ``test`` on 2 CPU processes.
 
+Each command also has a floor, run in the same rotation: the least a process must do for the
+same answer. A bare interpreter start for ``--help`` and ``config default`` (nothing to write),
+the start plus a metadata read for ``--version`` and ``env``, the start plus a JSON read for
+``estimate-memory``, and for ``test`` a torchrun of 2 gloo processes doing one ``all_reduce``.
+
 Run: ``uv run --no-sync python benchmarks/cli/bench_cli.py [--runs 3] [--out FILE]``
 """
 
@@ -42,23 +47,49 @@ LLAMA = {
 }
 
 
-def commands(model: Path, reference_config: Path) -> dict[str, tuple[list[str], list[str] | None]]:
-    """Row name -> (accel's command, the reference's command or None)."""
+FLOOR_TEST = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+value = torch.ones(1)
+dist.all_reduce(value)
+assert value.item() == dist.get_world_size()
+dist.destroy_process_group()
+"""
+VERSIONS = "from importlib.metadata import version; print({})"
+
+
+def commands(
+    model: Path, reference_config: Path, floor_test: Path
+) -> dict[str, tuple[list[str], list[str] | None, list[str]]]:
+    """Row name -> (accel's command, the reference's command or None, the floor's command)."""
+    python = ["python", "-c"]
+    env_floor = "platform.platform(), *(version(n) for n in ('accel-launch', 'torch'))"
     return {
-        "--help": (["accel", "--help"], ["accelerate", "--help"]),
-        "--version": (["accel", "--version"], None),
-        "env": (["accel", "env"], ["accelerate", "env"]),
+        "--help": (["accel", "--help"], ["accelerate", "--help"], [*python, "pass"]),
+        "--version": (
+            ["accel", "--version"],
+            None,
+            [*python, VERSIONS.format("version('accel-launch')")],
+        ),
+        "env": (
+            ["accel", "env"],
+            ["accelerate", "env"],
+            [*python, "import platform; " + VERSIONS.format(env_floor)],
+        ),
         "config default (file exists)": (
             ["accel", "config", "default"],
             ["accelerate", "config", "default"],
+            [*python, "pass"],
         ),
         "estimate-memory (local config.json)": (
             ["accel", "estimate-memory", str(model)],
             ["accelerate", "estimate-memory", str(model)],
+            [*python, f"import json; print(json.load(open({str(model / 'config.json')!r})))"],
         ),
         "test (2 CPU processes)": (
             ["accel", "test", "--num_processes", "2", "--cpu"],
             ["accelerate", "test", "--config_file", str(reference_config)],
+            ["python", "-m", "torch.distributed.run", "--nproc_per_node", "2", str(floor_test)],
         ),
     }
 
@@ -73,7 +104,7 @@ def run(command: list[str], env: dict[str, str]) -> tuple[float, int]:
 
 
 def _cell(samples: list[float]) -> str:
-    return f"{statistics.median(samples):.1f} ({min(samples):.1f}-{max(samples):.1f})"
+    return f"{statistics.median(samples):.2f} ({min(samples):.2f}-{max(samples):.2f})"
 
 
 def main() -> None:
@@ -114,13 +145,17 @@ def main() -> None:
         # `config default` is measured when the file exists: write it once first.
         for command in (["accel", "config", "default"], ["accelerate", "config", "default"]):
             run(command, env)
-        rows = commands(model, reference_config)
-        times: dict[str, dict[str, list[float]]] = {name: {"ours": [], "ref": []} for name in rows}
+        floor_test = root / "floor_test.py"
+        floor_test.write_text(FLOOR_TEST)
+        rows = commands(model, reference_config, floor_test)
+        times: dict[str, dict[str, list[float]]] = {
+            name: {"ours": [], "ref": [], "floor": []} for name in rows
+        }
         failures: list[str] = []
         for repetition in range(args.runs):
-            for name, (ours, reference) in rows.items():
-                pairs = [("ours", ours), ("ref", reference)]
-                for side, command in pairs if repetition % 2 == 0 else pairs[::-1]:
+            for name, (ours, reference, floor) in rows.items():
+                sides = [("ours", ours), ("ref", reference), ("floor", floor)]
+                for side, command in sides if repetition % 2 == 0 else sides[::-1]:
                     if command is None:
                         continue
                     seconds, code = run(command, env)
@@ -132,15 +167,27 @@ def main() -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
         f"Wall time in seconds, median (min-max) of {args.runs} runs, accel and the reference "
-        f"alternating; {platform.machine()}, {os.cpu_count()} cores shared with other jobs "
+        f"alternating with the floor; {platform.machine()}, {os.cpu_count()} cores shared with other jobs "
         f"(load average at the end: {load}); Python {platform.python_version()}.",
         "",
-        "| command | accel (s) | accelerate (s) |",
-        "| --- | ---: | ---: |",
+        "| command | accel (s) | accelerate (s) | floor: raw `python -c` / torchrun (s) "
+        "| accel / floor |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for name, sides in times.items():
-        ref = _cell(sides["ref"]) if sides["ref"] else "n/a (no such command)"
-        lines.append(f"| `{name}` | {_cell(sides['ours'])} | {ref} |")
+        ref = _cell(sides["ref"]) if sides["ref"] else "no such command"
+        ratio = statistics.median(sides["ours"]) / statistics.median(sides["floor"])
+        lines.append(
+            f"| `{name}` | {_cell(sides['ours'])} | {ref} | {_cell(sides['floor'])} "
+            f"| {ratio:.1f}x |"
+        )
+    lines += [
+        "",
+        "Floor of each command: `--help` and `config default` a bare `python -c pass`; "
+        "`--version` and `env` that start plus a metadata read (`env`: platform, accel-launch and "
+        "torch versions); `estimate-memory` that start plus reading the config.json; `test` "
+        "a torchrun of 2 gloo processes doing one `all_reduce`.",
+    ]
     if failures:
         lines += ["", "Commands that failed:", *sorted({f"- {f}" for f in failures})]
     table = "\n".join(lines)

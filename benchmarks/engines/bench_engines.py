@@ -18,6 +18,11 @@ with the library's documented loop: ``prepare``, ``backward``, ``clip_grad_norm_
 process; memory is the peak resident set size (``VmHWM``) of each process, and the same peak
 minus the resident size measured just before the model was built (what training added on top
 of the imported libraries).
+
+Each engine also has a floor: the same loop written by hand with no library, in the same pair of
+fresh processes (``--lib floor``): ``DistributedDataParallel``, ``fully_shard`` on each Linear
+then the root, or ``deepspeed.initialize`` with the same ZeRO stage; process ``r`` takes
+batches ``r, r + 2, ...`` of the data by slicing, as the libraries' sharded loaders give them.
 """
 
 from __future__ import annotations
@@ -36,7 +41,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve()
 ENGINES = ("ddp", "fsdp2", "zero2", "zero3")
-LIBS = ("accel", "accelerate")
+LIBS = ("accel", "accelerate", "floor")
+FLOOR_NAMES = {
+    "ddp": "floor: torch DistributedDataParallel by hand",
+    "fsdp2": "floor: torch fully_shard by hand",
+    "zero2": "floor: deepspeed.initialize by hand",
+    "zero3": "floor: deepspeed.initialize by hand",
+}
 WIDTH, DEPTH, BATCH = 1024, 8, 16
 
 
@@ -62,6 +73,9 @@ def worker(lib: str, engine: str, steps: int, warmup: int, result: str) -> None:
     import torch.distributed as dist
     from torch.utils.data import DataLoader, TensorDataset
 
+    if lib == "floor":
+        _floor_worker(engine, steps, warmup, result)
+        return
     if lib == "accel":
         from accel import Accelerator, DeepSpeedPlugin, FullyShardedDataParallelPlugin
     else:
@@ -121,9 +135,9 @@ def worker(lib: str, engine: str, steps: int, warmup: int, result: str) -> None:
         if i >= warmup:
             times.append(elapsed)
         losses.append(loss.item())
-    per_rank = [None] * dist.get_world_size()
     mine = {
-        "times": times,
+        "lib": lib,
+        "engine": engine,
         "peak_kb": _status_kb("VmHWM"),
         "base_kb": base_kb,
         "final_loss": losses[-1],
@@ -132,12 +146,97 @@ def worker(lib: str, engine: str, steps: int, warmup: int, result: str) -> None:
         "ds_sharded": any(hasattr(p, "ds_id") for p in model.parameters()),
         "dtensor": any(type(p).__name__ == "DTensor" for p in model.parameters()),
     }
-    dist.all_gather_object(per_rank, mine)
+    _report(result, times, mine)
+
+
+def _floor_worker(engine: str, steps: int, warmup: int, result: str) -> None:
+    """The same training with no library: the engine's own API called by hand."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    base_kb = _status_kb("VmRSS")
+    model = _build(torch)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(BATCH * 2 * (steps + warmup), WIDTH, generator=g)
+    y, rank = x.mean(dim=1, keepdim=True), dist.get_rank()
+    # Batch k of the data goes to process k % 2, as the libraries' sharded loaders do.
+    starts = range(rank * BATCH, len(x), 2 * BATCH)
+    loader = [(x[s : s + BATCH], y[s : s + BATCH]) for s in starts]
+    sharded = False
+    if engine == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    elif engine == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+        sharded = any(type(p).__name__ == "DTensor" for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if engine.startswith("zero"):
+        import deepspeed
+
+        config = {
+            "train_batch_size": 2 * BATCH,
+            "train_micro_batch_size_per_gpu": BATCH,
+            "gradient_accumulation_steps": 1,
+            "gradient_clipping": 1.0,
+            "zero_optimization": {"stage": int(engine[-1])},
+            "zero_allow_untested_optimizer": True,
+        }
+        model, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
+        backward, step = model.backward, model.step
+    else:
+
+        def backward(loss: Any) -> None:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+        def step() -> None:
+            opt.step()
+            opt.zero_grad()
+
+    times, losses = [], []
+    for i, (xb, yb) in enumerate(loader):
+        dist.barrier()
+        start = time.perf_counter()
+        loss = torch.nn.functional.mse_loss(model(xb), yb)
+        backward(loss)
+        step()
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    _report(
+        result,
+        times,
+        {
+            "lib": "floor",
+            "engine": engine,
+            "peak_kb": _status_kb("VmHWM"),
+            "base_kb": base_kb,
+            "final_loss": losses[-1],
+            "seen_processes": dist.get_world_size(),
+            "distributed_type": {"ddp": "DDP", "fsdp2": "FSDP2"}.get(engine, "DeepSpeed"),
+            "ds_sharded": engine != "zero3" or any(hasattr(p, "ds_id") for p in model.parameters()),
+            "dtensor": sharded,
+        },
+    )
+
+
+def _report(result: str, times: list[float], mine: dict[str, Any]) -> None:
+    """Gather each process's figures; rank 0 writes the row to ``result``."""
+    import torch
+    import torch.distributed as dist
+
+    per_rank: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(per_rank, {**mine, "times": times})
     if dist.get_rank() == 0:
         slowest = [max(r["times"][k] for r in per_rank) for k in range(len(times))]
         out = {
-            "lib": lib,
-            "engine": engine,
+            "lib": mine["lib"],
+            "engine": mine["engine"],
             "step_ms": 1000 * statistics.median(slowest),
             "peak_mb": [r["peak_kb"] / 1024 for r in per_rank],
             "added_mb": [(r["peak_kb"] - r["base_kb"]) / 1024 for r in per_rank],
@@ -234,10 +333,15 @@ def _table(rows: list[dict[str, Any]], steps: int, warmup: int, torch_version: s
         'seen"), so it does not shard the data: each process reads every batch (same batch '
         "size, so the same work per step, but a different loss trajectory).",
         "",
-        "| engine | library | processes seen | distributed type | step (ms) "
+        "The floor rows train the same model with no library (the engine's own API called by "
+        "hand, each process slicing its batches of the data); `× floor` is a row's step time over its engine's "
+        "floor.",
+        "",
+        "| engine | library | processes seen | distributed type | step (ms) | × floor "
         "| peak RSS rank 0 / 1 (MB) | added rank 0 / 1 (MB) | loss after last step |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
+    floors = {r["engine"]: r["step_ms"] for r in rows if r["lib"] == "floor" and "error" not in r}
     for row in rows:
         if row["engine"] == "zero3" and not row.get("zero3_params_sharded", True):
             lines.insert(-2, f"WARNING: {row['lib']} ZeRO-3 parameters were not sharded.\n")
@@ -245,14 +349,17 @@ def _table(rows: list[dict[str, Any]], steps: int, warmup: int, torch_version: s
             lines.insert(-2, f"Note: {row['lib']} FSDP2 parameters were not sharded (DTensor).\n")
     for row in rows:
         name = names[row["engine"]]
+        lib = FLOOR_NAMES[row["engine"]] if row["lib"] == "floor" else row["lib"]
         if "error" in row:
-            lines.append(f"| {name} | {row['lib']} | | | failed | | | |")
+            lines.append(f"| {name} | {lib} | | | failed | | | | |")
             continue
         peak = " / ".join(f"{v:,.0f}" for v in row["peak_mb"])
         added = " / ".join(f"{v:,.0f}" for v in row["added_mb"])
+        floor = floors.get(row["engine"])
+        ratio = f"{row['step_ms'] / floor:.2f}x" if floor else ""
         lines.append(
-            f"| {name} | {row['lib']} | {row['seen_processes']} | {row['distributed_type']} "
-            f"| {row['step_ms']:,.1f} "
+            f"| {name} | {lib} | {row['seen_processes']} | {row['distributed_type']} "
+            f"| {row['step_ms']:,.1f} | {ratio} "
             f"| {peak} | {added} | {row['final_loss']:.5f} |"
         )
     return "\n".join(lines) + "\n"

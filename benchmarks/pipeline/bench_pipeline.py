@@ -6,9 +6,13 @@ Run from the repository root (``--group bench`` adds the reference library):
 
 The driver starts every measurement in its own processes:
 
-- ``whole``: one process runs the unsplit model, with 1 and with 2 threads;
+- ``whole`` (the floor: the least work that gives the same logits): one process runs the
+  unsplit model in plain torch, with 1 and with 2 threads;
 - ``accel``: ``accel.inference.prepare_pippy`` on 2 gloo processes of 1 thread each, one row
   per ``num_chunks``;
+- ``floor``: the same 2 processes running ``torch.distributed.pipelining`` by hand (``pipeline``
+  split at the middle layer, as accel's ``'auto'`` chooses here, then ``ScheduleGPipe``), one
+  row per ``num_chunks``;
 - ``accelerate``: the reference library's ``prepare_pippy`` on the same 2 processes, or the exact
   reason it cannot run here.
 
@@ -95,6 +99,41 @@ def run_accel(iters: int) -> None:
             print(json.dumps(row), flush=True)
 
 
+class _Logits(torch.nn.Module):
+    """The classifier as plain torch pipelining needs it: the ids copied at the start of the
+    graph (the head reads them in the last stage, which gets only activations) and the logits
+    returned as a tensor."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids.clone()).logits
+
+
+def run_floor(iters: int) -> None:
+    """Hand-written ``torch.distributed.pipelining``: accel's split point, ``ScheduleGPipe``."""
+    import torch.distributed as dist
+    from torch.distributed.pipelining import ScheduleGPipe, SplitPoint, pipeline
+
+    dist.init_process_group("gloo")
+    rank, x = dist.get_rank(), batch()
+    split = {f"model.transformer.h.{CONFIG['n_layer'] // 2}": SplitPoint.BEGINNING}
+    for chunks in CHUNKS:
+        pipe = pipeline(_Logits(build_model()), mb_args=(x[: BATCH // chunks],), split_spec=split)
+        schedule = ScheduleGPipe(pipe.build_stage(rank, device=torch.device("cpu")), chunks)
+
+        def call(schedule: Any = schedule) -> Any:
+            with torch.no_grad():
+                return schedule.step(x) if rank == 0 else schedule.step()
+
+        seconds = time_calls(call, iters, sync=dist.barrier)
+        if rank == 1:
+            print(json.dumps({"mode": "floor", "chunks": chunks, "seconds": seconds}), flush=True)
+    dist.destroy_process_group()
+
+
 def run_accelerate(iters: int, example: str = "batch") -> None:
     import accelerate
     import torch.distributed as dist
@@ -138,7 +177,18 @@ def _last_error(stderr: str) -> str:
 
 def drive(iters: int, out: Path) -> None:
     me = [sys.executable, str(Path(__file__).resolve())]
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    from accel_state.testing import free_port
+
+    def torchrun() -> list[str]:  # a free port per launch: other jobs may hold the default one
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            f"--master_port={free_port()}",
+        ]
+
     results: list[dict[str, Any]] = []
     for threads in (1, 2):
         rows, err = _rows(
@@ -147,7 +197,12 @@ def drive(iters: int, out: Path) -> None:
         assert rows, err
         results += rows
     rows, err = _rows(
-        [*torchrun, *me[1:], "--mode", "accel", "--iters", str(iters)], {"OMP_NUM_THREADS": "1"}
+        [*torchrun(), *me[1:], "--mode", "accel", "--iters", str(iters)], {"OMP_NUM_THREADS": "1"}
+    )
+    assert rows, err
+    results += rows
+    rows, err = _rows(
+        [*torchrun(), *me[1:], "--mode", "floor", "--iters", str(iters)], {"OMP_NUM_THREADS": "1"}
     )
     assert rows, err
     results += rows
@@ -155,7 +210,7 @@ def drive(iters: int, out: Path) -> None:
     for example in ("batch", "chunk"):
         rows, err = _rows(
             [
-                *torchrun,
+                *torchrun(),
                 *me[1:],
                 "--mode",
                 "accelerate",
@@ -195,8 +250,13 @@ def write_table(
         speed = f"{whole1 / r['seconds']:.2f}x"
         if r["mode"] == "whole":
             lines.append(
-                f"| whole model | 1 x {r['threads']} | - | {BATCH} | {ms:.0f} | "
-                f"{rate:.1f} | {speed} |"
+                f"| floor: whole model, plain torch | 1 x {r['threads']} | - | {BATCH} | "
+                f"{ms:.0f} | {rate:.1f} | {speed} |"
+            )
+        elif r["mode"] == "floor":
+            lines.append(
+                f"| floor: torch.distributed.pipelining by hand | 2 x 1 | {r['chunks']} | "
+                f"{BATCH // r['chunks']} | {ms:.0f} | {rate:.1f} | {speed} |"
             )
         elif r["mode"] == "accel":
             lines.append(
@@ -208,6 +268,11 @@ def write_table(
                 f"| accelerate {r['version']} prepare_pippy ({r['example']} example) | 2 x 1 | {r['chunks']} | "
                 f"{BATCH // r['chunks']} | {ms:.0f} | {rate:.1f} | {speed} |"
             )
+    for example in reference_errors:
+        lines.append(
+            f"| accelerate prepare_pippy ({example} example): failed (error below the table) "
+            f"| 2 x 1 | 2 | {BATCH // 2} | | | |"
+        )
     accel_rows = [r for r in results if r["mode"] == "accel"]
     if accel_rows:
         lines += [
@@ -238,7 +303,7 @@ def write_table(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
-        "--mode", choices=["drive", "whole", "accel", "accelerate"], default="drive"
+        "--mode", choices=["drive", "whole", "floor", "accel", "accelerate"], default="drive"
     )
     parser.add_argument("--iters", type=int, default=8)
     parser.add_argument("--example", choices=["batch", "chunk"], default="batch")
@@ -249,7 +314,7 @@ def main() -> None:
     elif args.mode == "accelerate":
         run_accelerate(args.iters, args.example)
     else:
-        {"whole": run_whole, "accel": run_accel}[args.mode](args.iters)
+        {"whole": run_whole, "floor": run_floor, "accel": run_accel}[args.mode](args.iters)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 """One training step of a 45 M-parameter Llama-shaped model: torchao float8 vs bf16 autocast,
 through accel's Accelerator and the reference library's, each in a fresh subprocess.
 
+Two floors run the same steps with no library: bf16 ``torch.autocast`` around the forward,
+written by hand, and the same with torchao's ``convert_to_float8_training`` called by hand (the
+first and last linear layers kept in high precision, as the libraries do by default).
+
 Prints one JSON object: median step time over the timed steps, the loss after the last step,
 and which layers run in float8. ``--steps`` (timed steps), ``--layers`` and ``--width`` size the
 run; ``--out PAGE`` also writes a table into its own section of that page
@@ -20,10 +24,22 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-VARIANTS = ["accel-bf16", "accel-fp8", "reference-bf16", "reference-fp8"]
+VARIANTS = [
+    "accel-bf16",
+    "accel-fp8",
+    "reference-bf16",
+    "reference-fp8",
+    "floor-bf16",
+    "floor-fp8",
+]
+NAMES = {
+    "floor-bf16": "floor: hand-written torch bf16 autocast",
+    "floor-fp8": "floor: hand-written torchao convert_to_float8_training + bf16 autocast",
+}
 WARMUP, STEPS = 2, 6
 
 
@@ -33,15 +49,20 @@ def child(variant: str, steps: int = STEPS, layers: int = 4, width: int = 1024) 
 
     torch.set_num_threads(2)
     side, precision = variant.split("-")
-    if side == "accel":
-        from accel import Accelerator
-    else:
-        from accelerate import Accelerator
-    accelerator = Accelerator(mixed_precision=precision, cpu=True)
     torch.manual_seed(0)
-    model = training_model(layers, width)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    model, optimizer = accelerator.prepare(model, optimizer)
+    if side == "floor":
+        model, optimizer, forward, backward = _floor(training_model(layers, width), precision)
+    else:
+        if side == "accel":
+            from accel import Accelerator
+        else:
+            from accelerate import Accelerator
+        accelerator = Accelerator(mixed_precision=precision, cpu=True)
+        torch.manual_seed(0)
+        model = training_model(layers, width)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        forward, backward = model, accelerator.backward
     float8 = sorted({type(m).__name__ for m in model.modules() if "Float8" in type(m).__name__})
     converted = sum(1 for m in model.modules() if "Float8" in type(m).__name__)
     generator = torch.Generator().manual_seed(1)
@@ -49,11 +70,11 @@ def child(variant: str, steps: int = STEPS, layers: int = 4, width: int = 1024) 
     times, loss = [], None
     for step in range(WARMUP + steps):
         start = time.perf_counter()
-        logits = model(ids[:, :-1])
+        logits = forward(ids[:, :-1])
         loss = torch.nn.functional.cross_entropy(
             logits.reshape(-1, 4096).float(), ids[:, 1:].reshape(-1)
         )
-        accelerator.backward(loss)
+        backward(loss)
         optimizer.step()
         optimizer.zero_grad()
         if step >= WARMUP:
@@ -64,6 +85,29 @@ def child(variant: str, steps: int = STEPS, layers: int = 4, width: int = 1024) 
         "float8_layers": converted,
         "float8_classes": float8,
     }
+
+
+def _floor(model: Any, precision: str) -> tuple[Any, Any, Any, Any]:
+    """The same step with no library: model, optimizer, forward and backward by hand."""
+    import torch
+
+    if precision == "fp8":
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+        linears = [name for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)]
+        keep = {linears[0], linears[-1]}
+        convert_to_float8_training(
+            model,
+            module_filter_fn=lambda module, fqn: fqn not in keep,
+            config=Float8LinearConfig(enable_fsdp_float8_all_gather=False),
+        )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def forward(ids: Any) -> Any:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(ids)
+
+    return model, optimizer, forward, lambda loss: loss.backward()
 
 
 def main() -> None:
@@ -111,17 +155,20 @@ def _write_section(args: argparse.Namespace, results: dict) -> None:
         f"## Latest run of `bench_fp8_step.py` ({args.layers} blocks of width {args.width}, "
         f"median of {args.steps} steps after {WARMUP} warm-up)",
         "",
-        "| variant | step s | loss after | float8 layers |",
-        "| --- | ---: | ---: | ---: |",
+        "| variant | step s | × floor | loss after | float8 layers |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for variant, result in results.items():
-        name = variant.replace("-", " ")
+        name = NAMES.get(variant, variant.replace("-", " "))
         if "error" in result:
             error = result["error"].strip().splitlines()[0][:120].replace("|", "/")
-            lines.append(f"| {name} | error: {error} | | |")
+            lines.append(f"| {name} | error: {error} | | | |")
             continue
+        floor = results.get(f"floor-{variant.split('-')[1]}", {}).get("step_s")
+        ratio = f"{result['step_s'] / floor:.2f}x" if floor else ""
         lines.append(
-            f"| {name} | {result['step_s']} | {result['loss_after']} | {result['float8_layers']} |"
+            f"| {name} | {result['step_s']} | {ratio} | {result['loss_after']} "
+            f"| {result['float8_layers']} |"
         )
     write_section(args.out, "bench_fp8_step", "accel-precision benchmarks", "\n".join(lines))
 

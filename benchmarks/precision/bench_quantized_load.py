@@ -2,7 +2,11 @@
 
 Each measurement runs in a fresh subprocess: load time, resident memory after the load and after
 one forward pass (which touches every weight), peak resident memory, forward time, and bytes of
-quantized weights. Prints one JSON object. ``--layers`` and ``--width`` size the model;
+quantized weights. The floors load the same files with no library: safetensors'
+``safe_open`` shard by shard into the model built on ``meta`` (``load_state_dict(assign=True)``
+for float32; for int8 / nf4, bitsandbytes' ``Linear8bitLt`` / ``Linear4bit`` put in place of
+every linear layer but the output head, each weight quantized by moving its ``Int8Params`` /
+``Params4bit`` to the CPU). Prints one JSON object. ``--layers`` and ``--width`` size the model;
 ``--out PAGE`` also writes a table into its own section of that page
 (``benchmarks/results/precision.md``), keeping the rest.
 
@@ -22,6 +26,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -32,7 +37,15 @@ VARIANTS = [
     "reference-int8",
     "accel-nf4",
     "reference-nf4",
+    "floor-fp32",
+    "floor-int8",
+    "floor-nf4",
 ]
+NAMES = {
+    "floor-fp32": "floor: hand-written safe_open + load_state_dict(assign=True) fp32",
+    "floor-int8": "floor: hand-written safe_open + bitsandbytes Linear8bitLt int8",
+    "floor-nf4": "floor: hand-written safe_open + bitsandbytes Linear4bit nf4",
+}
 
 
 def _rss() -> int:
@@ -76,6 +89,14 @@ def child(variant: str, folder: str, layers: int = 4, width: int = 2048) -> dict
 
     torch.set_num_threads(2)
     side, precision = variant.split("-")
+    if side == "floor":
+        import safetensors  # noqa: F401  (imported before the clock starts, as the libraries are)
+
+        if precision != "fp32":
+            import bitsandbytes  # noqa: F401
+        with torch.device("meta"):  # its first use imports sympy and more: not part of a load
+            one_gb_model(1, 8)
+        return _measure(lambda: _floor_load(folder, precision, layers, width), folder, variant)
     if side == "accel":
         from accel_bigmodel import init_empty_weights, load_checkpoint_and_dispatch
         from accel_precision import BnbQuantizationConfig, load_and_quantize_model
@@ -88,17 +109,69 @@ def child(variant: str, folder: str, layers: int = 4, width: int = 2048) -> dict
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float32
         ),
     }
-    start_rss = _rss()
-    with init_empty_weights():
-        model = one_gb_model(layers, width)
-    start = time.perf_counter()
-    if precision == "fp32":
-        model = load_checkpoint_and_dispatch(model, folder, device_map={"": "cpu"})
-    else:
+
+    def load() -> Any:
+        with init_empty_weights():
+            model = one_gb_model(layers, width)
+        if precision == "fp32":
+            return load_checkpoint_and_dispatch(model, folder, device_map={"": "cpu"})
         config = BnbQuantizationConfig(**configs[precision])
-        model = load_and_quantize_model(
+        return load_and_quantize_model(
             model, config, weights_location=folder, device_map={"": "cpu"}
         )
+
+    return _measure(load, folder, variant)
+
+
+def _floor_load(folder: str, precision: str, layers: int, width: int) -> Any:
+    """The least code that loads the checkpoint in ``precision``: no library but bitsandbytes."""
+    import torch
+    from _model import one_gb_model
+    from safetensors import safe_open
+
+    with torch.device("meta"):
+        model = one_gb_model(layers, width)
+    if precision != "fp32":
+        import bitsandbytes as bnb
+
+        for name, linear in list(model.named_modules()):
+            if not isinstance(linear, torch.nn.Linear) or name == "lm_head":
+                continue
+            parent, _, attr = name.rpartition(".")
+            shape = (linear.in_features, linear.out_features)
+            with torch.device("meta"):
+                if precision == "int8":
+                    layer = bnb.nn.Linear8bitLt(*shape, bias=False, has_fp16_weights=False)
+                else:
+                    layer = bnb.nn.Linear4bit(
+                        *shape, bias=False, compute_dtype=torch.float32, quant_type="nf4"
+                    )
+            setattr(model.get_submodule(parent), attr, layer)
+    for file in sorted(f for f in os.listdir(folder) if f.endswith(".safetensors")):
+        with safe_open(os.path.join(folder, file), framework="pt") as shard:
+            for key in shard.keys():
+                module_name, _, attr = key.rpartition(".")
+                module, tensor = model.get_submodule(module_name), shard.get_tensor(key)
+                if precision == "int8" and isinstance(module, bnb.nn.Linear8bitLt):
+                    param: Any = bnb.nn.Int8Params(
+                        tensor, requires_grad=False, has_fp16_weights=False
+                    ).to("cpu")
+                elif precision == "nf4" and isinstance(module, bnb.nn.Linear4bit):
+                    param = bnb.nn.Params4bit(tensor, requires_grad=False, quant_type="nf4")
+                    param = param.to("cpu")
+                else:
+                    param = torch.nn.Parameter(tensor, requires_grad=False)
+                module._parameters[attr] = param
+    return model
+
+
+def _measure(load: Any, folder: str, variant: str) -> dict:
+    """Load with ``load()``, then one forward: times, resident memory and quantized bytes."""
+    import torch
+
+    start_rss = _rss()
+    start = time.perf_counter()
+    model = load()
     load_s = time.perf_counter() - start
     after_load = _rss()
     ids = torch.randint(0, 8192, (1, 32), generator=torch.Generator().manual_seed(0))
@@ -220,7 +293,7 @@ def _write_section(out: str, results: dict) -> None:
         result = results.get(variant)
         if result is None:
             continue
-        name = variant.replace("-", " ")
+        name = NAMES.get(variant, variant.replace("-", " "))
         if "error" in result:
             error = result["error"].strip().splitlines()[0][:120].replace("|", "/")
             lines.append(f"| {name} | error: {error} |" + " |" * (len(_COLUMNS) - 1))
