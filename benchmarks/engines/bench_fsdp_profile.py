@@ -51,9 +51,10 @@ HOW = [
     "they complete (the wait is at use). The floor is each (collective, size) run alone on "
     "both processes "
     f"(median of {REPEATS}) times its calls per step. MiB are the full buffers: the all-gather "
-    "output, the reduce-scatter input, the all-reduce buffer. `MALLOC_MMAP_THRESHOLD_=65536` "
-    "is the allocator setting of the table above (`bench_fsdp.py` sets it so that RSS follows "
-    "live memory); the other rows use glibc's default, as a training script does.",
+    "output, the reduce-scatter input, the all-reduce buffer. The rows marked "
+    "`MALLOC_MMAP_THRESHOLD_=65536` run with that allocator setting (RSS then follows live "
+    "memory; earlier runs of the table above used it); the other rows use glibc's default, as "
+    "a training script and the table above do.",
 ]
 BEGIN = "<!-- bench_fsdp_profile.py: begin -->"
 END = "<!-- bench_fsdp_profile.py: end -->"
@@ -472,7 +473,8 @@ def _conclusion(rows: list[dict]) -> list[str]:
         "`all_to_all_single` that sends each process only the chunk it keeps. accel now "
         "reduce-scatters that way on gloo (`set_custom_reduce_scatter`; same sums, bit for bit "
         f"on 2 processes): {ms(before)} -> {ms(now)} per step in this run.",
-        "- The 2-3x of the table above comes mostly from `MALLOC_MMAP_THRESHOLD_=65536`: on CPU "
+        "- The 2-3x that earlier runs of the table above showed came mostly from "
+        "`MALLOC_MMAP_THRESHOLD_=65536`: on CPU "
         "there is no caching allocator, and FSDP2 allocates every all-gather output and every "
         "unsharded parameter anew for each unit, twice per step; with the threshold each of "
         f"those {block_mib:.0f} MiB buffers is fresh pages the kernel must zero and map. Same "
