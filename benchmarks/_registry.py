@@ -113,7 +113,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         short=("--layers", "2", "--width", "256", "--repeats", "1"),
         out_flag="--output",
         reference=True,
-        full_only="fresh processes per library, warm and cold, save and load: about 150 s here",
+        full_only="fresh processes per library, warm and cold, save and load: about 6 minutes here (each cold read waits 5 s after its eviction)",
     ),
     Benchmark(
         "async_save",
@@ -260,7 +260,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         short=None,
         out_flag=None,
         full_only=(
-            "five fresh processes per row over a 480 MB checkpoint, each forward from a cold "
+            "four fresh processes per row over a 480 MB checkpoint, each forward from a cold "
             "page cache: about 6 minutes here; it always writes the committed page"
         ),
         reference=True,

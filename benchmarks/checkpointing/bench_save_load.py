@@ -38,6 +38,10 @@ LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
 WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 LIBRARIES = ("accel", "accelerate")
+COLD_SETTLE = 5.0
+"""Seconds between evicting the files and a cold read: here a read right after the eviction ran
+3-4x faster than one a few seconds later (the virtual disk's host still held the data), so every
+cold read, the floor's included, starts this long after its eviction."""
 
 
 def _rss() -> int:
@@ -169,7 +173,8 @@ def _files(folder: str) -> list[str]:
 
 
 def evict(folder: str) -> None:
-    """Flush every file of ``folder`` and drop it from the page cache (a cold read follows)."""
+    """Flush every file of ``folder``, drop it from the page cache and wait
+    :data:`COLD_SETTLE` seconds (a cold read follows)."""
     for path in _files(folder):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -177,6 +182,7 @@ def evict(folder: str) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+    time.sleep(COLD_SETTLE)
 
 
 def cat(folder: str) -> dict[str, float]:
@@ -257,7 +263,9 @@ def page(runs: dict[str, list[dict[str, float]]], load: tuple[float, ...]) -> st
         "checkpoint), plain SGD (no optimizer state), 1 process on CPU, accel vs accelerate "
         "in the same run. Every measurement runs in a fresh process (`OMP_NUM_THREADS=1`), "
         f"alternating libraries, {REPEATS} repeats, medians shown. Warm: the files were just "
-        "written; cold: every file flushed, then evicted with `posix_fadvise(DONTNEED)`. accel's "
+        "written; cold: every file flushed, then evicted with `posix_fadvise(DONTNEED)`, and the "
+        f"read started {COLD_SETTLE:.0f} s later (a read right after an eviction ran 3-4x "
+        "faster here: the virtual disk's host still held the data). accel's "
         "`load_state` checks the crc32 of every file against the manifest before loading (one "
         "more read of the checkpoint); `verify_checksums=False` reads the weights once. A "
         "checked load's floor is `cat` plus one CRC-32 pass over the cached files (zlib-ng "
