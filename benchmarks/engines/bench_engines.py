@@ -51,6 +51,19 @@ FLOOR_NAMES = {
 WIDTH, DEPTH, BATCH = 1024, 8, 16
 
 
+def _zero_config(engine: str) -> dict:
+    """The DeepSpeed config of a ``zero<stage>`` engine, with the batch sizes written out for
+    the world of 2 processes."""
+    return {
+        "train_batch_size": 2 * BATCH,
+        "train_micro_batch_size_per_gpu": BATCH,
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": 1.0,
+        "zero_optimization": {"stage": int(engine[-1])},
+        "zero_allow_untested_optimizer": True,
+    }
+
+
 def _status_kb(field: str) -> int:
     with open("/proc/self/status") as handle:
         for line in handle:
@@ -101,14 +114,7 @@ def worker(lib: str, engine: str, steps: int, warmup: int, result: str) -> None:
         # state counts one process on a CPU-only machine, so its "auto" batch sizes would not
         # match DeepSpeed's world of 2: write them out, and enable DeepSpeed by environment.
         os.environ["ACCELERATE_USE_DEEPSPEED"] = "true"
-        config = {
-            "train_batch_size": 2 * BATCH,
-            "train_micro_batch_size_per_gpu": BATCH,
-            "gradient_accumulation_steps": 1,
-            "gradient_clipping": 1.0,
-            "zero_optimization": {"stage": int(engine[-1])},
-            "zero_allow_untested_optimizer": True,
-        }
+        config = _zero_config(engine)
         kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=config)
     acc = Accelerator(**kwargs)
     seen = acc.num_processes
@@ -178,14 +184,7 @@ def _floor_worker(engine: str, steps: int, warmup: int, result: str) -> None:
     if engine.startswith("zero"):
         import deepspeed
 
-        config = {
-            "train_batch_size": 2 * BATCH,
-            "train_micro_batch_size_per_gpu": BATCH,
-            "gradient_accumulation_steps": 1,
-            "gradient_clipping": 1.0,
-            "zero_optimization": {"stage": int(engine[-1])},
-            "zero_allow_untested_optimizer": True,
-        }
+        config = _zero_config(engine)
         model, opt, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
         backward, step = model.backward, model.step
     else:
