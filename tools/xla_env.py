@@ -4,7 +4,8 @@
 torch_xla pins one torch release, which is not the workspace's, so the XLA tests run in their
 own virtual environment, kept under ``~/.cache/accel/xla-venv`` and rebuilt only when its
 inputs change (the pinned versions and every package's ``pyproject.toml``). accel's packages
-are installed editable, so a change of code needs no rebuild.
+are installed editable, so a change of code needs no rebuild; a checkout at another path (a
+fresh clone) re-points them in seconds.
 
 PyPI's torch wheel for Linux pulls the CUDA libraries (about 2.7 GB of downloads, kept by uv's
 cache); they cannot be left out: torch refuses to import without them.
@@ -74,41 +75,50 @@ def _python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def build(venv: Path) -> bool:
-    """Create or reuse the environment; True when it was (re)built."""
-    key = inputs_key()
-    stamp = venv / STAMP
-    if stamp.is_file() and _python(venv).exists():
-        if json.loads(stamp.read_text()).get("key") == key:
-            return False
+def _uv() -> str:
     uv = shutil.which("uv")
     if uv is None:
         raise SystemExit(
             "xla_env: uv is needed to build the environment; got none on PATH. "
             "Install it with: python -m pip install uv"
         )
+    return uv
+
+
+def _install_editables(uv: str, venv: Path, *extra: str) -> None:
+    """Install this checkout's packages editable into ``venv`` (with ``extra`` arguments)."""
+    editables = [arg for package in _packages() for arg in ("-e", str(package))]
+    # --no-config: the workspace's settings (its torch constraint) do not apply here.
+    subprocess.run(
+        [uv, "pip", "install", "--no-config", "--quiet", "--python", str(_python(venv))]
+        + [*extra, *editables],
+        check=True,
+    )
+
+
+def build(venv: Path) -> bool:
+    """Create or reuse the environment; True when it was (re)built.
+
+    A reused environment built from another checkout (another clone's path) has its editable
+    installs pointed at this checkout again, without touching torch and torch_xla.
+    """
+    key = inputs_key()
+    stamp = venv / STAMP
+    if stamp.is_file() and _python(venv).exists():
+        recorded = json.loads(stamp.read_text())
+        if recorded.get("key") == key:
+            if recorded.get("root") != str(ROOT):
+                _install_editables(_uv(), venv, "--no-deps")
+                stamp.write_text(json.dumps({**recorded, "root": str(ROOT)}))
+            return False
+    uv = _uv()
     if venv.exists():
         shutil.rmtree(venv)
     subprocess.run(
         [uv, "venv", "--no-config", "--quiet", "--python", PYTHON, str(venv)], check=True
     )
-    # --no-config: the workspace's settings (its torch constraint) do not apply here.
-    editables = [arg for package in _packages() for arg in ("-e", str(package))]
-    subprocess.run(
-        [
-            uv,
-            "pip",
-            "install",
-            "--no-config",
-            "--quiet",
-            "--python",
-            str(_python(venv)),
-            *PINS,
-            *editables,
-        ],
-        check=True,
-    )
-    stamp.write_text(json.dumps({"key": key, "pins": PINS}))
+    _install_editables(uv, venv, *PINS)
+    stamp.write_text(json.dumps({"key": key, "pins": PINS, "root": str(ROOT)}))
     return True
 
 
