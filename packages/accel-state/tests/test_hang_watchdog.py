@@ -65,3 +65,41 @@ def test_ranks_waiting_in_the_same_collective_are_not_named():
     text = format_report(reports, 2, alarmer=1, timeout=10)
     assert "STUCK:" not in text
     assert "every process waits in this same collective" in text
+
+
+def _local_store():
+    from torch.distributed import TCPStore
+
+    return TCPStore("127.0.0.1", 0, 2, is_master=True, wait_for_workers=False)
+
+
+def test_watchdog_thread_keeps_no_tensor_of_a_finished_collective():
+    # A tensor whose last reference sits on the watchdog thread is freed there; if that happens
+    # while the interpreter finalises, the thread is stopped inside torch's C++ and the process
+    # aborts ("terminate called without an active exception").
+    import gc
+    import time
+    import weakref
+
+    watchdog = hang_watchdog._Watchdog(_local_store(), rank=0, world=2, timeout=60.0)
+    watchdog.start()
+    try:
+        tensor = torch.zeros(3)
+        alive = weakref.ref(tensor)
+        with collective("all_reduce", tensor):
+            time.sleep(2.5 * watchdog.poll)  # the thread looks at the record meanwhile
+        del tensor
+        gc.collect()
+        assert alive() is None, "the watchdog thread still holds the collective's tensor"
+    finally:
+        watchdog.stopped.set()
+        watchdog.join(10)
+
+
+def test_stop_watchdog_waits_for_the_thread_to_end(monkeypatch):
+    watchdog = hang_watchdog._Watchdog(_local_store(), rank=0, world=2, timeout=60.0)
+    watchdog.start()
+    monkeypatch.setattr(hang_watchdog, "_watchdog", watchdog)
+    hang_watchdog.stop_watchdog()
+    assert not watchdog.is_alive()
+    assert hang_watchdog._watchdog is None

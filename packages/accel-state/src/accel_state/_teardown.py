@@ -46,6 +46,9 @@ def _defaults_without(defaults: Any, group: object) -> Any:
     return None
 
 
+_WRAPPERS = (staticmethod, classmethod, types.MethodType)
+
+
 def _release_captured_defaults(group: object) -> int:
     """Replaces ``group`` by ``None`` in the default arguments of torch.distributed's functions.
 
@@ -57,10 +60,14 @@ def _release_captured_defaults(group: object) -> int:
         if not name.startswith("torch.distributed") or module is None:
             continue
         for value in list(vars(module).values()):
-            candidates = vars(value).values() if isinstance(value, type) else (value,)
+            # Only exact type checks: isinstance and getattr would read ``__class__`` and
+            # ``__func__`` through the attribute hooks of deprecated objects such as
+            # ``torch.distributed.reduce_op``, each of which warns.
+            candidates = vars(value).values() if issubclass(type(value), type) else (value,)
             for function in candidates:
-                function = getattr(function, "__func__", function)
-                if not isinstance(function, types.FunctionType):
+                if type(function) in _WRAPPERS:
+                    function = function.__func__
+                if type(function) is not types.FunctionType:
                     continue
                 defaults = _defaults_without(function.__defaults__, group)
                 if defaults is not None:

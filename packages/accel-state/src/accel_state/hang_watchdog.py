@@ -151,8 +151,7 @@ class _Watchdog(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.wait(self.poll):
-            current = _record.current
-            waited = time.monotonic() - current[3] if current is not None else 0.0
+            waited, busy = _waited()
             try:
                 if waited > self.timeout:
                     raw = self.store.compare_set("alarm", "", str(self.rank))
@@ -163,7 +162,7 @@ class _Watchdog(threading.Thread):
                 if waited > self.timeout:
                     print(self._alone(f"the rendezvous store is unreachable ({exc})"), end="")
                     _exit()
-                if self.stopped.is_set() or current is None:
+                if self.stopped.is_set() or not busy:
                     return
 
     def _respond(self, alarmer: int) -> None:
@@ -192,6 +191,19 @@ class _Watchdog(threading.Thread):
     def _alone(self, why: str) -> str:
         report = {self.rank: _where(self.rank)}
         return format_report(report, self.world, self.rank, self.timeout, why)
+
+
+def _waited() -> tuple[float, bool]:
+    """Seconds this process has waited in its current collective, and whether it is in one.
+
+    Reads the record without keeping it: the watchdog thread must hold no reference to the
+    collective's tensors, or the last one could be freed on that thread while the interpreter
+    finalises, which aborts the process (``terminate called without an active exception``).
+    """
+    current = _record.current
+    if current is None:
+        return 0.0, False
+    return time.monotonic() - current[3], True
 
 
 def _exit() -> None:
@@ -329,9 +341,20 @@ def start_watchdog(
     return True
 
 
-def stop_watchdog() -> None:
-    """Stop this process's watchdog thread (at exit, before the process group goes)."""
+def stop_watchdog(join_timeout: float = 10.0) -> None:
+    """Stop this process's watchdog thread and wait for it (at exit, before the process group
+    goes).
+
+    The thread is joined so it has ended before the interpreter finalises: a daemon thread still
+    running then is stopped inside whatever C++ call it is in, which aborts the process.
+
+    Args:
+        join_timeout: Seconds to wait for the thread (it wakes within its poll interval, at
+            most one second, unless a store call blocks).
+    """
     global _watchdog
-    if _watchdog is not None:
-        _watchdog.stopped.set()
-        _watchdog = None
+    watchdog, _watchdog = _watchdog, None
+    if watchdog is not None:
+        watchdog.stopped.set()
+        if watchdog is not threading.current_thread():
+            watchdog.join(join_timeout)
