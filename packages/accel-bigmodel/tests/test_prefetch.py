@@ -181,3 +181,55 @@ def test_removed_hooks_are_not_prefetched(tiny, ids, tmp_path):
     prefetcher.pending.clear()
     prefetcher.schedule_after(None)
     assert not prefetcher.pending
+
+
+def _resident(path, start, nbytes):
+    """Fraction of the pages of ``path[start:start + nbytes]`` in the page cache (mincore)."""
+    import ctypes
+    import mmap
+
+    first = start // mmap.PAGESIZE * mmap.PAGESIZE
+    length = start + nbytes - first
+    pages = (length + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    mincore = ctypes.CDLL(None, use_errno=True).mincore
+    mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    with open(path, "rb") as handle:
+        # A private mapping: writable for ctypes, still backed by the file's cached pages.
+        view = mmap.mmap(handle.fileno(), length, offset=first, access=mmap.ACCESS_COPY)
+    anchor = ctypes.c_char.from_buffer(view)
+    flags = (ctypes.c_ubyte * pages)()
+    assert mincore(ctypes.addressof(anchor), length, flags) == 0
+    del anchor
+    view.close()
+    return sum(flag & 1 for flag in flags) / pages
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "posix_fadvise"), reason="needs posix_fadvise")
+@torch.no_grad()
+def test_modules_prepared_for_the_next_forward_are_prepared_again_when_it_starts(
+    tiny, ids, tmp_path
+):
+    import os
+
+    model = _on_disk(tiny, tmp_path)
+    prefetcher = model._accel_prefetcher
+    expected = tiny(ids)
+    torch.testing.assert_close(model(ids), expected, rtol=0, atol=0)
+    # The end of the forward prepared the first modules of the next one.
+    first = prefetcher.hooks[0]
+    before, lease = prefetcher.pending[id(first)]
+    assert before.done() and isinstance(lease, int)
+    # While idle, the kernel reclaims the pages (here: evicted from the page cache).
+    plan = prefetcher.plans[id(first)]
+    for span in plan:
+        fd = os.open(span.path, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+    prefetcher.refresh()
+    after, kept = prefetcher.pending[id(first)]
+    assert after is not before and kept == lease  # prepared again, same share of the pool
+    after.result(timeout=60)
+    assert all(_resident(s.path, s.start, s.nbytes) == 1.0 for s in plan if s.nbytes)
+    torch.testing.assert_close(model(ids), expected, rtol=0, atol=0)
+    assert prefetcher.misses == 0
+    assert prefetcher.pool.held <= prefetcher.pool.capacity

@@ -72,7 +72,9 @@ class Prefetcher:
     copied. For a CUDA device the background thread reads them into page-locked pool buffers
     and copies them to the device on a side stream. Weights held in memory (CPU offload) are
     prepared as before: pages touched on the CPU, a copy on an accelerator. The order wraps
-    around, and each forward call starts the first modules at once.
+    around, and each forward call starts the first modules at once; those prepared in place at
+    the end of the previous forward are prepared again (:meth:`refresh`), since the kernel may
+    have reclaimed their pages while the model was idle.
 
     Args:
         hooks: The offloading hooks, in execution order.
@@ -217,6 +219,28 @@ class Prefetcher:
                     future = self.executor.submit(self._read, following, plan, lease)
                 self.pending[key] = (future, lease)
 
+    def refresh(self) -> None:
+        """Prepares again the modules already prepared in place, at the start of a forward.
+
+        The end of a forward prepares the first modules of the next one (the order wraps
+        around). Their pages sit in the page cache, not in process memory, so while the model
+        is idle between two forwards the kernel may reclaim them (a model bigger than its
+        memory budget is the case this is for); the next forward would then fault them in one
+        by one on the compute thread. Preparing them again on the background thread reads back
+        whatever was reclaimed, and costs one touch per page when nothing was. Weights read
+        into the pool's own buffers, or held in memory, are process memory and are left alone.
+        """
+        with self.lock:
+            for key, (future, lease) in list(self.pending.items()):
+                # An int lease: file pages used in place (the only weights the kernel reclaims).
+                if not isinstance(lease, int) or not future.done() or future.cancelled():
+                    continue
+                hook = self.hooks[self.position[key]]
+                plan = self.plans.get(key)
+                if plan:
+                    advise_willneed(plan, self.descriptors)
+                self.pending[key] = (self.executor.submit(self._prepare, hook), lease)
+
     def _drop(self, entry: tuple[Future, torch.Tensor | int | None]) -> None:
         future, lease = entry
         if lease is None:
@@ -269,6 +293,7 @@ def offloaded_hooks(model: nn.Module) -> list[AlignDevicesHook]:
 def _start_of_forward(module: nn.Module, _args: Any) -> None:
     prefetcher = getattr(module, "_accel_prefetcher", None)
     if isinstance(prefetcher, Prefetcher):
+        prefetcher.refresh()
         prefetcher.schedule_after(None)
 
 
