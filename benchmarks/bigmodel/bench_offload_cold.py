@@ -7,7 +7,7 @@ load, evict every checkpoint and offload file from the page cache, time the firs
 (cold), then a second one (the page cache is warm again), then a few more, each after evicting
 the files again (a server's steady state: every forward reads the offloaded part from the
 disk). The disk's cold read bandwidth on the
-same files and the in-RAM forward time are measured in the same run, giving the floor
+same files (one stream and two, the faster counts) and the in-RAM forward time are measured in the same run, giving the floor
 max(bytes read / bandwidth, in-RAM compute). Writes benchmarks/results/bigmodel_offload_cold.md.
 
 Run: uv run --group bench python benchmarks/bigmodel/bench_offload_cold.py
@@ -149,6 +149,38 @@ def read_bandwidth(files: list[str]) -> tuple[float, float]:
         best = min(best, time.perf_counter() - start)
         cpu = min(cpu, time.process_time() - start_cpu)
     return total / best, cpu / total
+
+
+def read_bandwidth_two_streams(files: list[str]) -> float:
+    """Bytes per second of two threads reading alternate 8 MiB chunks of the files (positional
+    reads, evicted first, best of 3): with two requests in flight this virtual disk delivers
+    more than one stream does, as the prefetcher's reads alongside the forward's faults do."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    chunks = [(f, at) for f in files for at in range(0, os.path.getsize(f), CHUNK)]
+    total = sum(os.path.getsize(f) for f in files)
+
+    def read(part: list[tuple[str, int]]) -> None:
+        buffer = bytearray(CHUNK)
+        descriptors: dict[str, int] = {}
+        try:
+            for path, at in part:
+                fd = descriptors.get(path)
+                if fd is None:
+                    fd = descriptors[path] = os.open(path, os.O_RDONLY)
+                os.preadv(fd, [buffer], at)
+        finally:
+            for fd in descriptors.values():
+                os.close(fd)
+
+    best = float("inf")
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(3):
+            evict(files)
+            start = time.perf_counter()
+            list(pool.map(read, [chunks[0::2], chunks[1::2]]))
+            best = min(best, time.perf_counter() - start)
+    return total / best
 
 
 def worker(mode: str, checkpoint: str, offload: str) -> dict:
@@ -299,7 +331,9 @@ def main() -> dict:
             "bandwidth": 0.0,
             "samples": {mode: [] for mode in ("ram", *MODES)},
         }
-        raw["bandwidth"], raw["read_cpu_per_byte"] = read_bandwidth(files)
+        raw["bandwidth_one"], raw["read_cpu_per_byte"] = read_bandwidth(files)
+        raw["bandwidth_two"] = read_bandwidth_two_streams(files)
+        raw["bandwidth"] = max(raw["bandwidth_one"], raw["bandwidth_two"])
         for _ in range(REPEATS):  # interleaved, so the machine's load weighs on all alike
             for mode, runs in raw["samples"].items():
                 runs.append(run_worker(mode, root))
@@ -357,8 +391,10 @@ def write_page(raw: dict) -> None:
         "(`mincore`). Writing "
         f"`/proc/sys/vm/drop_caches` (as root): {drop}; it empties the whole machine's cache, "
         "so the runs use `posix_fadvise` only.",
-        f"- Disk: a plain 8 MiB read loop over the same files, cold, reads {bandwidth / 1e9:.2f} "
-        f"GB/s: the disk part takes {read_time:.3f} s to read. In-RAM forward (every weight in "
+        f"- Disk: the faster of a plain 8 MiB read loop over the same files, cold "
+        f"({raw.get('bandwidth_one', bandwidth) / 1e9:.2f} GB/s), and two threads reading "
+        f"alternate 8 MiB chunks ({raw.get('bandwidth_two', bandwidth) / 1e9:.2f} GB/s): "
+        f"{bandwidth / 1e9:.2f} GB/s; the disk part takes {read_time:.3f} s to read. In-RAM forward (every weight in "
         f"RAM, best of 5 warm forwards per process, best process): {compute:.3f} s ({compute_cpu:.3f} "
         f"s of CPU; its first forward in a fresh process, warm page cache: "
         f"{min(r['first'] for r in ok['ram']):.3f} s). Floor = max({read_time:.3f}, "
