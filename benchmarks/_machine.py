@@ -14,6 +14,7 @@ Scripts that write their whole page lose what was added by hand, except the bloc
 
 from __future__ import annotations
 
+import ctypes
 import importlib.metadata
 import os
 import platform
@@ -216,3 +217,41 @@ def write_section(page: str | Path, key: str, title: str, body: str) -> None:
     from _charts import write_charts  # benchmarks/_charts.py, beside this file
 
     write_charts(path)
+
+
+COLD_SETTLE = 5.0
+"""Seconds between evicting files and the cold read that follows: here a read right after the
+eviction ran 3-4x faster than one a few seconds later (the virtual disk's host still held the
+data), so every cold read of the benchmarks, their floors' included, starts this long after it."""
+_MADV_PAGEOUT = 21
+
+
+def page_out_own_mappings(files: Sequence[str]) -> None:
+    """Reclaims this process's mapped pages of ``files`` (``madvise(MADV_PAGEOUT)``): pages a
+    process maps stay cached through ``posix_fadvise(DONTNEED)``, as they would not under the
+    memory pressure of a model bigger than its budget."""
+    wanted = {os.path.realpath(f) for f in files}
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    with open("/proc/self/maps") as handle:
+        for line in handle:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].strip() in wanted:
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                libc.madvise(start, end - start, _MADV_PAGEOUT)
+
+
+def evict(files: Sequence[str], settle: bool = True) -> None:
+    """Makes the next read of ``files`` cold: pages this process's mappings of them out, flushes
+    each file, drops it from the page cache (``posix_fadvise(DONTNEED)``), then waits
+    :data:`COLD_SETTLE` seconds unless ``settle`` is false."""
+    page_out_own_mappings(files)
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    if settle:
+        time.sleep(COLD_SETTLE)

@@ -27,6 +27,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
+from _machine import COLD_SETTLE, evict  # noqa: E402  (benchmarks/_machine.py)
+
 RESULTS = os.path.join(HERE, "..", "results", "bigmodel_offload_cold.md")
 
 TOKENS = 32
@@ -54,43 +56,6 @@ def files_of(*folders: str) -> list[str]:
         for name in sorted(os.listdir(folder))
         if os.path.isfile(os.path.join(folder, name))
     ]
-
-
-COLD_SETTLE = 5.0
-"""Seconds between an eviction and the cold read that follows: here a read right after the
-eviction ran 3-4x faster than one a few seconds later (the virtual disk's host still held the
-data), so every cold read, the bandwidth floor's included, starts this long after it."""
-_MADV_PAGEOUT = 21
-
-
-def _page_out_own_mappings(files: list[str]) -> None:
-    """Reclaims this process's mapped pages of ``files`` (``madvise(MADV_PAGEOUT)``): pages a
-    process maps stay cached through ``posix_fadvise(DONTNEED)``, as they would not under the
-    memory pressure of a model bigger than its budget."""
-    wanted = {os.path.realpath(f) for f in files}
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    with open("/proc/self/maps") as handle:
-        for line in handle:
-            fields = line.split(maxsplit=5)
-            if len(fields) == 6 and fields[5].strip() in wanted:
-                start, end = (int(x, 16) for x in fields[0].split("-"))
-                libc.madvise(start, end - start, _MADV_PAGEOUT)
-
-
-def evict(files: list[str], settle: bool = True) -> None:
-    """Drops the files' pages from the page cache (and from this process's mappings), then
-    waits :data:`COLD_SETTLE` seconds."""
-    _page_out_own_mappings(files)
-    for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    if settle:
-        time.sleep(COLD_SETTLE)
 
 
 def resident_fraction(files: list[str]) -> float:

@@ -34,14 +34,14 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _machine import COLD_SETTLE
+from _machine import evict as evict_files
+
 LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
 WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 LIBRARIES = ("accel", "accelerate")
-COLD_SETTLE = 5.0
-"""Seconds between evicting the files and a cold read: here a read right after the eviction ran
-3-4x faster than one a few seconds later (the virtual disk's host still held the data), so every
-cold read, the floor's included, starts this long after its eviction."""
 
 
 def _rss() -> int:
@@ -175,14 +175,7 @@ def _files(folder: str) -> list[str]:
 def evict(folder: str) -> None:
     """Flush every file of ``folder``, drop it from the page cache and wait
     :data:`COLD_SETTLE` seconds (a cold read follows)."""
-    for path in _files(folder):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-    time.sleep(COLD_SETTLE)
+    evict_files(_files(folder))
 
 
 def cat(folder: str) -> dict[str, float]:
@@ -349,7 +342,6 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=WIDTH, help="width of each layer")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of each measurement")
     args = parser.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from _machine import share_sizes  # benchmarks/_machine.py
 
     share_sizes(
@@ -361,7 +353,6 @@ def main() -> None:
     runs = measure()
     load = os.getloadavg()
     Path(args.output).write_text(page(runs, load), encoding="utf-8")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from _charts import write_charts  # benchmarks/_charts.py
 
     write_charts(args.output)  # one PNG per table, shown under it
