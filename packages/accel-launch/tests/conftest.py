@@ -1,5 +1,6 @@
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -30,6 +31,14 @@ def reports(stdout: str) -> list[dict]:
     return sorted(rows, key=lambda r: r["process_index"])
 
 
+def sigint_default() -> None:
+    """Gives a child the default Ctrl-C (a ``preexec_fn``): a process started with SIGINT ignored,
+    as a background job of a non-interactive shell is, passes that on to its children, and a
+    Python started so never raises ``KeyboardInterrupt``. Tests that press Ctrl-C need the
+    disposition a person at a terminal has, whatever started the test run."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Terminal:
     """Runs a command in a pseudo-terminal and talks to it like a person at the keyboard."""
 
@@ -39,7 +48,13 @@ class Terminal:
 
         self.master, slave = pty.openpty()
         self.proc = subprocess.Popen(
-            args, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+            args,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            start_new_session=True,
+            preexec_fn=sigint_default,
         )
         os.close(slave)
         self.output = ""

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from .conftest import SCRIPTS
+from .conftest import SCRIPTS, sigint_default
 
 
 class Started:
@@ -18,7 +18,12 @@ class Started:
 
     def __init__(self, args: list[str], **kwargs):
         self.proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **kwargs
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=sigint_default,
+            **kwargs,
         )
         self.output = ""
         self.pids: list[int] = []
