@@ -89,13 +89,15 @@ def child(variant: str, folder: str, layers: int = 4, width: int = 2048) -> dict
 
     torch.set_num_threads(2)
     side, precision = variant.split("-")
+    # torch's first model built on the meta device imports sympy and more (seconds here): every
+    # side pays it before the clock starts, so the load columns compare loads alone.
+    with torch.device("meta"):
+        one_gb_model(1, 8)
+    if precision != "fp32":
+        import bitsandbytes  # noqa: F401  (a library may import it lazily: not part of a load)
     if side == "floor":
         import safetensors  # noqa: F401  (imported before the clock starts, as the libraries are)
 
-        if precision != "fp32":
-            import bitsandbytes  # noqa: F401
-        with torch.device("meta"):  # its first use imports sympy and more: not part of a load
-            one_gb_model(1, 8)
         return _measure(lambda: _floor_load(folder, precision, layers, width), folder, variant)
     if side == "accel":
         from accel_bigmodel import init_empty_weights, load_checkpoint_and_dispatch
