@@ -223,7 +223,17 @@ def write_charts(page: str | Path) -> list[Path]:
     for at, text in reversed(inserts):
         lines[at:at] = text.splitlines()
     page.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _remove_stale_charts(page, len(tables(lines)))
     return written
+
+
+def _remove_stale_charts(page: Path, count: int) -> None:
+    """Delete the page's charts numbered past its last table (left by a run with more tables)."""
+    numbered = re.compile(rf"{re.escape(page.stem)}_(\d+)\.png")
+    for image in page.parent.glob(f"{page.stem}_*.png"):
+        match = numbered.fullmatch(image.name)
+        if match is not None and int(match.group(1)) > count:
+            image.unlink()
 
 
 def main(argv: list[str]) -> int:

@@ -2,7 +2,9 @@
 
 Each measurement is a fresh interpreter; the script reports the median over several runs of
 the cumulative time Python itself attributes to the named module (so interpreter start-up is
-excluded) and whether torch was imported as a side effect.
+excluded) and whether torch was imported as a side effect. The same table measures the
+reference library's module paths (when it is installed) and a floor: a small standard-library
+package.
 
 Run: ``uv run --no-sync python benchmarks/foundation/bench_import_time.py [--runs 7]``
 (``--out PAGE`` also writes the table into its own section of that page,
@@ -16,6 +18,7 @@ To compare with another version of the ``accel`` sources under the same machine 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import subprocess
@@ -30,6 +33,21 @@ STATEMENTS = {
     "import accel_state": "accel_state",
     "import accel_launch": "accel_launch",
 }
+"""accel's statements: the module named is the one whose cumulative time is reported."""
+
+REFERENCE = {
+    "import accelerate (reference)": ("import accelerate", "accelerate"),
+    "import accelerate.utils (reference)": ("import accelerate.utils", "accelerate.utils"),
+    "import accelerate.utils.modeling (reference)": (
+        "import accelerate.utils.modeling",
+        "accelerate.utils.modeling",
+    ),
+    "import accelerate.state (reference)": ("import accelerate.state", "accelerate.state"),
+}
+"""The reference library's same module paths, measured in the same run when it is installed."""
+
+FLOOR = {"floor: `import json` (a small standard-library package)": ("import json", "json")}
+"""What importing a package that does nothing at import costs here."""
 
 
 def cumulative_us(statement: str, module: str, src: str | None = None) -> tuple[int, bool]:
@@ -81,7 +99,12 @@ def main() -> None:
         header = "| statement | baseline (ms) | this tree (ms) | torch imported |"
     table = [header, "| --- | ---: |" + (" ---: |" if baseline else "") + " --- |"]
     print("\n".join(table))
-    for statement, module in STATEMENTS.items():
+    rows = [(f"`{statement}`", statement, module) for statement, module in STATEMENTS.items()]
+    if not baseline:
+        rows += [(label, *measured) for label, measured in FLOOR.items()]
+        if importlib.util.find_spec("accelerate") is not None:
+            rows += [(label, *measured) for label, measured in REFERENCE.items()]
+    for label, statement, module in rows:
         ours: list[tuple[int, bool]] = []
         base: list[tuple[int, bool]] = []
         for _ in range(args.runs):
@@ -92,7 +115,7 @@ def main() -> None:
                     pass
             ours.append(cumulative_us(statement, module))
         torch_loaded = "yes" if any(loaded for _, loaded in ours) else "no"
-        cells = [f"`{statement}`"]
+        cells = [label]
         if baseline:
             cells.append(_median_ms(base) if base else "module missing")
         cells += [_median_ms(ours), torch_loaded]

@@ -47,6 +47,17 @@ def test_one_chart_per_numeric_table_inserted_once(tmp_path: Path) -> None:
     assert page.read_text(encoding="utf-8") == first
 
 
+def test_charts_past_the_last_table_are_removed(tmp_path: Path) -> None:
+    page = tmp_path / "demo.md"
+    page.write_text(PAGE, encoding="utf-8")
+    for name in ("demo_3.png", "demo_12.png", "demo_other_1.png"):
+        (tmp_path / name).write_bytes(b"left by a run whose page had more tables")
+    charts.write_charts(page)
+    left = sorted(path.name for path in tmp_path.glob("*.png"))
+    # two tables: demo_1 drawn, demo_2 not (words), the rest removed; another page's kept
+    assert left == ["demo_1.png", "demo_other_1.png"]
+
+
 def test_numbers_roles_and_settings() -> None:
     assert charts.number("167,574 (1.028x)") == 167574.0
     assert charts.number("error") is None
