@@ -210,7 +210,8 @@ def write_charts(page: str | Path) -> list[Path]:
     lines = page.read_text(encoding="utf-8").splitlines()
     written: list[Path] = []
     inserts: list[tuple[int, str]] = []
-    for index, table in enumerate(tables(lines), start=1):
+    found = tables(lines)
+    for index, table in enumerate(found, start=1):
         image = page.with_name(f"{page.stem}_{index}.png")
         if not draw(table, image):
             continue
@@ -223,7 +224,7 @@ def write_charts(page: str | Path) -> list[Path]:
     for at, text in reversed(inserts):
         lines[at:at] = text.splitlines()
     page.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    _remove_stale_charts(page, len(tables(lines)))
+    _remove_stale_charts(page, len(found))
     return written
 
 
