@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 from torch.utils.data import DataLoader, TensorDataset
 
 from accel import Accelerator
+from accel._checkpoint_load import StateRefusedError
 from accel.utils import CheckpointIntegrityError, ProjectConfiguration, UnsafeCheckpointError
 
 
@@ -179,7 +180,11 @@ WRONG = {
     "scheduler.bin": (TypeError, "must be a dict"),
     "scaler.pt": (TypeError, "must be a dict"),
     "dataloader.bin": (ValueError, "same total batch size"),
-    "custom_checkpoint_0.pkl": (TypeError, "list indices"),  # refused by Counter itself
+    # refused by Counter itself, named with its file
+    "custom_checkpoint_0.pkl": (
+        StateRefusedError,
+        r"registered object 0 \(Counter\) refused the state in custom_checkpoint_0.pkl",
+    ),
     "random_states_0.pkl": (ValueError, "generators refuse"),
 }
 
@@ -256,7 +261,7 @@ def test_loaded_state_equals_saved_state(tmp_path):
 
 def test_failure_while_applying_puts_back_what_was_applied(tmp_path):
     run = _run(tmp_path)
-    acc, optimizer, scheduler, counter = run[0], run[2], run[3], run[5]
+    acc, counter = run[0], run[5]
     _steps(*run, count=3)
     out = acc.save_state(tmp_path / "ckpt")
     _steps(*run, count=2)
@@ -267,13 +272,63 @@ def test_failure_while_applying_puts_back_what_was_applied(tmp_path):
             raise RuntimeError("refused by the object itself")
 
     acc._custom_objects[0] = Refuses(counter.value)
-    with pytest.raises(RuntimeError, match="refused by the object itself"):
+    with (
+        pytest.raises(StateRefusedError, match="refused by the object itself") as caught,
+        pytest.warns(UserWarning, match="which refused their own previous state"),
+    ):
         acc.load_state(out)
+    assert "custom_checkpoint_0.pkl" in str(caught.value) and "Refuses" in str(caught.value)
     acc._custom_objects[0] = counter
-    assert optimizer.param_groups[0]["lr"] == before["lr"][0]
-    assert scheduler.scheduler.last_epoch == before["last_epoch"]
-    _assert_nested_equal(before["optimizer"], optimizer.state_dict())
+    # Everything, the model weights included, is as it was before the call.
+    _assert_same(before, _snapshot(*run))
     assert os.path.isdir(out)
+
+
+LOADER_CONTENT = {
+    "epoch is a string": ({"epoch": "x"}, "'epoch' must be an int >= 0"),
+    "epoch is a bool": ({"epoch": True}, "'epoch' must be an int >= 0"),
+    "negative position": ({"batches_yielded": -5}, "'batches_yielded' must be an int >= 0"),
+    "past the epoch": ({"batches_yielded": 10**6}, "at most the 8 batches"),
+    "seed is a float": ({"sampler_seed": 1.5}, "'sampler_seed' must be an int or None"),
+    "generator state garbage": (
+        {"generator_state": torch.zeros(3, dtype=torch.uint8)},
+        "'generator_state' must be a torch.uint8 tensor",
+    ),
+    "newer format": ({"version": 99}, "'version' must be an int from 1 to 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LOADER_CONTENT))
+def test_wrong_loader_position_is_refused_in_phase_one(tmp_path, case):
+    """A dataloader.bin whose size and checksum were recomputed but whose content is wrong is
+    refused before any state changes, naming the file; the weights stay as they were."""
+    run = _run(tmp_path)
+    acc = run[0]
+    _steps(*run, count=3)
+    out = Path(acc.save_state(tmp_path / "ckpt"))
+    _steps(*run, count=2)
+    before = _snapshot(*run)
+    changes, message = LOADER_CONTENT[case]
+    state = torch.load(out / "dataloader.bin", weights_only=True)
+    state.update(changes)
+    torch.save(state, out / "dataloader.bin")
+    _fix_manifest(out, "dataloader.bin")
+    with pytest.raises(ValueError, match=message) as caught:
+        acc.load_state(out)
+    assert "dataloader.bin" in str(caught.value)
+    _assert_same(before, _snapshot(*run))
+
+
+def test_loader_refuses_a_wrong_position_directly_and_keeps_its_own():
+    run_loader = DataLoader(TensorDataset(torch.arange(10.0)), batch_size=2)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    loader = Accelerator().prepare(run_loader)
+    next(iter(loader))
+    kept = loader.state_dict()
+    with pytest.raises(ValueError, match="at most the 5 batches"):
+        loader.load_state_dict({**kept, "batches_yielded": 6})
+    loader.load_state_dict({**kept, "batches_yielded": 5})  # the end of the epoch is a position
+    assert loader.state_dict()["batches_yielded"] == 5
 
 
 @pytest.mark.parametrize("how", ["unsafe", "wrong"])

@@ -22,9 +22,9 @@ from accel_state import GradientState, RNGType, synchronize_rng_states
 from torch.utils.data import BatchSampler, DataLoader
 
 from ._iterable import IterableDatasetShard
+from ._position_check import check_position_state
 from ._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
 from ._state_mixin import DataLoaderStateMixin
-from ._stateful import STATE_KEY
 
 _STATE_VERSION = 1
 
@@ -236,24 +236,27 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
             "total_batch_size": self.total_batch_size,  # type: ignore[attr-defined]
         }
 
+    def check_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Refuse, changing nothing, a position ``state_dict`` could not have written for this
+        loader (types, ranges, a position past the end of the epoch).
+
+        Raises:
+            TypeError, KeyError, ValueError: naming the key, the rule and the value.
+        """
+        try:
+            num_batches: int | None = len(self)  # type: ignore[arg-type]
+        except TypeError:
+            num_batches = None  # an iterable dataset has no length
+        stateful = bool(getattr(self, "use_stateful_dataloader", False))
+        check_position_state(state_dict, num_batches, stateful, _STATE_VERSION)
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Continue from a position saved by ``state_dict``.
 
         The next pass iterates the saved epoch, with the saved seed or generator state, and
         starts after the batches that were already yielded; the passes after it run normally.
         """
-        missing = {"epoch", "batches_yielded"} - set(state_dict)
-        if state_dict.get(STATE_KEY) is not None and not self.use_stateful_dataloader:
-            raise ValueError(
-                "a loader prepared without use_stateful_dataloader cannot restore worker state; "
-                f"this state holds {STATE_KEY!r} (saved by a stateful loader). Prepare the "
-                "loader with DataLoaderConfiguration(use_stateful_dataloader=True)."
-            )
-        if missing:
-            raise KeyError(
-                f"a loader state needs the keys 'epoch' and 'batches_yielded'; {sorted(missing)} "
-                f"missing from {sorted(state_dict)}. Pass the dict that state_dict() returned."
-            )
+        self.check_state_dict(state_dict)
         saved_total = state_dict.get("total_batch_size")
         total = self.total_batch_size  # type: ignore[attr-defined]
         if saved_total is not None and total is not None and saved_total != total:

@@ -38,8 +38,12 @@ touch), until ``end_training``.
 
 from __future__ import annotations
 
+import atexit
+import concurrent.futures.thread  # noqa: F401  (its exit hook must be registered before ours)
 import copy
 import logging
+import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -86,6 +90,7 @@ class AsyncCheckpoint:
         )
 
     def _start(self) -> None:
+        _wait_at_exit(self)
         self._thread.start()
 
     def _run(self, target: Callable[[], None]) -> None:
@@ -190,6 +195,61 @@ def start_async_save(
     handle = AsyncCheckpoint(plan.output_dir, finish, on_done=pool.reclaim)
     handle._start()
     return handle
+
+
+_in_flight: list[AsyncCheckpoint] = []
+_exit_hook_lock = threading.Lock()
+_exit_hook_installed = False
+
+
+def _wait_at_exit(handle: AsyncCheckpoint) -> None:
+    """Make the interpreter's normal exit wait for ``handle``'s commit.
+
+    A non-daemon thread alone is not enough: when the main thread ends, the interpreter first
+    runs the hooks registered with ``threading._register_atexit`` (newest first), and the one
+    of ``concurrent.futures`` makes every executor refuse new work, which the writers and the
+    checksum pass use. Ours is registered after that module's (imported above), so it runs
+    first and the save completes with every executor still open.
+    """
+    global _exit_hook_installed
+    with _exit_hook_lock:
+        _in_flight[:] = [h for h in _in_flight if not h.done()]
+        _in_flight.append(handle)
+        if not _exit_hook_installed:
+            register = getattr(threading, "_register_atexit", None)
+            if register is not None:
+                register(_finish_saves_at_exit)
+            _exit_hook_installed = True
+
+
+def _finish_saves_at_exit() -> None:
+    """Wait for every asynchronous save still writing; on a failure, name the checkpoint and
+    make the process exit with status 1 (after the other exit handlers ran)."""
+    failed = []
+    for handle in list(_in_flight):
+        if not handle.done():
+            _logger.info("waiting for the asynchronous save of %s before exiting", handle.path)
+        error = handle.exception()
+        if error is not None and not handle._reported:
+            handle._reported = True
+            failed.append((handle.path, error))
+    _in_flight.clear()
+    if not failed:
+        return
+    for path, error in failed:
+        print(
+            f"accel: the asynchronous save_state of {path!r} failed before the interpreter "
+            f"exited ({type(error).__name__}: {error}); that checkpoint was not committed "
+            "(earlier checkpoints are untouched). Exiting with status 1.",
+            file=sys.stderr,
+        )
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(1)
 
 
 class HostBuffers:

@@ -41,6 +41,22 @@ def staging_dir(output_dir: str) -> str:
     return os.path.join(parent, f".{name}.partial")
 
 
+def target_of(stage: str) -> str:
+    """The checkpoint folder the staging folder ``stage`` is bound for."""
+    parent, name = os.path.split(os.path.abspath(stage))
+    if name.startswith(".") and name.endswith(".partial"):
+        name = name[1 : -len(".partial")]
+    return os.path.join(parent, name)
+
+
+def remove_staging(output_dir: str) -> None:
+    """Delete the staging folder of a save of ``output_dir`` that failed (only one accel made:
+    the marker is there; a committed checkpoint is never touched)."""
+    stage = staging_dir(output_dir)
+    if not os.path.islink(stage) and os.path.isfile(os.path.join(stage, STAGING_MARKER)):
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 def _replaced_dir(output_dir: str) -> str:
     parent, name = os.path.split(os.path.abspath(output_dir))
     return os.path.join(parent, f".{name}.replaced")
@@ -68,6 +84,7 @@ def check_target(output_dir: str) -> None:
             hidden ``.partial`` / ``.replaced`` sibling accel did not make is in the way.
         CheckpointIntegrityError: it is a checkpoint whose manifest cannot be read (its user
             files could not be told from accel's).
+        ValueError: it is this process's working directory, or holds it.
     """
     if os.path.islink(output_dir):
         raise FileExistsError(
@@ -75,6 +92,7 @@ def check_target(output_dir: str) -> None:
             f"is a symlink to {os.readlink(output_dir)!r}. Pass the real folder "
             "(os.path.realpath) or another output_dir."
         )
+    _refuse_own_folder(output_dir)
     if os.path.lexists(output_dir) and not os.path.isdir(output_dir):
         raise NotADirectoryError(
             f"save_state writes a checkpoint folder and never replaces a file; {output_dir!r} "
@@ -102,6 +120,25 @@ def check_target(output_dir: str) -> None:
                 "only such folders that it made itself; this one was not made by accel. Move "
                 "or delete it, or choose another output_dir."
             )
+
+
+def _refuse_own_folder(output_dir: str) -> None:
+    """Refuse a target that is (or holds) the folder this process stands in: committing
+    renames the staged checkpoint over the target, which would leave the working directory
+    deleted under the running process."""
+    try:
+        here = os.path.realpath(os.getcwd())
+    except FileNotFoundError:
+        return
+    target = os.path.realpath(output_dir)
+    if os.path.commonpath([here, target]) == target:
+        raise ValueError(
+            "save_state writes a checkpoint beside its target and renames it into place, which "
+            f"replaces the target folder; {output_dir!r} is the working directory of this "
+            f"process{'' if here == target else ' or holds it'} ({here!r}), which would be "
+            "deleted under it. Save into a subfolder (e.g. save_state('checkpoint')) or change "
+            "directory first."
+        )
 
 
 def prepare_staging(output_dir: str) -> str:

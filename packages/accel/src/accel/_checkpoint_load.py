@@ -9,9 +9,15 @@ states (tried and put back), and the engine's own layout through its
 ``validate_model_state`` hook. All processes then agree on the outcome: one process's failure
 fails every process, each with an error naming it.
 
-Phase 2 (:func:`apply_checkpoint`) restores the objects. Schedulers, the grad scaler,
-registered objects and optimizers are snapshotted first and put back if a later step fails
-(an I/O error while the weights stream in, or an object refusing its state), on every process.
+Phase 1 checks content too, not only files: a dataloader position must have the types and
+ranges its loader writes and lie within the loader's epoch (``check_state_dict``).
+
+Phase 2 (:func:`apply_checkpoint`) restores the objects. Optimizers, schedulers, the grad
+scaler, registered objects, dataloader positions and random states go first, each snapshotted
+and put back if a later one refuses its state (the error names the object and its file); every
+process then agrees, and only then do the model weights stream in, so a refusal never leaves
+the weights changed. What can fail after that is reading the weights (an I/O error: their files
+were checked in phase 1), and that error says the models may hold part of them.
 """
 
 from __future__ import annotations
@@ -53,8 +59,9 @@ class LoadPlan:
     models: list[Any]
     weights: list[str] = field(default_factory=list)
     """Checked weights files, one per model (replicated engines)."""
-    states: list[tuple[str, Any, Any]] = field(default_factory=list)
-    """``(kind, object, state)`` for schedulers, scaler, registered objects and optimizers."""
+    states: list[tuple[str, Any, Any, str]] = field(default_factory=list)
+    """``(what, object, state, file name)`` for schedulers, scaler, registered objects and
+    optimizers."""
     loaders: list[tuple[Any, Any]] = field(default_factory=list)
     rng: Any = None
     trust_pickles: bool = False
@@ -122,7 +129,7 @@ def read_checkpoint(
         if name not in manifest.files:
             name = indexed_name(SAMPLER_NAME, "bin", i)
         state = read(name)
-        _check_loader_state(loader, state, i, input_dir)
+        _check_loader_state(loader, state, i, input_dir, name)
         plan.loaders.append((loader, state))
     if engine.replicated_states:
         strict = bool(model_kwargs.get("strict", True))
@@ -136,19 +143,22 @@ def read_checkpoint(
             )
             plan.weights.append(path)
         for i, opt in enumerate(optimizers):
-            state = read(indexed_name(OPTIMIZER_NAME, "bin", i))
+            name = indexed_name(OPTIMIZER_NAME, "bin", i)
+            state = read(name)
             _check_optimizer_state(opt, state, i, input_dir)
-            plan.states.append(("optimizer", opt, state))
+            plan.states.append((f"optimizer {i}", opt, state, name))
     else:
         for i in range(len(models)):
             engine.validate_model_state(input_dir, i, trust_pickles=trust_pickles)
     for i, scheduler in enumerate(schedulers):
-        state = read(indexed_name(SCHEDULER_NAME, "bin", i))
-        plan.states.append(("scheduler", scheduler, _mapping(state, f"scheduler {i}")))
+        name = indexed_name(SCHEDULER_NAME, "bin", i)
+        state = _mapping(read(name), f"scheduler {i}")
+        plan.states.append((f"scheduler {i}", scheduler, state, name))
     _plan_scaler(checkpointer, plan, read)
     for i, obj in enumerate(customs):
-        state = read(f"{CUSTOM_NAME}_{i}.pkl")
-        plan.states.append(("registered object", obj, state))
+        name = f"{CUSTOM_NAME}_{i}.pkl"
+        what = f"registered object {i} ({type(obj).__name__})"
+        plan.states.append((what, obj, read(name), name))
     rng_name = f"{RNG_STATE_NAME}_{rank}.pkl"
     if rank < manifest.world_size:
         plan.rng = read(rng_name)
@@ -165,8 +175,18 @@ def _mapping(state: Any, what: str) -> Mapping[str, Any]:
     return state
 
 
-def _check_loader_state(loader: Any, state: Any, index: int, input_dir: str) -> None:
+def _check_loader_state(loader: Any, state: Any, index: int, input_dir: str, name: str) -> None:
     state = _mapping(state, f"dataloader {index}")
+    check = getattr(loader, "check_state_dict", None)
+    if callable(check):
+        try:
+            check(state)
+        except (TypeError, KeyError, ValueError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise type(exc)(
+                f"{name} of checkpoint {input_dir!r} holds a position dataloader {index} "
+                f"refuses: {message}"
+            ) from None
     if not {"epoch", "batches_yielded"} <= set(state):
         raise KeyError(
             f"a dataloader position holds 'epoch' and 'batches_yielded'; dataloader {index} in "
@@ -212,7 +232,7 @@ def _plan_scaler(checkpointer: Checkpointer, plan: LoadPlan, read: Callable[[str
     saved = SCALER_NAME in plan.manifest.files
     if checkpointer.scaler is not None and saved:
         state = _mapping(read(SCALER_NAME), "the grad scaler")
-        plan.states.append(("grad scaler", checkpointer.scaler, state))
+        plan.states.append(("the grad scaler", checkpointer.scaler, state, SCALER_NAME))
     elif checkpointer.scaler is not None or saved:
         have = "has" if checkpointer.scaler is not None else "has no"
         warnings.warn(
@@ -240,20 +260,48 @@ def _try_rng_state(state: Any, name: str) -> None:
 
 
 # --------------------------------------------------------------------------- phase 2
+class StateRefusedError(ValueError):
+    """An object refused the state phase 1 read for it; everything restored before it was put
+    back."""
+
+
 def apply_checkpoint(
     checkpointer: Checkpointer,
     plan: LoadPlan,
     model_kwargs: dict[str, Any],
     rendezvous: Rendezvous,
 ) -> None:
-    """Phase 2: restore every object from ``plan``; on a failure put back what can be."""
+    """Phase 2: restore every object from ``plan``; on a failure put back what can be.
+
+    The model weights come last, after every other object took its state and every process
+    said so: nothing that can refuse its state runs once the weights were written, so a
+    failure anywhere before leaves the models as they were (snapshotting the weights to put
+    them back would cost a second copy of the model). What can still fail after is reading
+    the weights themselves (checked in phase 1: only an I/O error), and that error says so.
+    """
     engine = checkpointer.engine
     trust = {"trust_pickles": plan.trust_pickles}
     undo: list[tuple[Any, Any]] = []
     try:
-        for _, obj, state in plan.states:
+        for what, obj, state, name in plan.states:
             undo.append((obj, obj.state_dict()))
-            obj.load_state_dict(state)
+            _restore(obj, state, what, name, plan.input_dir)
+        for i, (loader, state) in enumerate(plan.loaders):
+            undo.append((loader, loader.state_dict()))
+            _restore(loader, state, f"dataloader {i}", "its position file", plan.input_dir)
+        if plan.rng is not None:
+            undo.append((_RandomStates(), capture_rng_state()))
+            restore_rng_state(plan.rng)
+    except BaseException as exc:
+        _undo(undo, exc)
+        rendezvous.meet("restored", error=f"{type(exc).__name__}: {exc}")
+        raise
+    try:
+        rendezvous.meet("restored")
+    except BaseException as exc:
+        _undo(undo, exc)
+        raise
+    try:
         for i, model in enumerate(plan.models):
             if engine.replicated_states:
                 engine.load_model_state_dict(model, plan.weights[i], **trust, **model_kwargs)
@@ -263,23 +311,41 @@ def apply_checkpoint(
             for i, opt in enumerate(checkpointer.prepared.optimizers):
                 if not engine.load_optimizer_state(opt, plan.input_dir, i, **trust):
                     raise _no_layout("optimizer", i, plan.input_dir)
-        for loader, state in plan.loaders:
-            loader.load_state_dict(state)
-        if plan.rng is not None:
-            restore_rng_state(plan.rng)
     except BaseException as exc:
         _undo(undo, exc)
         rendezvous.meet("applied", error=f"{type(exc).__name__}: {exc}")
-        raise
-    try:
-        rendezvous.meet("applied")
-    except BaseException as exc:
-        _undo(undo, exc)
-        raise
+        if not isinstance(exc, Exception):
+            raise
+        raise RuntimeError(
+            f"load_state checked every file of {plan.input_dir!r} and restored every other "
+            f"state, then reading the model weights failed ({type(exc).__name__}: {exc}). The "
+            "other states were put back, but the models may hold part of the checkpoint's "
+            "weights: fix the cause (the disk, the file) and call load_state again."
+        ) from exc
+    rendezvous.meet("applied")
     index = checkpoint_index(plan.input_dir)
     config = checkpointer.project_configuration
     if config.automatic_checkpoint_naming and index is not None:
         config.iteration = index + 1
+
+
+class _RandomStates:
+    """The process's generators as one object with ``load_state_dict``, for the undo list."""
+
+    def load_state_dict(self, state: Any) -> None:
+        restore_rng_state(state)
+
+
+def _restore(obj: Any, state: Any, what: str, name: str, input_dir: str) -> None:
+    try:
+        obj.load_state_dict(state)
+    except Exception as exc:
+        raise StateRefusedError(
+            f"load_state restores each object from its own file; {what} refused the state in "
+            f"{name} of {input_dir!r} ({type(exc).__name__}: {exc}). Nothing was changed: the "
+            "objects restored before it were put back. Prepare or register the same objects "
+            "as the run that saved it, or load another checkpoint."
+        ) from exc
 
 
 def _undo(undo: list[tuple[Any, Any]], error: BaseException) -> None:

@@ -25,9 +25,13 @@ _COMMITTED = "Nothing was committed"
 _OUTCOME = {
     ("load_state", "enter"): "Nothing was loaded",
     ("load_state", "validated"): "Nothing was loaded (every file is checked before any change)",
+    ("load_state", "restored"): (
+        "Nothing was changed: the states restored before the failure were put back, and the "
+        "model weights, which load last, were not touched"
+    ),
     ("load_state", "applied"): (
-        "The optimizers, schedulers, grad scaler and registered objects were put back; model "
-        "weights already streamed in were not"
+        "The optimizers, schedulers, grad scaler, dataloaders, registered objects and random "
+        "states were put back; model weights already streamed in were not"
     ),
 }
 

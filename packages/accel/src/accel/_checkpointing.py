@@ -20,7 +20,9 @@ main process writes everything but the random states (the local main of each mac
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,11 +34,13 @@ from ._checkpoint_dirs import (
     is_complete,
     prepare_staging,
     recover_replaced,
+    remove_staging,
     rotate,
     staging_dir,
+    target_of,
 )
 from ._checkpoint_load import stateful
-from ._checkpoint_manifest import FORMAT_VERSION, Manifest
+from ._checkpoint_manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest
 from ._checkpoint_sync import Rendezvous
 from ._state_files import (
     CUSTOM_NAME,
@@ -247,14 +251,66 @@ def take_snapshot(
 
 
 def write_file(stage: str, name: str, state: Any, kind: str, safe_serialization: bool) -> None:
-    """Write one file of a snapshot (see :attr:`Snapshot.files`) into ``stage``."""
+    """Write one file of a snapshot (see :attr:`Snapshot.files`) into ``stage``.
+
+    Raises:
+        CheckpointWriteError: the file could not be written (a full disk ...), naming it.
+    """
     path = os.path.join(stage, name)
-    if kind == "weights":
-        save_weights(state, path, safe_serialization)
-    else:
-        save_object(state, path)
-        if kind != "object":
-            check_loadable(path, kind)
+    failure: CheckpointWriteError | None = None
+    try:
+        if kind == "weights":
+            save_weights(state, path, safe_serialization)
+        else:
+            save_object(state, path)
+    except OSError as exc:
+        failure = CheckpointWriteError.of(stage, name, exc)
+    except RuntimeError as exc:
+        # torch.save reports a failed write as a RuntimeError of its stream writer.
+        if not any(word in str(exc) for word in ("write", "inline_container", "iostream")):
+            raise
+        failure = CheckpointWriteError.of(stage, name, exc)
+    if failure is not None:
+        # Raised outside the handler: the failed writer's frames (and its open file, whose
+        # space a full disk needs back) are not kept alive by the traceback.
+        raise failure
+    if kind not in ("weights", "object"):
+        check_loadable(path, kind)
+
+
+_NEARLY_FULL = 1 << 20
+
+
+class CheckpointWriteError(OSError):
+    """A file of a checkpoint could not be written; the save wrote nothing that stays."""
+
+    @classmethod
+    def of(cls, stage: str, name: str, error: BaseException) -> CheckpointWriteError:
+        """The error for file ``name`` of the checkpoint staged in ``stage``."""
+        target = target_of(stage)
+        code = getattr(error, "errno", None)
+        try:
+            free = shutil.disk_usage(stage).free
+        except OSError:
+            free = -1
+        if code is None and 0 <= free < _NEARLY_FULL:
+            code = errno.ENOSPC  # torch's stream writer reports no errno
+        space = f" ({free} bytes free on that disk)" if free >= 0 else ""
+        fix = (
+            "Free space on that disk, or save to another folder"
+            if code == errno.ENOSPC
+            else "Fix the cause and save again"
+        )
+        return cls(
+            code or errno.EIO,
+            f"save_state could not write {name!r} of checkpoint {target!r}"
+            f"{space}: {getattr(error, 'strerror', None) or error}. What this save wrote was "
+            f"removed and earlier checkpoints are untouched. {fix}.",
+            os.path.join(stage, name),
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 def write_snapshot(snapshot: Snapshot, stage: str, safe_serialization: bool) -> None:
@@ -322,9 +378,19 @@ def finish_save(
     try:
         counts = write()
     except BaseException as exc:
-        rendezvous.meet("written", error=_describe(exc))
+        error = _named(plan, exc, "an engine's file")
+        rendezvous.meet("written", error=_describe(error))
+        if plan.writer:
+            remove_staging(plan.output_dir)
+        if error is exc:
+            raise
+        raise error from exc
+    try:
+        rendezvous.meet("written", poll=poll)
+    except BaseException:
+        if plan.writer:
+            remove_staging(plan.output_dir)
         raise
-    rendezvous.meet("written", poll=poll)
     if plan.writer:
         try:
             manifest = Manifest(
@@ -337,8 +403,12 @@ def finish_save(
             if plan.total_limit is not None:
                 rotate(os.path.dirname(plan.output_dir), plan.total_limit, keep=plan.output_dir)
         except BaseException as exc:
-            rendezvous.meet("committed", error=_describe(exc))
-            raise
+            remove_staging(plan.output_dir)
+            error = _named(plan, exc, MANIFEST_NAME)
+            rendezvous.meet("committed", error=_describe(error))
+            if error is exc:
+                raise
+            raise error from exc
     rendezvous.meet("committed", poll=poll)
 
 
@@ -357,6 +427,15 @@ def save_checkpoint(
 
     finish_save(plan, rendezvous, write)
     return plan.output_dir
+
+
+def _named(plan: CommitPlan, exc: BaseException, default: str) -> BaseException:
+    """``exc``, or for an OS error that names no checkpoint, one that names it and its file."""
+    if not isinstance(exc, OSError) or isinstance(exc, CheckpointWriteError):
+        return exc
+    stage = staging_dir(plan.output_dir)
+    name = os.path.relpath(exc.filename, stage) if isinstance(exc.filename, str) else default
+    return CheckpointWriteError.of(stage, name, exc)
 
 
 def _describe(exc: BaseException) -> str:
