@@ -23,6 +23,7 @@ PUBLIC_EXCEPTIONS = {
     "CheckpointKeysError": "accel_bigmodel",
     "CorruptSafetensorsError": "accel_bigmodel",
     "DeviceMapError": "accel_bigmodel",
+    "PathOutsideCheckpointError": "accel_bigmodel",
     "UntrustedPickleError": "accel_bigmodel",
     "DistributedOperationException": "accel_collectives",
     "ConfigError": "accel_launch",
@@ -30,6 +31,8 @@ PUBLIC_EXCEPTIONS = {
     "AsyncSaveError": "accel",
     "CheckpointIntegrityError": "accel",
     "CheckpointSyncError": "accel",
+    "CheckpointWriteError": "accel",
+    "StateRefusedError": "accel",
     "UnsafeCheckpointError": "accel",
 }
 

@@ -137,3 +137,69 @@ def test_async_save_failing_at_exit_names_it_and_exits_non_zero(tmp_path, small_
     assert f"asynchronous save_state of {str(target)!r} failed" in done.stderr
     assert "No space left on device" in done.stderr
     assert os.listdir(small_disk) == []
+
+
+@pytest.mark.parametrize("world_size", [10**7, 10**9, 2])
+def test_a_world_size_the_files_do_not_back_is_refused_before_anything_is_built(
+    tmp_path, world_size
+):
+    import json
+    import tracemalloc
+
+    from accel.utils import CheckpointIntegrityError
+
+    acc, model = _prepared(tmp_path, width=4)
+    out = Path(acc.save_state(tmp_path / "ckpt"))
+    manifest = json.loads((out / MANIFEST).read_text())
+    manifest["world_size"] = world_size
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    tracemalloc.start()
+    with pytest.raises(CheckpointIntegrityError, match=f"'world_size' is {world_size} but"):
+        acc.load_state(out)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 50 * 2**20  # nothing was built from the count
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize("algorithm", ["sha256", "blake2b"])
+def test_a_strong_checksum_and_a_pinned_digest_refuse_a_forged_file(tmp_path, algorithm):
+    import hashlib
+    import json
+
+    from accel.utils import CheckpointIntegrityError, checkpoint_digest
+
+    acc, model = _prepared(tmp_path, width=8)
+    out = Path(acc.save_state(tmp_path / "ckpt", checksum=algorithm))
+    manifest = json.loads((out / MANIFEST).read_text())
+    digest = hashlib.new(algorithm, (out / "model.safetensors").read_bytes()).hexdigest()
+    assert manifest["checksums"]["model.safetensors"] == f"{algorithm}:{digest}"
+    pinned = checkpoint_digest(str(out))
+    acc.load_state(out, expected_digest=pinned)  # intact: loads
+
+    # A forger rewrites a file and recomputes its entry: the checksum alone cannot tell...
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    data = bytearray((out / "model.safetensors").read_bytes())
+    data[-4:] = b"\x00\x00\x80\x7f"  # the last float becomes +inf
+    (out / "model.safetensors").write_bytes(bytes(data))
+    manifest["checksums"]["model.safetensors"] = (
+        f"{algorithm}:{hashlib.new(algorithm, bytes(data)).hexdigest()}"
+    )
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    # ... but the manifest's pinned digest does, and nothing changes.
+    with pytest.raises(CheckpointIntegrityError, match="manifest digest recorded"):
+        acc.load_state(out, expected_digest=pinned)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_a_pinned_digest_needs_strong_checksums(tmp_path):
+    from accel.utils import CheckpointIntegrityError, checkpoint_digest
+
+    acc, _ = _prepared(tmp_path, width=4)
+    out = acc.save_state(tmp_path / "ckpt")  # CRC-32
+    with pytest.raises(CheckpointIntegrityError, match="checksum='sha256'"):
+        acc.load_state(out, expected_digest=checkpoint_digest(out))
+    with pytest.raises(ValueError, match="got 'md5'"):
+        acc.save_state(tmp_path / "other", checksum="md5")
+    assert not (tmp_path / "other").exists()

@@ -143,6 +143,11 @@ def test_deepspeed_checkpoint_payloads_are_refused_before_deepspeed_reads_them(t
 @pytest.mark.timeout(480)
 def test_fsdp_checkpoint_payloads_are_refused(tmp_path):
     result = run_distributed(SCRIPT, str(tmp_path), "fsdp", num_processes=2, timeout=420)
-    names = ("metadata_payloads_refused", "opt_in", "full_optimizer_payload_refused")
+    names = (
+        "metadata_payloads_refused",
+        "path_outside_refused",
+        "opt_in",
+        "full_optimizer_payload_refused",
+    )
     for name in names:
         assert result.stdout.count(f"PASSED check_fsdp_{name}") == 2, result.stdout + result.stderr

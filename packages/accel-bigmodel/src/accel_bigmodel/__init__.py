@@ -68,6 +68,7 @@ _EXPORTS = {
     "get_module_leaves": "._placement_helpers",
     "Prefetcher": "._prefetch",
     "attach_prefetcher": "._prefetch",
+    "PathOutsideCheckpointError": "._contained",
     "UntrustedPickleError": "._safe_pickle",
     "read_dcp_metadata_safely": "._safe_pickle",
     "safe_dcp_load": "._safe_pickle",
@@ -130,6 +131,7 @@ __all__ = [
     "MemoryEstimate",
     "ModelHook",
     "OffloadedWeightsLoader",
+    "PathOutsideCheckpointError",
     "PrefixedDataset",
     "SequentialHook",
     "UntrustedPickleError",
@@ -237,6 +239,7 @@ if TYPE_CHECKING:
         load_state_dict,
     )
     from ._checkpoint_io import CheckpointKeysError, LoadReport, load_checkpoint_in_model
+    from ._contained import PathOutsideCheckpointError
     from ._device_map import (
         check_device_map,
         clean_device_map,

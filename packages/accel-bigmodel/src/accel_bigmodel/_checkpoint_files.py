@@ -10,6 +10,7 @@ from typing import Any, Union
 
 import torch
 
+from ._contained import contained_path
 from ._device_map import mapped_device
 from ._safe_pickle import UntrustedPickleError, safe_torch_load
 from ._safetensors_io import SafetensorsFile
@@ -72,7 +73,7 @@ def _read_index(index_file: str) -> CheckpointFiles:
     resolved: dict[str, str] = {}
     missing: list[str] = []
     for name, shard in weight_map.items():
-        path = os.path.join(folder, shard)
+        path = contained_path(folder, shard, index_file, name)
         resolved[name] = path
         if path not in files:
             files.append(path)

@@ -13,6 +13,7 @@ from typing import Any, Union
 import torch
 from torch import nn
 
+from ._contained import check_offload_entries
 from ._progress import progress
 from ._safetensors_io import SafetensorsFile, st_dtype_name, writable_buffer, write_safetensors
 from ._sizes import resolve_dtype
@@ -44,6 +45,7 @@ def read_offload_index(folder: PathLike) -> dict[str, Any]:
             f"an offload index must be a JSON object (weight name -> entry); {path} holds a "
             f"{type(index).__name__}. Delete the offload folder and offload the weights again."
         )
+    check_offload_entries(os.fspath(folder), index, path)
     return index
 
 

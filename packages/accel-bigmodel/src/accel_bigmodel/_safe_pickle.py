@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from ._contained import contained_path
+
 __all__ = [
     "UntrustedPickleError",
     "read_dcp_metadata_safely",
@@ -250,7 +252,30 @@ def read_dcp_metadata_safely(
             f"a DCP metadata file holds a torch.distributed.checkpoint Metadata object; {path} "
             f"holds a {type(metadata).__name__}. Pass an intact checkpoint folder."
         )
+    _check_storage_entries(metadata, os.fspath(checkpoint_dir), path)
     return metadata
+
+
+def _check_storage_entries(metadata: Any, folder: str, path: str) -> None:
+    """Refuse storage entries that name a file outside ``folder`` or a negative range."""
+    storage = getattr(metadata, "storage_data", None) or {}
+    if not isinstance(storage, Mapping):
+        raise ValueError(
+            f"a DCP metadata file maps each stored item to its file; {path} holds a "
+            f"{type(storage).__name__} there. Pass an intact checkpoint folder."
+        )
+    for index, info in storage.items():
+        entry = str(getattr(index, "fqn", index))
+        contained_path(folder, getattr(info, "relative_path", None), path, entry)
+        offset, length = getattr(info, "offset", None), getattr(info, "length", None)
+        if not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, length)
+        ):
+            raise ValueError(
+                f"a DCP storage entry reads a byte range (offset and length, ints >= 0); {path} "
+                f"gives entry {entry!r} offset {offset!r} and length {length!r}. Pass an intact "
+                "checkpoint folder."
+            )
 
 
 def _safe_reader(checkpoint_dir: str, metadata: Any, trust_pickles: bool, opt_in: str) -> Any:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         CheckpointKeysError,
         CorruptSafetensorsError,
         DeviceMapError,
+        PathOutsideCheckpointError,
         UntrustedPickleError,
         cpu_offload,
         cpu_offload_with_hook,
@@ -85,12 +86,14 @@ if TYPE_CHECKING:
         compile_regions,
     )
     from accel._checkpoint_async import AsyncSaveError
+    from accel._checkpoint_load import StateRefusedError
     from accel._checkpoint_manifest import (
         CheckpointIntegrityError,
     )
     from accel._checkpoint_sync import (
         CheckpointSyncError,
     )
+    from accel._checkpointing import CheckpointWriteError
     from accel._local_sgd import (
         LocalSGD,
     )

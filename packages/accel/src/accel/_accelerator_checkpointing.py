@@ -63,6 +63,7 @@ class CheckpointingMixin(AcceleratorCore):
         safe_serialization: bool = True,
         *,
         async_save: bool | None = None,
+        checksum: str = "crc32",
         **save_model_func_kwargs: Any,
     ) -> Any:
         """Save models, optimizers, schedulers, grad scaler, dataloader positions, random
@@ -94,6 +95,13 @@ class CheckpointingMixin(AcceleratorCore):
                 next ``save_state``, ``load_state`` and ``end_training`` wait for it, and so
                 does the interpreter's exit; ``wait_for_everyone`` does not. DeepSpeed
                 engines refuse it.
+            checksum: The checksum the manifest records for each file: ``"crc32"`` (the
+                default: catches disk and copy errors, not a forger, who can make a file
+                match it), ``"sha256"`` or ``"blake2b"`` (resist forgery; a file is hashed on
+                one thread, see ``benchmarks/results/checkpoint_integrity.md`` for the cost).
+                A strong checksum protects only with the manifest pinned: record
+                ``accel.utils.checkpoint_digest(folder)`` where only you can write and pass it
+                to ``load_state(..., expected_digest=...)``.
             **save_model_func_kwargs: Not used by this engine; rejected when given.
 
         Returns:
@@ -106,6 +114,7 @@ class CheckpointingMixin(AcceleratorCore):
             safe_serialization,
             step=self.step,
             async_save=async_save,
+            checksum=checksum,
             **save_model_func_kwargs,
         )
 
@@ -116,6 +125,7 @@ class CheckpointingMixin(AcceleratorCore):
         *,
         trust_pickles: bool = False,
         verify_checksums: bool = True,
+        expected_digest: str | None = None,
         **load_model_func_kwargs: Any,
     ) -> None:
         """Restore everything :meth:`save_state` saved, so training continues exactly.
@@ -153,6 +163,13 @@ class CheckpointingMixin(AcceleratorCore):
                 error naming the file. Pass True only for a checkpoint you trust.
             verify_checksums: Check each file against the CRC-32 checksum recorded when it was
                 saved (reads every file once more, at about 2 GB/s). False checks sizes only.
+                The checksums are CRC-32 unless the checkpoint was saved with
+                ``checksum="sha256"`` or ``"blake2b"``: CRC-32 catches accidents, not a
+                forger.
+            expected_digest: The manifest digest recorded when the checkpoint was saved
+                (``accel.utils.checkpoint_digest``): the load is refused unless the manifest
+                has it and every file has a cryptographic checksum, so a checkpoint kept in
+                shared storage cannot be swapped for a forged one.
             **load_model_func_kwargs: Passed to the model loader, e.g. ``strict=False``.
 
         Raises:
@@ -164,6 +181,7 @@ class CheckpointingMixin(AcceleratorCore):
             load_kwargs,
             trust_pickles=trust_pickles,
             verify_checksums=verify_checksums,
+            expected_digest=expected_digest,
             **load_model_func_kwargs,
         )
         if step is not None:

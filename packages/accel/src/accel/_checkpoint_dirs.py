@@ -158,7 +158,9 @@ def prepare_staging(output_dir: str) -> str:
 
 
 # --------------------------------------------------------------------------- commit
-def list_files(folder: str, checksums: bool = True) -> tuple[dict[str, int], dict[str, str]]:
+def list_files(
+    folder: str, checksums: bool = True, algorithm: str = "crc32"
+) -> tuple[dict[str, int], dict[str, str]]:
     """Sizes and checksums of every checkpoint file under ``folder``, each flushed to storage.
 
     The manifest and the staging marker are not listed. The files were written moments ago,
@@ -175,11 +177,11 @@ def list_files(folder: str, checksums: bool = True) -> tuple[dict[str, int], dic
             fsync_file(path)
             sizes[rel] = os.path.getsize(path)
             if checksums:
-                sums[rel] = file_checksum(path)
+                sums[rel] = file_checksum(path, algorithm)
     return sizes, sums
 
 
-def commit(stage: str, output_dir: str, manifest: Manifest) -> None:
+def commit(stage: str, output_dir: str, manifest: Manifest, algorithm: str = "crc32") -> None:
     """Write the manifest into ``stage`` and move it to ``output_dir`` atomically.
 
     When ``output_dir`` is an earlier checkpoint, the files its manifest does not list (the
@@ -190,7 +192,7 @@ def commit(stage: str, output_dir: str, manifest: Manifest) -> None:
             new one (nothing is replaced; the earlier checkpoint stays as it was).
     """
     output_dir = os.path.abspath(output_dir)
-    manifest.files, manifest.checksums = list_files(stage)
+    manifest.files, manifest.checksums = list_files(stage, algorithm=algorithm)
     kept = foreign_entries(output_dir) if is_complete(output_dir) else []
     clashes = [rel for rel in kept if _clashes(stage, rel)]
     if clashes:

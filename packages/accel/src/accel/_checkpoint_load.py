@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._checkpoint_dirs import checkpoint_index, warn_world_size
-from ._checkpoint_manifest import Manifest, read_manifest, saved_count, verify_file
+from ._checkpoint_manifest import (
+    Manifest,
+    check_digest,
+    read_manifest,
+    saved_count,
+    verify_file,
+)
 from ._checkpoint_sync import Rendezvous
 from ._state_files import (
     CUSTOM_NAME,
@@ -82,6 +88,7 @@ def read_checkpoint(
     model_kwargs: dict[str, Any],
     verify_checksums: bool,
     trust_pickles: bool = False,
+    expected_digest: str | None = None,
 ) -> LoadPlan:
     """Phase 1: read and check every file this process needs; change nothing.
 
@@ -90,6 +97,8 @@ def read_checkpoint(
     themselves; what a hook changes is its own).
     """
     manifest = read_manifest(input_dir)
+    if expected_digest is not None:
+        check_digest(input_dir, manifest, expected_digest)
     world = checkpointer.num_processes
     if manifest.world_size != world:
         warn_world_size(manifest, world, input_dir)
@@ -114,7 +123,8 @@ def read_checkpoint(
                 "register) the same objects, in the same order, as the run that saved it."
             )
     rank = checkpointer.process_index
-    others = {f"{RNG_STATE_NAME}_{r}.pkl" for r in range(manifest.world_size) if r != rank}
+    own = f"{RNG_STATE_NAME}_{rank}.pkl"
+    others = {n for n in manifest.files if n.startswith(f"{RNG_STATE_NAME}_") and n != own}
     for name in sorted(set(manifest.files) - others):
         verify_file(input_dir, manifest, name, checksum=verify_checksums)
     kwargs = dict(load_kwargs or {})
@@ -382,6 +392,7 @@ def load_checkpoint(
     verify_checksums: bool = True,
     *,
     trust_pickles: bool = False,
+    expected_digest: str | None = None,
 ) -> Manifest:
     """Restore every prepared and registered object from ``input_dir``, all or nothing.
 
@@ -397,6 +408,7 @@ def load_checkpoint(
             model_kwargs,
             verify_checksums,
             trust_pickles,
+            expected_digest,
         )
     except BaseException as exc:
         rendezvous.meet("validated", error=f"{type(exc).__name__}: {exc}")

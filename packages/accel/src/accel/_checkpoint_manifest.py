@@ -14,8 +14,11 @@ what catches it; a load verifies it before anything changes (opt out with
 
 from __future__ import annotations
 
+import hashlib
 import json
+import mmap
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,9 +68,90 @@ class Manifest:
 
 
 # --------------------------------------------------------------------------- checksums
-def file_checksum(path: str) -> str:
-    """``"crc32:<8 hex digits>"`` of a file, read through a memory map on every core."""
-    return f"{CHECKSUM_ALGORITHM}:{crc32_of_file(path):08x}"
+CHECKSUM_ALGORITHMS = {"crc32": 8, "sha256": 64, "blake2b": 128}
+"""The checksums a manifest may record, with the hex digits of each. CRC-32 (the default)
+catches disk and copy errors; the two cryptographic hashes also resist a file forged to match,
+when the manifest itself is pinned (:func:`checkpoint_digest`)."""
+
+
+def file_checksum(path: str, algorithm: str = CHECKSUM_ALGORITHM) -> str:
+    """``"<algorithm>:<hex digest>"`` of a file.
+
+    CRC-32 is computed through a memory map on every core; SHA-256 and BLAKE2b on one
+    thread, a window of the map at a time (they cannot be split into parts).
+    """
+    if algorithm == CHECKSUM_ALGORITHM:
+        return f"{CHECKSUM_ALGORITHM}:{crc32_of_file(path):08x}"
+    hasher = _hasher(algorithm)
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        position = 0
+        while position < size:
+            length = min(_HASH_WINDOW, size - position)
+            with mmap.mmap(
+                handle.fileno(), length, access=mmap.ACCESS_READ, offset=position
+            ) as mapped:
+                hasher.update(mapped)
+            position += length
+    return f"{algorithm}:{hasher.hexdigest()}"
+
+
+_HASH_WINDOW = 64 << 20
+
+
+def _hasher(algorithm: str) -> Any:
+    if algorithm == "sha256":
+        return hashlib.sha256()
+    if algorithm == "blake2b":
+        return hashlib.blake2b()
+    raise ValueError(
+        f"a checkpoint checksum is one of {sorted(CHECKSUM_ALGORITHMS)}; got {algorithm!r}. "
+        "Pass checksum='sha256' (or 'blake2b') for a hash that resists forgery, or leave the "
+        "default CRC-32."
+    )
+
+
+def check_algorithm(algorithm: str) -> str:
+    """``algorithm`` if a manifest can record it, else a ``ValueError`` naming the choices."""
+    if algorithm not in CHECKSUM_ALGORITHMS:
+        _hasher(algorithm)
+    return algorithm
+
+
+def checkpoint_digest(input_dir: str) -> str:
+    """``"sha256:<hex>"`` of a checkpoint's manifest: keep it where only you can write, and
+    ``load_state(..., expected_digest=...)`` refuses a checkpoint whose manifest (and so, when
+    it records SHA-256 or BLAKE2b checksums, any of its files) was changed since."""
+    path = os.path.join(input_dir, MANIFEST_NAME)
+    with open(path, "rb") as handle:
+        return "sha256:" + hashlib.sha256(handle.read()).hexdigest()
+
+
+def check_digest(input_dir: str, manifest: Manifest, expected: str) -> None:
+    """Refuse a checkpoint whose manifest does not have the pinned digest ``expected``, or
+    whose files are not all covered by a cryptographic hash.
+
+    Raises:
+        CheckpointIntegrityError: naming what differs.
+    """
+    found = checkpoint_digest(input_dir)
+    if found != expected:
+        raise CheckpointIntegrityError(
+            f"a pinned checkpoint must have the manifest digest recorded when it was saved; "
+            f"{input_dir!r} has {found}, expected {expected}. The checkpoint was changed after "
+            "it was saved: load a copy you trust."
+        )
+    weak = sorted(
+        n
+        for n in manifest.files
+        if manifest.checksums.get(n, "").split(":")[0] not in ("sha256", "blake2b")
+    )
+    if weak:
+        raise CheckpointIntegrityError(
+            "a pinned digest protects a checkpoint only when every file has a cryptographic "
+            f"checksum; {input_dir!r} records CRC-32 (or none) for {weak[:5]}, which a forger "
+            "can match. Save it with save_state(..., checksum='sha256') and pin that one."
+        )
 
 
 # --------------------------------------------------------------------------- reading
@@ -127,13 +211,14 @@ def parse_manifest(raw: bytes | str, where: str) -> Manifest:
             raise _invalid(where, f"the size of file {name!r} is {size!r}, not a byte count")
         _check_relative(name, where)
         sizes[name] = size
+    _check_world_size(world_size, sizes, where)
     checksums: dict[str, str] = {}
     for name, value in _mapping(data, "checksums", where).items():
         if name not in sizes or not _is_checksum(value):
             raise _invalid(
                 where,
-                f"checksum entry {name!r}: {value!r} is not '{CHECKSUM_ALGORITHM}:<8 hex "
-                "digits>' of a listed file",
+                f"checksum entry {name!r}: {value!r} is not '<algorithm>:<hex digest>' "
+                f"({', '.join(sorted(CHECKSUM_ALGORITHMS))}) of a listed file",
             )
         checksums[name] = value
     return Manifest(
@@ -144,6 +229,23 @@ def parse_manifest(raw: bytes | str, where: str) -> Manifest:
         checksums=checksums,
         extra={k: v for k, v in data.items() if k not in _KNOWN},
     )
+
+
+_RANDOM_STATES = re.compile(r"^random_states_(\d+)\.pkl$")
+"""The file each process writes its random states to (``_state_files.RNG_STATE_NAME``)."""
+
+
+def _check_world_size(world_size: int, files: dict[str, int], where: str) -> None:
+    """Every process of the saving run wrote its random states: the ranks listed must be
+    exactly ``0 .. world_size - 1`` (a count nothing else backs is not trusted)."""
+    ranks = sorted(int(m.group(1)) for m in map(_RANDOM_STATES.match, files) if m)
+    if ranks != list(range(len(ranks))) or len(ranks) != world_size:
+        shown = ranks if len(ranks) <= 8 else [*ranks[:8], "..."]
+        raise _invalid(
+            where,
+            f"'world_size' is {world_size} but the files list the random states of processes "
+            f"{shown} (each process of the saving run writes one)",
+        )
 
 
 def saved_count(manifest: Manifest, kind: str, where: str) -> int | None:
@@ -185,10 +287,11 @@ def _check_relative(name: str, where: str) -> None:
 
 
 def _is_checksum(value: Any) -> bool:
-    if not isinstance(value, str) or not value.startswith(CHECKSUM_ALGORITHM + ":"):
+    if not isinstance(value, str) or ":" not in value:
         return False
-    digits = value[len(CHECKSUM_ALGORITHM) + 1 :]
-    return len(digits) == 8 and all(c in "0123456789abcdef" for c in digits)
+    algorithm, digits = value.split(":", 1)
+    width = CHECKSUM_ALGORITHMS.get(algorithm)
+    return len(digits) == width and all(c in "0123456789abcdef" for c in digits)
 
 
 def _invalid(where: str, rule: str) -> CheckpointIntegrityError:
@@ -225,7 +328,7 @@ def verify_file(input_dir: str, manifest: Manifest, name: str, checksum: bool = 
         )
     recorded = manifest.checksums.get(name)
     if checksum and recorded is not None:
-        found = file_checksum(path)
+        found = file_checksum(path, recorded.split(":", 1)[0])
         if found != recorded:
             raise CheckpointIntegrityError(
                 f"a checkpoint file must have the checksum recorded in its manifest; {name!r} "

@@ -158,6 +158,7 @@ class Checkpointer:
         *,
         step: int,
         async_save: bool | None = None,
+        checksum: str = "crc32",
         **save_model_func_kwargs: Any,
     ) -> Any:
         """Write a checkpoint of the run at training step ``step``, on every process.
@@ -182,7 +183,7 @@ class Checkpointer:
         self.wait_for_pending_save()
         path = resolve_output_dir(self, output_dir)
         hooks = list(self.save_hooks.values())
-        plan = CommitPlan.of(self, path, step)
+        plan = CommitPlan.of(self, path, step, checksum)
         result: Any
         if async_save:
             if self.save_buffers is None:
@@ -216,6 +217,7 @@ class Checkpointer:
         *,
         trust_pickles: bool = False,
         verify_checksums: bool = True,
+        expected_digest: str | None = None,
         **load_model_func_kwargs: Any,
     ) -> int | None:
         """Restore everything :meth:`save_state` saved, all or nothing, on every process.
@@ -252,6 +254,7 @@ class Checkpointer:
             rendezvous,
             verify_checksums,
             trust_pickles=trust_pickles,
+            expected_digest=expected_digest,
         )
         return manifest.step
 

@@ -40,7 +40,7 @@ from ._checkpoint_dirs import (
     target_of,
 )
 from ._checkpoint_load import stateful
-from ._checkpoint_manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest
+from ._checkpoint_manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, check_algorithm
 from ._checkpoint_sync import Rendezvous
 from ._state_files import (
     CUSTOM_NAME,
@@ -332,9 +332,14 @@ class CommitPlan:
     step: int
     total_limit: int | None
     """``total_limit`` of automatic checkpoint naming (None: no rotation)."""
+    checksum: str = "crc32"
+    """The checksum the manifest records for each file (``"crc32"``, ``"sha256"``,
+    ``"blake2b"``)."""
 
     @classmethod
-    def of(cls, checkpointer: Checkpointer, output_dir: str, step: int) -> CommitPlan:
+    def of(
+        cls, checkpointer: Checkpointer, output_dir: str, step: int, checksum: str = "crc32"
+    ) -> CommitPlan:
         """The plan of a save of ``checkpointer``'s objects at training step ``step``."""
         config = checkpointer.project_configuration
         limit = config.total_limit if config.automatic_checkpoint_naming else None
@@ -344,6 +349,7 @@ class CommitPlan:
             world_size=checkpointer.num_processes,
             step=int(step),
             total_limit=limit,
+            checksum=check_algorithm(checksum),
         )
 
 
@@ -399,7 +405,7 @@ def finish_save(
                 step=plan.step,
                 extra=counts,
             )
-            commit(staging_dir(plan.output_dir), plan.output_dir, manifest)
+            commit(staging_dir(plan.output_dir), plan.output_dir, manifest, plan.checksum)
             if plan.total_limit is not None:
                 rotate(os.path.dirname(plan.output_dir), plan.total_limit, keep=plan.output_dir)
         except BaseException as exc:

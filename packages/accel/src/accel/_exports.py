@@ -121,6 +121,7 @@ CHECKPOINT = _names(
 )
 CHECKPOINT.update(_names("accel._state_files", "UnsafeCheckpointError"))
 CHECKPOINT.update(_names("accel._checkpoint_manifest", "CheckpointIntegrityError"))
+CHECKPOINT.update(_names("accel._checkpoint_manifest", "checkpoint_digest"))
 CHECKPOINT.update(_names("accel._checkpoint_sync", "CheckpointSyncError"))
 CHECKPOINT.update(_names("accel._save_model", "save"))
 CHECKPOINT.update(_names("accel_bigmodel", "shard_checkpoint"))
@@ -185,7 +186,8 @@ MODEL_PROBES = _names(
 ERRORS = {
     **_names(
         "accel_bigmodel",
-        "CheckpointKeysError CorruptSafetensorsError DeviceMapError UntrustedPickleError",
+        "CheckpointKeysError CorruptSafetensorsError DeviceMapError PathOutsideCheckpointError "
+        "UntrustedPickleError",
     ),
     **_names("accel_collectives", "DistributedOperationException"),
     **_names("accel_launch", "ConfigError"),
@@ -193,6 +195,8 @@ ERRORS = {
     "AsyncSaveError": "accel._checkpoint_async",
     "CheckpointIntegrityError": "accel._checkpoint_manifest",
     "CheckpointSyncError": "accel._checkpoint_sync",
+    "CheckpointWriteError": "accel._checkpointing",
+    "StateRefusedError": "accel._checkpoint_load",
     "UnsafeCheckpointError": "accel._state_files",
 }
 

@@ -16,7 +16,11 @@ import sys
 
 import torch
 import torch.distributed as dist
-from accel_bigmodel import UntrustedPickleError, read_dcp_metadata_safely
+from accel_bigmodel import (
+    PathOutsideCheckpointError,
+    UntrustedPickleError,
+    read_dcp_metadata_safely,
+)
 from accel_state import AcceleratorState, GradientState
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -160,6 +164,30 @@ def check_fsdp():
         write = lambda path, m=marker: open(path, "wb").write(pickle.dumps(Payload(m)))  # noqa: E731
         expect_refused(acc, tampered_copy(acc, clean, name, write), name)
     print("PASSED check_fsdp_metadata_payloads_refused", flush=True)
+
+    def read_outside(path):
+        """Point one storage entry at a file outside the checkpoint (allowed classes only)."""
+        with open(os.path.join(os.path.dirname(os.path.dirname(path)), "..", "secret"), "wb") as f:
+            f.write(b"S" * 4096)
+        metadata = read_dcp_metadata_safely(os.path.dirname(path))
+        first = next(iter(metadata.storage_data))
+        metadata.storage_data[first].relative_path = "../../secret"
+        with open(path, "wb") as handle:
+            pickle.dump(metadata, handle)
+
+    name = "pytorch_model_fsdp_0/.metadata"
+    outside = tampered_copy(acc, clean, name, read_outside)
+    before = [p.detach().full_tensor().clone() for p in acc._models[0].parameters()]
+    try:
+        acc.load_state(outside)
+    except PathOutsideCheckpointError as exc:
+        assert "'../../secret'" in str(exc) and name in str(exc), str(exc)
+    else:
+        raise AssertionError("a storage entry outside the checkpoint was read")
+    after = [p.detach().full_tensor() for p in acc._models[0].parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(before, after)), "weights changed"
+    acc.wait_for_everyone()
+    print("PASSED check_fsdp_path_outside_refused", flush=True)
 
     def add_date(path):
         metadata = read_dcp_metadata_safely(os.path.dirname(path))

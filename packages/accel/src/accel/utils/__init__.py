@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         MemoryEstimate,
         ModelHook,
         OffloadedWeightsLoader,
+        PathOutsideCheckpointError,
         PrefixedDataset,
         SequentialHook,
         UntrustedPickleError,
@@ -302,12 +303,15 @@ if TYPE_CHECKING:
     )
     from accel._checkpoint_api import SAMPLER_NAME
     from accel._checkpoint_async import AsyncSaveError
+    from accel._checkpoint_load import StateRefusedError
     from accel._checkpoint_manifest import (
         CheckpointIntegrityError,
+        checkpoint_digest,
     )
     from accel._checkpoint_sync import (
         CheckpointSyncError,
     )
+    from accel._checkpointing import CheckpointWriteError
     from accel._deepspeed_helpers import (
         compile_regions_deepspeed,
         get_active_deepspeed_plugin,
