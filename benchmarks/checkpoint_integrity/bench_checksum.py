@@ -9,6 +9,10 @@ in a fresh subprocess (``OMP_NUM_THREADS=1``), modes alternating, ``BENCH_REPEAT
   save would cost without checksums);
 - ``load``: ``load_state()`` (checksums verified in phase 1, then the weights loaded);
 - ``load_no_verify``: ``load_state(verify_checksums=False)``;
+- ``save_sha256`` / ``save_blake2b``: ``save_state(checksum=...)``, a cryptographic hash of
+  every file instead of CRC-32 (one thread per file: such hashes cannot be split);
+- ``load_sha256`` / ``load_blake2b``: ``load_state(expected_digest=...)`` of those checkpoints
+  (the manifest's pinned digest, then every file's hash);
 - ``cat``: ``cat`` of every checkpoint file to /dev/null (the cost of reading the bytes once:
   the floor of a load);
 - ``reference_save`` / ``reference_load``: the reference library's ``save_state`` and
@@ -48,12 +52,18 @@ ROWS = {
     "save_no_checksum": "save_no_checksum",
     "reference_save": "accelerate `save_state` (it writes no checksums and calls no fsync)",
     "floor_save": "floor: hand-written safetensors + torch.save, fsync",
+    "save_sha256": "save, `checksum='sha256'`",
+    "save_blake2b": "save, `checksum='blake2b'`",
     "load": "load",
+    "load_sha256": "load, SHA-256 verified, pinned digest",
+    "load_blake2b": "load, BLAKE2b verified, pinned digest",
     "load_no_verify": "load_no_verify",
     "reference_load": "accelerate `load_state` (it verifies nothing)",
     "cat": "floor: cat",
 }
 """Mode -> row label (accel's rows keep their mode names)."""
+STRONG = ("sha256", "blake2b")
+"""The cryptographic checksums ``save_state(checksum=...)`` offers besides CRC-32."""
 FLOORS = {"save": "floor_save", "load": "cat"}
 """Which floor each operation's row is divided by (by the mode's first word)."""
 
@@ -87,16 +97,21 @@ def worker(mode: str, folder: str) -> dict[str, float]:
     if mode == "save_no_checksum":
         import accel._checkpoint_dirs as dirs
 
-        dirs.file_checksum = lambda path: "crc32:00000000"  # type: ignore[assignment]
+        dirs.file_checksum = lambda path, algorithm="crc32": "crc32:00000000"  # type: ignore[assignment]
     if mode.startswith("reference"):
         accelerator, model = _reference(seed=0 if mode.endswith("save") else 1)
     else:
         accelerator, model = _build(seed=0 if mode.startswith("save") else 1)
     start = time.perf_counter()
-    if mode.endswith("save") or mode == "save_no_checksum":
-        accelerator.save_state(folder)
+    strong = mode.split("_")[-1] if mode.endswith(STRONG) else None
+    if mode.endswith("save") or mode == "save_no_checksum" or mode.startswith("save_"):
+        accelerator.save_state(folder, **({"checksum": strong} if strong else {}))
     elif mode == "reference_load":
         accelerator.load_state(folder)
+    elif strong:
+        from accel.utils import checkpoint_digest
+
+        accelerator.load_state(folder, expected_digest=checkpoint_digest(folder))
     else:
         accelerator.load_state(folder, verify_checksums=mode == "load")
     result = {"seconds": time.perf_counter() - start, "probe": float(model[0].weight[0, :8].sum())}
@@ -138,6 +153,8 @@ def _measure(root: str, results: dict[str, list[float]], sizes: dict[str, int]) 
     for save_mode, load_modes in (
         ("save", ("load", "load_no_verify", "cat")),
         ("save_no_checksum", ()),
+        ("save_sha256", ("load_sha256",)),
+        ("save_blake2b", ("load_blake2b",)),
         ("reference_save", ("reference_load",)),
     ):
         folder = os.path.join(root, save_mode)
