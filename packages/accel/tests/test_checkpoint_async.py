@@ -11,6 +11,7 @@ import torch
 from accel_state import DeepSpeedPlugin
 from accel_state.testing import run_command, run_distributed
 from safetensors import safe_open
+from safetensors.torch import load_file
 
 from accel import Accelerator
 from accel._checkpoint_async import AsyncCheckpoint, AsyncSaveError
@@ -222,3 +223,30 @@ def test_two_processes_ddp_and_fsdp_resume_exactly_from_async_saves(tmp_path):
                 result.stdout + result.stderr
             )
     assert (tmp_path / "at_exit" / "accel_checkpoint.json").is_file()  # committed before exit
+
+
+def test_first_async_save_finds_its_host_memory_prepared_after_the_first_step(tmp_path):
+    config = ProjectConfiguration(project_dir=str(tmp_path), async_save=True)
+    acc = Accelerator(cpu=True, project_config=config)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 8))
+    optimizer = torch.optim.AdamW(model.parameters())
+    model, optimizer = acc.prepare(model, optimizer)
+    checkpointer = acc._checkpointer
+    assert checkpointer.prewarm_thread is None  # nothing before the first step
+    acc.backward(model(torch.randn(4, 64)).sum())
+    optimizer.step()
+    checkpointer.prewarm_thread.join(timeout=60)
+    pool = checkpointer.save_buffers
+    # weights (4 tensors) + Adam's exp_avg and exp_avg_sq of each, step counters: all free
+    expected = sum(p.numel() * 4 for p in model.parameters()) * 3
+    prepared = pool.nbytes()
+    assert prepared >= expected and not pool._lent
+    optimizer.zero_grad()
+    acc.backward(model(torch.randn(4, 64)).sum())
+    optimizer.step()  # a second step starts no second preparation
+    handle = acc.save_state(tmp_path / "ckpt")
+    handle.wait()
+    assert pool.nbytes() == prepared  # the save copied into the prepared buffers only
+    saved = load_file(str(tmp_path / "ckpt" / "model.safetensors"))
+    for key, value in acc.unwrap_model(model).state_dict().items():
+        assert torch.equal(saved[key], value)

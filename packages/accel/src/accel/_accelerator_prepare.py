@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ._accelerator_core import AcceleratorCore, fp8_backend_of
+from ._checkpoint_prewarm import arm_prewarm
 from ._optim import AcceleratedOptimizer, AcceleratedScheduler
 from ._prepared import Kind, PreparedObjects
 from ._unwrap import extract_model_from_parallel
@@ -166,6 +167,7 @@ class PrepareMixin(AcceleratorCore):
         optimizer = self.engine.adapt_optimizer(optimizer)
         wrapped = AcceleratedOptimizer(optimizer, device_placement=placement, scaler=self.scaler)
         self._prepared.add_optimizer(wrapped)
+        arm_prewarm(self._checkpointer, optimizer)
         return wrapped
 
     def prepare_scheduler(self, scheduler: Any) -> AcceleratedScheduler:

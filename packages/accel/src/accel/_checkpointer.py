@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -93,6 +94,11 @@ class Checkpointer:
         """The asynchronous save still writing (or not yet waited for), if any."""
         self.save_buffers: HostBuffers | None = None
         """Host memory of the asynchronous saves, reused by the next one until released."""
+        self.prewarm_armed = False
+        """Whether the host memory of the first asynchronous save is prepared after the first
+        optimizer step (see ``_checkpoint_prewarm``)."""
+        self.prewarm_thread: threading.Thread | None = None
+        """The thread preparing that memory, once started."""
 
     # ------------------------------------------------------------- where the process stands
     @property
@@ -186,6 +192,8 @@ class Checkpointer:
         plan = CommitPlan.of(self, path, step, checksum)
         result: Any
         if async_save:
+            if self.prewarm_thread is not None:
+                self.prewarm_thread.join()  # its buffers are this save's
             if self.save_buffers is None:
                 self.save_buffers = HostBuffers()
             result = self.pending_save = start_async_save(
