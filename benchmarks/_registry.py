@@ -265,6 +265,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         ),
         reference=True,
     ),
+    Benchmark(
+        "bigmodel_offload_checks",
+        "bigmodel/bench_offload_checks.py",
+        "bigmodel_offload_cold.md",
+        # The before side: the last revision whose offload loader had no file checks.
+        full=("--baseline", "3d034dd"),
+        short=("--layers", "2", "--width", "256", "--repeats", "1", "--cold", "0", "--warm", "2"),
+    ),
 )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -459,6 +460,9 @@ def write_page(raw: dict) -> None:
     sums = sorted({round(r["checksum"], 4) for runs in ok.values() for r in runs})
     lines.append(f"- Output checksums over every row and process: {sums} (one value: same output).")
     lines.append("")
+    # Sections other scripts generate on this page (bench_offload_checks.py) are kept.
+    old = open(RESULTS, encoding="utf-8").read() if os.path.exists(RESULTS) else ""
+    lines += re.findall(r"<!-- generated: .*?<!-- end generated: [^>]*-->\n", old, re.DOTALL)
     with open(RESULTS, "w") as handle:
         handle.write("\n".join(lines))
     from _charts import write_charts

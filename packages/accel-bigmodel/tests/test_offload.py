@@ -1,4 +1,5 @@
 import json
+import zlib
 
 import pytest
 import torch
@@ -28,7 +29,11 @@ def test_offload_weight_roundtrip_all_dtypes(tmp_path):
     }
     for name, tensor in tensors.items():
         index = offload_weight(tensor, name, tmp_path, index=index)
-    assert index["bf16"] == {"dtype": "bfloat16", "shape": [5]}
+    assert index["bf16"] == {
+        "dtype": "bfloat16",
+        "shape": [5],
+        "crc32": zlib.crc32((tmp_path / "bf16.dat").read_bytes()),
+    }
     for name, tensor in tensors.items():
         loaded = load_offloaded_weight(tmp_path / f"{name}.dat", index[name])
         assert torch.equal(loaded.reshape(tensor.shape), tensor)

@@ -48,6 +48,7 @@ _EXPORTS = {
     "SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING": "._layerwise_casting",
     "LayerwiseCastingHook": "._layerwise_casting",
     "attach_layerwise_casting_hooks": "._layerwise_casting",
+    "OffloadedFileChangedError": "._file_guard",
     "OffloadedWeightsLoader": "._offload",
     "PrefixedDataset": "._offload",
     "extract_submodules_state_dict": "._offload",
@@ -130,6 +131,7 @@ __all__ = [
     "LoadReport",
     "MemoryEstimate",
     "ModelHook",
+    "OffloadedFileChangedError",
     "OffloadedWeightsLoader",
     "PathOutsideCheckpointError",
     "PrefixedDataset",
@@ -260,6 +262,7 @@ if TYPE_CHECKING:
         estimate_memory_from_config,
         format_memory_table,
     )
+    from ._file_guard import OffloadedFileChangedError
     from ._hooks import (
         CpuOffload,
         ModelHook,

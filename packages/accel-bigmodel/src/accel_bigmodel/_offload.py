@@ -6,6 +6,7 @@ import json
 import math
 import os
 import threading
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Union
@@ -14,6 +15,7 @@ import torch
 from torch import nn
 
 from ._contained import check_offload_entries
+from ._file_guard import FileGuard, verify_crc
 from ._progress import progress
 from ._safetensors_io import SafetensorsFile, st_dtype_name, writable_buffer, write_safetensors
 from ._sizes import resolve_dtype
@@ -65,7 +67,8 @@ def offload_weight(
         weight: The tensor to write (moved to CPU, made contiguous).
         weight_name: Its name; also the file stem.
         offload_folder: Destination folder (created if needed).
-        index: The index to update with ``{"dtype", "shape"}``.
+        index: The index to update with ``{"dtype", "shape", "crc32"}`` (the CRC-32 of the
+            bytes written, checked when the weight is first read back).
 
     Returns:
         The updated index.
@@ -73,11 +76,16 @@ def offload_weight(
     os.makedirs(offload_folder, exist_ok=True)
     data = weight.detach().cpu().contiguous()
     shape = list(data.shape) or [1]
+    raw = writable_buffer(data)
     with open(_dat_path(offload_folder, weight_name), "wb") as handle:
-        handle.write(writable_buffer(data))
+        handle.write(raw)
     if index is None:
         index = {}
-    index[weight_name] = {"dtype": st_dtype_name(data.dtype), "shape": shape}
+    index[weight_name] = {
+        "dtype": st_dtype_name(data.dtype),
+        "shape": shape,
+        "crc32": zlib.crc32(raw),
+    }
     return index
 
 
@@ -165,6 +173,12 @@ class OffloadedWeightsLoader(Mapping):
     (``{"safetensors_file", "weight_name", "dtype"}``). Each file is opened and memory-mapped once,
     on first use; later lookups return views of the same mapping.
 
+    Every lookup of a disk weight first checks (one ``fstat``) that its file still has the size
+    and modification time it had when the loader opened it, so a file truncated or rewritten
+    under a running model is an :class:`OffloadedFileChangedError` naming it, not a crash
+    (SIGBUS) or other bytes. A weight whose entry records a ``crc32`` (files accel wrote) has its
+    bytes checked against it the first time it is read.
+
     Args:
         state_dict: Tensors held in memory (looked up first).
         save_folder: Folder with ``index.json`` and the offloaded files.
@@ -193,6 +207,8 @@ class OffloadedWeightsLoader(Mapping):
         self.device = None if device is None else normalize_device(device)
         self._files: dict[str, SafetensorsFile] = {}
         self._dat: dict[str, torch.Tensor] = {}
+        self._guards: dict[str, FileGuard] = {}
+        self._verified: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
 
     def _resolve(self, path: str) -> str:
@@ -209,25 +225,72 @@ class OffloadedWeightsLoader(Mapping):
                 handle = self._files.get(full)
                 if handle is None:
                     handle = SafetensorsFile(full)
+                    self._guards[full] = FileGuard(full, expected_size=handle.size)
                     self._files[full] = handle
         return handle
 
+    def file_guard(self, path: str) -> FileGuard:
+        """The guard of a file of this loader (opened now if needed): what the file was when
+        the loader opened it."""
+        guard = self._guards.get(path)
+        if guard is None:
+            with self._lock:
+                guard = self._guards.get(path)
+                if guard is None:
+                    guard = self._guards[path] = FileGuard(path)
+        return guard
+
+    def check_bytes(self, key: str, path: str, start: int, stored: torch.Tensor) -> None:
+        """Checks a weight's bytes against the CRC-32 its entry records, once per loader.
+
+        Args:
+            key: The index entry.
+            path: The file the bytes come from.
+            start: Offset of the first byte in the file.
+            stored: The bytes as stored (the weight before any cast).
+
+        Raises:
+            OffloadedFileChangedError: when the CRC-32 differs.
+        """
+        expected = self.index[key].get("crc32")
+        if expected is None or (path, start) in self._verified:
+            return
+        if isinstance(expected, bool) or not isinstance(expected, int):
+            raise ValueError(
+                f"An offload index entry's crc32 must be an int (the CRC-32 of the weight's "
+                f"bytes); {key!r} has {expected!r}. The index is corrupted: delete the offload "
+                "folder and load or offload the model again."
+            )
+        verify_crc(stored, expected, path, start, key)
+        self._verified.add((path, start))
+
     def disk_view(self, key: str) -> torch.Tensor:
-        """The memory-mapped tensor of an index entry, in the entry's dtype."""
+        """The memory-mapped tensor of an index entry, in the entry's dtype.
+
+        Raises:
+            OffloadedFileChangedError: when its file changed since the loader opened it, or its
+                bytes differ from the CRC-32 recorded when accel wrote them.
+        """
         info = self.index[key]
         if "safetensors_file" in info:
             handle = self.safetensors_file(info["safetensors_file"])
-            tensor = handle.view(info.get("weight_name", key))
+            name = info.get("weight_name", key)
+            self._guards[handle.path].check(key)  # before the mapping is touched
+            tensor = handle.view(name)
+            self.check_bytes(key, handle.path, handle.span(name)[0], tensor)
             wanted = resolve_dtype(info.get("dtype"))
             if wanted is not None and tensor.dtype != wanted:
                 tensor = tensor.to(wanted)
             return tensor
+        if self.save_folder is None:
+            raise KeyError(f"{key!r} is a .dat entry but the loader has no save_folder.")
+        path = _dat_path(self.save_folder, key)
+        self.file_guard(path).check(key)
         cached = self._dat.get(key)
         if cached is None:
-            if self.save_folder is None:
-                raise KeyError(f"{key!r} is a .dat entry but the loader has no save_folder.")
-            cached = load_offloaded_weight(_dat_path(self.save_folder, key), info)
+            cached = load_offloaded_weight(path, info)
             self._dat[key] = cached
+        self.check_bytes(key, path, 0, cached)
         return cached
 
     def file_span(self, key: str) -> tuple[str, int, int, torch.dtype, list[int]] | None:
@@ -252,7 +315,10 @@ class OffloadedWeightsLoader(Mapping):
             return None
         shape = [int(d) for d in info["shape"]]
         nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        return (path, 0, nbytes, dtype, shape) if os.path.getsize(path) == nbytes else None
+        if os.path.getsize(path) != nbytes:
+            return None
+        self.file_guard(path)
+        return path, 0, nbytes, dtype, shape
 
     def spans(self, key: str) -> tuple[SafetensorsFile, str] | None:
         """``(file, tensor name)`` when ``key`` lives in a safetensors file, else ``None``."""
@@ -315,7 +381,8 @@ def write_offload_file(
     tensors: list[tuple[str, torch.Tensor]],
     dtypes: dict[str, torch.dtype] | None = None,
 ) -> dict[str, Any]:
-    """Writes tensors into one safetensors file of the offload folder; returns index entries.
+    """Writes tensors into one safetensors file of the offload folder; returns index entries
+    (each with the CRC-32 of the bytes written, checked when the weight is first read back).
 
     Args:
         folder: The offload folder.
@@ -324,7 +391,8 @@ def write_offload_file(
         dtypes: Cast these tensors to the given dtype as they are written.
     """
     os.makedirs(folder, exist_ok=True)
-    write_safetensors(Path(folder) / file_name, tensors, dtypes=dtypes)
+    crcs: dict[str, int] = {}
+    write_safetensors(Path(folder) / file_name, tensors, dtypes=dtypes, crc32s=crcs)
     casts = dtypes or {}
     return {
         name: {
@@ -332,6 +400,7 @@ def write_offload_file(
             "weight_name": name,
             "dtype": st_dtype_name(casts.get(name, t.dtype)),
             "shape": list(t.shape),
+            "crc32": crcs[name],
         }
         for name, t in tensors
     }

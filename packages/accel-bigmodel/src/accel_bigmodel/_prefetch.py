@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from ._file_guard import OffloadedFileChangedError
 from ._prefetch_pool import (
     BufferPool,
     FileDescriptors,
     TensorSpan,
     advise_willneed,
     fill,
+    loader_of,
     plan_bytes,
     read_plan,
 )
@@ -128,7 +130,7 @@ class Prefetcher:
     def _read(
         self, hook: AlignDevicesHook, plan: list[TensorSpan], buffer: torch.Tensor
     ) -> dict[str, torch.Tensor]:
-        values = fill(plan, buffer, self.descriptors)
+        values = fill(plan, buffer, self.descriptors, loader_of(hook.weights_map)[0])
         target = hook._target()
         if target is None or target.type != "cuda":
             return values
@@ -141,7 +143,12 @@ class Prefetcher:
         return moved
 
     def take(self, hook: AlignDevicesHook) -> dict[str, Any] | None:
-        """The prepared weights of ``hook`` (waiting for them if in flight), or ``None``."""
+        """The prepared weights of ``hook`` (waiting for them if in flight), or ``None``.
+
+        Raises:
+            OffloadedFileChangedError: when the background thread found that a file of these
+                weights changed under the model (named in the error).
+        """
         with self.lock:
             entry = self.pending.pop(id(hook), None)
         if entry is None:
@@ -150,10 +157,12 @@ class Prefetcher:
         future, lease = entry
         try:
             result = future.result()
-        except Exception:
+        except Exception as exc:
             if lease is not None:
                 self.pool.give_back(lease)
             self.misses += 1
+            if isinstance(exc, OffloadedFileChangedError):
+                raise  # a file changed under the model: reading it again cannot help
             return None
         if lease is not None:
             devices = {tensor.device for tensor in result.values()}

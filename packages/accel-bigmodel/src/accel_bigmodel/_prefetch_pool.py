@@ -28,6 +28,7 @@ class TensorSpan:
         nbytes: Its size in bytes.
         dtype: Its dtype as stored (no cast needed to use it).
         shape: Its shape.
+        key: Its entry in the offload index (the loader checks its file and bytes by it).
     """
 
     name: str
@@ -36,6 +37,7 @@ class TensorSpan:
     nbytes: int
     dtype: torch.dtype
     shape: tuple[int, ...]
+    key: str = ""
 
 
 def _aligned(n: int) -> int:
@@ -47,24 +49,33 @@ def plan_bytes(plan: list[TensorSpan]) -> int:
     return sum(_aligned(span.nbytes) for span in plan)
 
 
+def loader_of(weights_map: Mapping[str, Any] | None) -> tuple[OffloadedWeightsLoader | None, str]:
+    """``(loader, key prefix)`` behind a hook's weights map (``(None, "")`` for a plain map)."""
+    prefix = ""
+    if isinstance(weights_map, PrefixedDataset):
+        prefix, weights_map = weights_map.prefix, weights_map.dataset
+    if isinstance(weights_map, OffloadedWeightsLoader):
+        return weights_map, prefix
+    return None, ""
+
+
 def read_plan(weights_map: Mapping[str, Any] | None, names: list[str]) -> list[TensorSpan] | None:
     """Where each of ``names`` lies on disk, or ``None`` when one of them is not a plain file span.
 
     Weights held in memory, or stored in another dtype than the one the loader hands out, have
     no plan: the prefetcher then prepares them the way a synchronous forward would.
     """
-    prefix = ""
-    if isinstance(weights_map, PrefixedDataset):
-        prefix, weights_map = weights_map.prefix, weights_map.dataset
-    if not isinstance(weights_map, OffloadedWeightsLoader) or not names:
+    loader, prefix = loader_of(weights_map)
+    if loader is None or not names:
         return None
     plan: list[TensorSpan] = []
     for name in names:
-        found = weights_map.file_span(f"{prefix}{name}")
+        key = f"{prefix}{name}"
+        found = loader.file_span(key)
         if found is None:
             return None
         path, start, nbytes, dtype, shape = found
-        plan.append(TensorSpan(name, path, start, nbytes, dtype, tuple(shape)))
+        plan.append(TensorSpan(name, path, start, nbytes, dtype, tuple(shape), key))
     return plan
 
 
@@ -117,14 +128,31 @@ class FileDescriptors:
             os.close(fd)
 
 
-def fill(plan: list[TensorSpan], buffer: torch.Tensor, descriptors: FileDescriptors) -> dict:
-    """Reads every tensor of ``plan`` into ``buffer``; returns name -> tensor view of it."""
+def fill(
+    plan: list[TensorSpan],
+    buffer: torch.Tensor,
+    descriptors: FileDescriptors,
+    loader: OffloadedWeightsLoader | None = None,
+) -> dict:
+    """Reads every tensor of ``plan`` into ``buffer``; returns name -> tensor view of it.
+
+    With ``loader``, each file is checked to be the one the loader opened before it is read, and
+    each tensor's bytes are checked against the CRC-32 its entry records (once per loader).
+
+    Raises:
+        OffloadedFileChangedError: when a file changed or a tensor's bytes fail their CRC.
+    """
+    if loader is not None:
+        for span in plan:
+            loader.file_guard(span.path).check(span.key)
     values: dict[str, torch.Tensor] = {}
     offset = 0
     for span in plan:
         piece = buffer[offset : offset + span.nbytes]
         if span.nbytes:
             read_span(span.path, span.start, writable_buffer(piece), fd=descriptors.get(span.path))
+            if loader is not None:
+                loader.check_bytes(span.key, span.path, span.start, piece)
         values[span.name] = piece.view(span.dtype).view(span.shape)
         offset += _aligned(span.nbytes)
     return values

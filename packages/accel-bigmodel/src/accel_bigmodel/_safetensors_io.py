@@ -8,6 +8,7 @@ import math
 import os
 import struct
 import threading
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Union
@@ -225,6 +226,7 @@ def write_safetensors(
     dtypes: dict[str, torch.dtype] | None = None,
     *,
     durable: bool = False,
+    crc32s: dict[str, int] | None = None,
 ) -> dict[str, tuple[int, int]]:
     """Writes tensors to a safetensors file one at a time (no full copy of the set in memory).
 
@@ -237,6 +239,8 @@ def write_safetensors(
             tensor is written, so at most one converted tensor exists at a time).
         durable: Flush the file to stable storage before the rename (a crash then leaves
             either the previous file or the complete new one, never a torn one).
+        crc32s: When given, filled with the CRC-32 (``zlib.crc32``) of each tensor's bytes as
+            written.
 
     Returns:
         ``{name: (start, end)}`` absolute byte offsets of each tensor in the file.
@@ -277,7 +281,10 @@ def write_safetensors(
             if name in casts and data.dtype != casts[name]:
                 data = data.to(casts[name])
             data = data.contiguous()
-            handle.write(writable_buffer(data))
+            raw = writable_buffer(data)
+            handle.write(raw)
+            if crc32s is not None:
+                crc32s[name] = zlib.crc32(raw)
             begin, end = header[name]["data_offsets"]
             spans[name] = (data_start + begin, data_start + end)
         if durable:
