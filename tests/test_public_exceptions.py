@@ -23,6 +23,7 @@ PUBLIC_EXCEPTIONS = {
     "CheckpointKeysError": "accel_bigmodel",
     "CorruptSafetensorsError": "accel_bigmodel",
     "DeviceMapError": "accel_bigmodel",
+    "OffloadedFileChangedError": "accel_bigmodel",
     "PathOutsideCheckpointError": "accel_bigmodel",
     "UntrustedPickleError": "accel_bigmodel",
     "DistributedOperationException": "accel_collectives",

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         CheckpointKeysError,
         CorruptSafetensorsError,
         DeviceMapError,
+        OffloadedFileChangedError,
         PathOutsideCheckpointError,
         UntrustedPickleError,
         cpu_offload,

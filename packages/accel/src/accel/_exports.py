@@ -186,8 +186,8 @@ MODEL_PROBES = _names(
 ERRORS = {
     **_names(
         "accel_bigmodel",
-        "CheckpointKeysError CorruptSafetensorsError DeviceMapError PathOutsideCheckpointError "
-        "UntrustedPickleError",
+        "CheckpointKeysError CorruptSafetensorsError DeviceMapError OffloadedFileChangedError "
+        "PathOutsideCheckpointError UntrustedPickleError",
     ),
     **_names("accel_collectives", "DistributedOperationException"),
     **_names("accel_launch", "ConfigError"),

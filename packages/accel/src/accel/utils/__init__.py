@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         LoadReport,
         MemoryEstimate,
         ModelHook,
+        OffloadedFileChangedError,
         OffloadedWeightsLoader,
         PathOutsideCheckpointError,
         PrefixedDataset,
