@@ -12,10 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 from _gpu_models import regression_data, regression_mlp
-from accel_state import AcceleratorState, GradientState
-
 from accel import Accelerator
 from accel.utils import set_seed
+from accel_state import AcceleratorState, GradientState
 
 STEPS = 6
 

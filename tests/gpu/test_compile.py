@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 from _gpu_models import TinyStack
-
 from accel import Accelerator
 from accel.utils import TorchDynamoPlugin, compile_regions
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 import torch
 from _gpu_models import DEVICES, regression_data, regression_mlp, relative
-
 from accel import Accelerator
 
 STEPS = 30
