@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "bigmodel"))
-from _models import LlamaLike  # noqa: E402
+from _models import LlamaLike
 
 
 def _model(settings: dict[str, Any]) -> LlamaLike:
@@ -112,11 +112,15 @@ def offload(side: str, settings: dict[str, Any], device: torch.device) -> dict[s
     main: Any = 0 if device.type == "cuda" else "cpu"
     placement: dict[str, Any] = {"embed_tokens": main, "norm": main, "lm_head": main}
     for i in range(layers):
-        placement[f"layers.{i}"] = main if i < layers // 3 else "cpu" if i < 2 * layers // 3 else "disk"
+        placement[f"layers.{i}"] = (
+            main if i < layers // 3 else "cpu" if i < 2 * layers // 3 else "disk"
+        )
     ids = _ids(settings, device)
     if side == "floor":
         model = _library("accel").load_checkpoint_and_dispatch(
-            _empty("accel", settings), settings["checkpoint"], device_map={"": main},
+            _empty("accel", settings),
+            settings["checkpoint"],
+            device_map={"": main},
             dtype=torch.bfloat16,
         )
         compute = statistics.median(_forwards(model, ids, 4)[1:])
@@ -126,12 +130,19 @@ def offload(side: str, settings: dict[str, Any], device: torch.device) -> dict[s
         offloaded = sum(module_sizes[k] for k, v in placement.items() if v in ("cpu", "disk"))
         copy = copy_floor(device, offloaded)
         transfer = copy.get("pinned_seconds", copy["pageable_seconds"])
-        return {"compute_seconds": compute, "transfer_seconds": transfer, "offloaded_bytes": offloaded}
+        return {
+            "compute_seconds": compute,
+            "transfer_seconds": transfer,
+            "offloaded_bytes": offloaded,
+        }
     folder = Path(settings["work"]) / f"offload-{side}"
     start = time.perf_counter()
     model = _library(side).load_checkpoint_and_dispatch(
-        _empty(side, settings), settings["checkpoint"], device_map=placement,
-        offload_folder=str(folder), dtype=torch.bfloat16,
+        _empty(side, settings),
+        settings["checkpoint"],
+        device_map=placement,
+        offload_folder=str(folder),
+        dtype=torch.bfloat16,
     )
     load_seconds = time.perf_counter() - start
     times = _forwards(model, ids, 4)
@@ -158,7 +169,9 @@ def train(side: str, settings: dict[str, Any], device: torch.device) -> dict[str
         def step() -> float:
             with torch.autocast(device.type, dtype=torch.bfloat16):
                 logits = model(ids[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
+            loss = torch.nn.functional.cross_entropy(
+                logits.float().flatten(0, 1), ids[:, 1:].flatten()
+            )
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -174,7 +187,9 @@ def train(side: str, settings: dict[str, Any], device: torch.device) -> dict[str
 
         def step() -> float:
             logits = model(ids[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ids[:, 1:].flatten())
+            loss = torch.nn.functional.cross_entropy(
+                logits.float().flatten(0, 1), ids[:, 1:].flatten()
+            )
             accelerator.backward(loss)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)

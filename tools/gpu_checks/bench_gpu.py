@@ -99,7 +99,7 @@ def run_side(part: str, side: str, settings: dict[str, Any], timeout: float) -> 
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines() or ["exited with %d" % proc.returncode]
+        lines = proc.stderr.strip().splitlines() or [f"exited with {proc.returncode}"]
         sys.stderr.write(proc.stderr[-3000:])
         return {"error": lines[-1][:300]}
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -152,7 +152,10 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     args.json.write_text(json.dumps(results, indent=1), encoding="utf-8")
     failed = [
-        f"{p}/{s}" for p, sides in results["parts"].items() for s, f in sides.items() if "error" in f
+        f"{p}/{s}"
+        for p, sides in results["parts"].items()
+        for s, f in sides.items()
+        if "error" in f
     ]
     if failed:
         print(f"bench: FAILED: {', '.join(failed)}", file=sys.stderr)
