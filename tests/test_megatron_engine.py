@@ -36,8 +36,9 @@ def test_data_parallel_training_matches_a_plain_run_and_resumes(tmp_path):
 
 
 @NEEDS_MEGATRON
+@pytest.mark.cuda
 @pytest.mark.skipif(
-    not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+    torch.cuda.device_count() < 2,
     reason="tensor parallelism > 1 runs megatron-core's tensor-parallel layers and its "
     "DistributedDataParallel, which need 2 CUDA GPUs",
 )

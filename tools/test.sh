@@ -98,10 +98,15 @@ uv run --no-sync python benchmarks/run.py --short --out "$bench_out"
 rm -rf "$bench_out"
 echo "benchmarks step: $((SECONDS - bench_start)) s"
 
+# The GPU check's dry run: the same script as on a GPU, every CUDA part skipped and named, so
+# that it still runs when a GPU is there (docs/gpu-check.md). tests/gpu runs here, not below.
+step "GPU check, dry run on the CPU (tools/gpu_check.sh --dry-run)"
+bash tools/gpu_check.sh --dry-run
+
 step "tests"
 ACCEL_SKIP_PASSED="$passed" PYTHONPATH="$PWD/tools/pytest_plugins" \
     uv run --no-sync pytest -p accel_run_once packages tests -q -p no:cacheprovider \
-    --ignore=tests/docs  # tests/docs ran in the docs step
+    --ignore=tests/docs --ignore=tests/gpu  # tests/docs ran in the docs step, tests/gpu in the GPU check's
 
 # torch_xla pins torch 2.9: its tests run in their own cached venv (skipped, exit 0, when PyPI
 # cannot be reached).

@@ -131,3 +131,29 @@ def test_whole_model_on_disk_runs_on_cpu(tiny, ids, tmp_path):
         offload_buffers=True,
     )
     torch.testing.assert_close(model(ids), tiny(ids))
+
+
+@torch.no_grad()
+def test_dtype_applies_to_disk_offloaded_modules(ids, tmp_path):
+    """``dtype=`` casts the weights of modules mapped to the disk too: their forward must not
+    see weights cast back to the meta model's float32 next to bf16 activations."""
+    from safetensors.torch import save_file
+
+    from accel_bigmodel import init_empty_weights, load_checkpoint_and_dispatch
+
+    torch.manual_seed(0)
+    tiny = TinyLM(tie=False).eval()
+    folder = tmp_path / "bf16"
+    folder.mkdir()
+    state = {k: v.to(torch.bfloat16).contiguous() for k, v in tiny.state_dict().items()}
+    save_file(state, folder / "model.safetensors")
+    with init_empty_weights():
+        model = TinyLM(tie=False)
+    device_map = {"embed": "cpu", "blocks.0": "cpu", "blocks.1": "cpu", "head": "cpu"}
+    device_map.update({"blocks.2": "disk", "blocks.3": "disk", "scale": "cpu"})
+    model = load_checkpoint_and_dispatch(
+        model, folder, device_map=device_map, offload_folder=tmp_path / "off", dtype=torch.bfloat16
+    )
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    expected = tiny.to(torch.bfloat16)(ids)
+    torch.testing.assert_close(model(ids), expected)

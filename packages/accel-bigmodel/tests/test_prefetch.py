@@ -151,7 +151,7 @@ def test_bad_settings_are_refused(tiny, tmp_path, kwargs, word):
     assert isinstance(model._accel_prefetcher, Prefetcher)  # the old one still works
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="page-locked buffers need a CUDA device")
+@pytest.mark.cuda  # page-locked buffers need a CUDA device
 @torch.no_grad()
 def test_cuda_reads_go_through_pinned_buffers(tiny, ids, tmp_path):
     folder = save_safetensors_checkpoint(tiny, tmp_path / "ckpt")

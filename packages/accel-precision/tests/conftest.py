@@ -1,3 +1,20 @@
 import warnings
 
+import pytest
+import torch
+
 warnings.filterwarnings("ignore", message="MatMul8bitLt: inputs will be cast")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Registered here too: the minimal-install check runs these tests without the root config.
+    config.addinivalue_line("markers", "cuda: needs a CUDA device")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``cuda`` skip with the reason where there is no CUDA device."""
+    if item.get_closest_marker("cuda") is not None and not torch.cuda.is_available():
+        pytest.skip(
+            "needs a CUDA device (torch.cuda.is_available() is False here); "
+            "tools/gpu_check.sh runs it on a GPU"
+        )

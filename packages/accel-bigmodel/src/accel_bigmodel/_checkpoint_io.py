@@ -288,7 +288,7 @@ def load_checkpoint_in_model(
     sources = [_Source(path) for path in files.files]
     jobs: list[tuple[_Source, str, torch.device, torch.dtype]] = []
     to_write: list[tuple[_Source, list[tuple[str, torch.dtype]]]] = []
-    to_meta: list[str] = []
+    to_meta: list[tuple[str, torch.dtype]] = []
     for source in sources:
         writes: list[tuple[str, torch.dtype]] = []
         for name in source.keys():
@@ -328,8 +328,10 @@ def load_checkpoint_in_model(
                 else:
                     writes.append((name, want))
                     report.disk_written += 1
-                if current.device.type != "meta":
-                    to_meta.append(name)
+                if current.device.type != "meta" or current.dtype != want:
+                    # On the meta device with the dtype it is stored in: the offload hook casts
+                    # the weights it brings in to this tensor's dtype.
+                    to_meta.append((name, want))
                 continue
             jobs.append((source, name, normalize_device(device), want))
         if writes:
@@ -347,8 +349,9 @@ def load_checkpoint_in_model(
         and (device_map is None or mapped_device(device_map, k) != "meta")
     ]
     _check_keys(report.missing_keys, report.unexpected_keys, on_meta, files.files, strict)
-    for name in to_meta:
-        set_module_tensor_to_device(model, name, "meta")
+    for name, want in to_meta:
+        cast = want if tensors[name].is_floating_point() else None
+        set_module_tensor_to_device(model, name, "meta", dtype=cast)
 
     total_bytes = sum(
         tensors[name].numel() * torch.empty((), dtype=want).element_size()

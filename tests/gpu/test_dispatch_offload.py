@@ -1,0 +1,83 @@
+"""A model split across the GPU, the CPU and the disk gives the in-memory model's outputs.
+
+``load_checkpoint_and_dispatch`` places the blocks by a map across ``cuda:0``, ``cpu`` and
+``disk``; the modules mapped to the CPU and the disk are offloaded (their weights come to the
+GPU for their forward), read ahead by the prefetcher into page-locked buffers and copied on a
+side stream. The same weights on the same device run the same kernels, so the outputs must be
+bit-identical to the in-memory model's, with the prefetcher on and off. On the CPU the map
+holds ``cpu`` and ``disk`` only.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from _gpu_models import DEVICES, TinyStack
+from accel.big_modeling import init_empty_weights, load_checkpoint_and_dispatch
+from accel_bigmodel import attach_prefetcher
+from safetensors.torch import save_file
+
+WIDTH, DEPTH = 128, 6
+
+
+def _map(device: str) -> dict[str, object]:
+    main: object = 0 if device == "cuda" else "cpu"
+    placement: dict[str, object] = {"embed": main, "blocks.0": main, "head": main}
+    placement.update({f"blocks.{i}": "cpu" for i in (1, 2)})
+    placement.update({f"blocks.{i}": "disk" for i in range(3, DEPTH)})
+    return placement
+
+
+@pytest.fixture
+def reference(tmp_path):
+    torch.manual_seed(0)
+    model = TinyStack(width=WIDTH, depth=DEPTH).eval()
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    save_file(
+        {k: v.contiguous() for k, v in model.state_dict().items()}, folder / "model.safetensors"
+    )
+    return model, folder
+
+
+def _dispatched(folder, tmp_path, device):
+    with init_empty_weights():
+        empty = TinyStack(width=WIDTH, depth=DEPTH)
+    return load_checkpoint_and_dispatch(
+        empty, folder, device_map=_map(device), offload_folder=tmp_path / "offload"
+    ).eval()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@torch.no_grad()
+def test_outputs_equal_the_in_memory_model(reference, tmp_path, device):
+    model, folder = reference
+    ids = torch.randint(0, 64, (4, 32), generator=torch.Generator().manual_seed(1)).to(device)
+    expected = model.to(device)(ids)
+    dispatched = _dispatched(folder, tmp_path, device)
+    assert dispatched.blocks[0].up.weight.device.type == device
+    for _ in range(3):
+        out = dispatched(ids)
+        assert out.device.type == device
+        assert torch.equal(out, expected), (out - expected).abs().max()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@torch.no_grad()
+def test_prefetcher_on_and_off_give_identical_outputs(reference, tmp_path, device):
+    _, folder = reference
+    ids = torch.randint(0, 64, (4, 32), generator=torch.Generator().manual_seed(2)).to(device)
+    dispatched = _dispatched(folder, tmp_path, device)
+    prefetcher = dispatched._accel_prefetcher
+    assert prefetcher is not None
+    if device == "cuda":
+        assert prefetcher.pool.pin and prefetcher.read_into_buffers
+    with_prefetch = [dispatched(ids) for _ in range(3)]
+    assert prefetcher.hits > 0, (prefetcher.hits, prefetcher.misses)
+    if device == "cuda":
+        assert prefetcher.streams, "no side stream was used for the copies"
+        assert prefetcher.pool.peak <= prefetcher.pool.capacity
+    assert attach_prefetcher(dispatched, layers_ahead=0) is None
+    without = [dispatched(ids) for _ in range(3)]
+    for a, b in zip(with_prefetch, without):
+        assert torch.equal(a, b), (a - b).abs().max()

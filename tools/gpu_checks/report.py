@@ -1,0 +1,171 @@
+"""Writes the results page of a GPU check (``benchmarks/results/gpu.md`` once committed).
+
+Reads what ``tools/gpu_check.sh`` left in its output folder: ``steps.tsv`` (each step, its exit
+status and seconds), ``deps.json``, ``junit.xml`` and ``bench.json``.
+
+Usage: python tools/gpu_checks/report.py OUT_DIR [--dry-run]
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+
+def _gb(n: float | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
+
+
+def _device() -> list[str]:
+    import torch
+
+    lines = [
+        f"- torch {torch.__version__}, CUDA {torch.version.cuda}, Python {platform.python_version()}"
+    ]
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        lines.append(
+            f"- device: {props.name}, {props.total_memory / 2**30:.0f} GiB, capability {props.major}.{props.minor}"
+        )
+        try:
+            smi = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            lines.append(f"- driver: {smi.stdout.strip() or smi.stderr.strip()}")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            lines.append(f"- driver: unknown ({exc})")
+    else:
+        lines.append(
+            "- device: none (CPU dry run: every CUDA check skipped, figures from tiny CPU runs)"
+        )
+    return lines
+
+
+def _tests(junit: Path) -> list[str]:
+    if not junit.is_file():
+        return ["No test report (the test step did not finish)."]
+    rows = ["| test | outcome | seconds |", "| --- | --- | --- |"]
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        outcome = "passed"
+        for kind in ("failure", "error", "skipped"):
+            found = case.find(kind)
+            if found is not None:
+                message = (found.get("message") or "").replace("|", "/").splitlines()
+                outcome = f"{kind}: {message[0][:140] if message else ''}"
+        name = f"{case.get('classname', '').split('.')[-1]}::{case.get('name')}"
+        rows.append(f"| {name} | {outcome} | {float(case.get('time', 0)):.1f} |")
+    return rows
+
+
+def _figure(f: dict[str, Any], key: str, fmt: str = "{:.3f} s") -> str:
+    if "error" in f or "skipped" in f:
+        return f.get("error") or f"skipped: {f['skipped']}"
+    value = f.get(key)
+    return "-" if value is None else fmt.format(value)
+
+
+def _bench(bench: Path) -> list[str]:
+    if not bench.is_file():
+        return ["No benchmark results (the benchmark step did not finish)."]
+    data = json.loads(bench.read_text(encoding="utf-8"))
+    s, parts = data["settings"], data["parts"]
+    size = s.get("checkpoint_bytes", 0)
+    load, off, train = parts.get("load", {}), parts.get("offload", {}), parts.get("train", {})
+    floor = load.get("floor", {})
+    rows = [f"### Load of a {size / 1e9:.2f} GB bf16 checkpoint onto {s['device']}", ""]
+    rows += ["| side | seconds | GB/s | peak device memory |", "| --- | --- | --- | --- |"]
+    for side in ("accel", "reference"):
+        f = load.get(side, {})
+        rate = f"{size / f['seconds'] / 1e9:.2f}" if "seconds" in f else "-"
+        rows.append(f"| {side} | {_figure(f, 'seconds')} | {rate} | {_gb(f.get('peak_bytes'))} |")
+    for kind in ("pinned", "pageable"):
+        if f"{kind}_seconds" in floor:
+            t = floor[f"{kind}_seconds"]
+            rows.append(
+                f"| floor: one {kind} host-to-device copy | {t:.3f} | {size / t / 1e9:.2f} | - |"
+            )
+    rows += [
+        "",
+        f"### Offloaded forward ({s['batch']}x{s['tokens']} tokens; a third of the layers each on the device, the CPU, the disk)",
+        "",
+    ]
+    rows += [
+        "| side | load | first forward | warm forward | peak device memory |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for side in ("accel", "reference"):
+        f = off.get(side, {})
+        rows.append(
+            f"| {side} | {_figure(f, 'load_seconds')} | {_figure(f, 'first_seconds')} | "
+            f"{_figure(f, 'warm_seconds')} | {_gb(f.get('peak_bytes'))} |"
+        )
+    f = off.get("floor", {})
+    if "compute_seconds" in f:
+        bound = max(f["compute_seconds"], f["transfer_seconds"])
+        rows.append(
+            f"| floor: max(copy of {f['offloaded_bytes'] / 1e9:.2f} GB = {f['transfer_seconds']:.3f} s, "
+            f"whole-model forward = {f['compute_seconds']:.3f} s) | - | - | {bound:.3f} s | - |"
+        )
+    else:
+        rows.append(f"| floor | {_figure(f, 'compute_seconds')} | - | - | - |")
+    rows += ["", f"### bf16 training step (AdamW, {s['batch']}x{s['tokens']} tokens)", ""]
+    rows += [
+        "| side | step | tokens/s | loss first -> last | peak device memory |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for side, label in (
+        ("accel", "accel"),
+        ("reference", "reference"),
+        ("floor", "floor: plain torch autocast loop"),
+    ):
+        f = train.get(side, {})
+        loss = f"{f['first_loss']:.3f} -> {f['last_loss']:.3f}" if "last_loss" in f else "-"
+        rows.append(
+            f"| {label} | {_figure(f, 'step_seconds')} | {_figure(f, 'tokens_per_second', '{:.0f}')} | "
+            f"{loss} | {_gb(f.get('peak_bytes'))} |"
+        )
+    return rows
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    dry = "--dry-run" in sys.argv
+    lines = ["# GPU check", ""]
+    if dry:
+        lines += [
+            "A dry run on the CPU: it shows that the check still runs; its figures are not GPU figures.",
+            "",
+        ]
+    lines += _device() + ["", "## Steps", "", "| step | status | seconds |", "| --- | --- | --- |"]
+    steps = out / "steps.tsv"
+    for line in steps.read_text(encoding="utf-8").splitlines() if steps.is_file() else []:
+        name, status, seconds = line.split("\t")
+        lines.append(f"| {name} | {status} | {seconds} |")
+    deps = out / "deps.json"
+    if deps.is_file():
+        lines += [
+            "",
+            "## Dependencies",
+            "",
+            "| distribution | version | state | role |",
+            "| --- | --- | --- | --- |",
+        ]
+        for row in json.loads(deps.read_text(encoding="utf-8")):
+            state = "ok" if row["error"] is None else f"missing: {row['error']}"
+            lines.append(f"| {row['name']} | {row['version'] or '-'} | {state} | {row['role']} |")
+    lines += ["", "## Tests (marked `cuda`, and tests/gpu)", "", *_tests(out / "junit.xml")]
+    lines += ["", "## Benchmarks", "", *_bench(out / "bench.json"), ""]
+    (out / "gpu.md").write_text("\n".join(lines), encoding="utf-8")
+    print(f"report: {out / 'gpu.md'}")
+
+
+if __name__ == "__main__":
+    main()
