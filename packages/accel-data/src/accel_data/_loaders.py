@@ -244,7 +244,8 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
             TypeError, KeyError, ValueError: naming the key, the rule and the value.
         """
         try:
-            num_batches: int | None = len(self)  # type: ignore[arg-type]
+            # A whole epoch: the length counts only what the next pass yields after a skip.
+            num_batches: int | None = len(self) + self.skip_batches  # type: ignore[arg-type]
         except TypeError:
             num_batches = None  # an iterable dataset has no length
         stateful = bool(getattr(self, "use_stateful_dataloader", False))

@@ -187,16 +187,6 @@ def _mapping(state: Any, what: str) -> Mapping[str, Any]:
 
 def _check_loader_state(loader: Any, state: Any, index: int, input_dir: str, name: str) -> None:
     state = _mapping(state, f"dataloader {index}")
-    check = getattr(loader, "check_state_dict", None)
-    if callable(check):
-        try:
-            check(state)
-        except (TypeError, KeyError, ValueError) as exc:
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-            raise type(exc)(
-                f"{name} of checkpoint {input_dir!r} holds a position dataloader {index} "
-                f"refuses: {message}"
-            ) from None
     if not {"epoch", "batches_yielded"} <= set(state):
         raise KeyError(
             f"a dataloader position holds 'epoch' and 'batches_yielded'; dataloader {index} in "
@@ -217,6 +207,16 @@ def _check_loader_state(loader: Any, state: Any, index: int, input_dir: str, nam
             f"{saved}, this loader has {total}. Resume with the same number of processes and "
             "batch size, or start the epoch again."
         )
+    check = getattr(loader, "check_state_dict", None)
+    if callable(check):
+        try:
+            check(state)
+        except (TypeError, KeyError, ValueError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise type(exc)(
+                f"{name} of checkpoint {input_dir!r} holds a position dataloader {index} "
+                f"refuses: {message}"
+            ) from None
 
 
 def _check_optimizer_state(opt: Any, state: Any, index: int, input_dir: str) -> None:

@@ -435,9 +435,16 @@ def save_checkpoint(
     return plan.output_dir
 
 
+_STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS}
+"""The errors of the storage itself, which an engine's writer or the commit may hit."""
+
+
 def _named(plan: CommitPlan, exc: BaseException, default: str) -> BaseException:
-    """``exc``, or for an OS error that names no checkpoint, one that names it and its file."""
+    """``exc``, or for a storage error (a full disk ...), one that names the checkpoint and
+    the file; any other error (a refused target, a clash) keeps its own message."""
     if not isinstance(exc, OSError) or isinstance(exc, CheckpointWriteError):
+        return exc
+    if exc.errno not in _STORAGE_ERRORS:
         return exc
     stage = staging_dir(plan.output_dir)
     name = os.path.relpath(exc.filename, stage) if isinstance(exc.filename, str) else default
