@@ -75,7 +75,9 @@ try:
     ac.gather(torch.ones(2, dtype=torch.float8_e4m3fn))
 except RuntimeError as err:
     text = str(err)
-    assert text.startswith("gather failed on a tensor of shape [2], dtype torch.float8_e4m3fn"), text
+    assert text.startswith("gather failed on a tensor of shape [2], dtype torch.float8_e4m3fn"), (
+        text
+    )
     assert "RuntimeError: Invalid scalar type." in text, text
     assert "convert the tensor first" in text, text
 else:
