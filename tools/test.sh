@@ -108,6 +108,12 @@ ACCEL_SKIP_PASSED="$passed" PYTHONPATH="$PWD/tools/pytest_plugins" \
     uv run --no-sync pytest -p accel_run_once packages tests -q -p no:cacheprovider \
     --ignore=tests/docs --ignore=tests/gpu  # tests/docs ran in the docs step, tests/gpu in the GPU check's
 
+# The reference's own CPU test suite (its sdist's tests/), with its imports served by accel: a
+# failure not listed in tests/parity/reference_suite/expected_failures.txt fails, and so does a
+# listed test that passes (the list only shrinks).
+step "the reference's own test suite on accel"
+uv run --no-sync python tests/parity/reference_suite/run.py
+
 # torch_xla pins torch 2.9: its tests run in their own cached venv (skipped, exit 0, when PyPI
 # cannot be reached).
 step "XLA on CPU (own venv)"

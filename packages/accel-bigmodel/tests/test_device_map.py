@@ -87,8 +87,11 @@ def test_max_memory_that_cannot_hold_the_largest_layer_is_an_error(skeleton):
         infer_auto_device_map(skeleton, {"cpu": s["blocks.0"] // 2, "disk": "1GB"}, ["Block"])
 
 
-def test_model_that_fits_nowhere_is_an_error(skeleton):
+def test_model_that_fits_nowhere_is_an_error_without_disk(skeleton):
     with pytest.raises(ValueError, match="fit on a device.*add 'disk'"):
+        infer_auto_device_map(skeleton, {"cpu": 1000}, ["Block"], offload_to_disk=False)
+    # with the disk added (the default), the CPU must still run the layers sent there
+    with pytest.raises(ValueError, match="largest offloaded layer"):
         infer_auto_device_map(skeleton, {"cpu": 1000}, ["Block"])
 
 

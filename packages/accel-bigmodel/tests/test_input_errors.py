@@ -229,21 +229,22 @@ def test_device_map_of_wrong_type():
 @pytest.mark.parametrize(
     "call",
     [
-        lambda mm: get_max_memory(mm),
-        lambda mm: get_balanced_memory(Net(), mm),
-        lambda mm: infer_auto_device_map(_empty_net(), mm),
+        lambda mm: get_max_memory(mm, check_devices=True),
+        lambda mm: get_balanced_memory(Net(), mm, check_devices=True),
+        lambda mm: infer_auto_device_map(_empty_net(), mm, check_devices=True),
         lambda mm: load_checkpoint_and_dispatch(_empty_net(), "unused", "auto", max_memory=mm),
     ],
 )
 def test_max_memory_gpu_absent_here(call):
+    """Refused where weights move, and where the caller asks for the check."""
     with pytest.raises(DeviceMapError) as info:
         call({0: "1GB", "cpu": "1GB"})
     message = str(info.value)
     assert message.startswith("The max_memory key 0 must be a device of this machine; got 0")
     assert "the GPU index 0 needs a GPU, and this machine has none" in message
     assert HERE in message
-    assert "Remove that key; to plan a map for a machine that has it, call " in message
-    assert "infer_auto_device_map(..., check_devices=False)." in message
+    assert "Remove that key; to plan a map for a machine that has it, leave " in message
+    assert "check_devices=False (the default of the planning functions)." in message
 
 
 @pytest.mark.parametrize(

@@ -33,3 +33,16 @@ def test_debug_mode_raises_on_every_process_instead_of_hanging() -> None:
         env={"ACCEL_DEBUG_MODE": "1"},
     )
     _assert_all_ranks_ok(result.stdout, 2)
+
+
+def test_collectives_of_parameters_views_and_requires_grad_tensors() -> None:
+    result = run_distributed(
+        SCRIPTS / "worker_params.py",
+        "2",
+        num_processes=2,
+        timeout=150,
+        env={"ACCEL_DEBUG_MODE": "0"},
+    )
+    _assert_all_ranks_ok(result.stdout, 2)
+    for rank in range(2):
+        assert f"RANK {rank} CAUSE NAMED" in result.stdout, result.stdout

@@ -267,7 +267,7 @@ def load_checkpoint_in_model(
     start = time.perf_counter()
     target_dtype = resolve_dtype(dtype)
     if device_map is not None:
-        check_device_map(model, device_map)
+        check_device_map(model, device_map, check_devices=True)
         device_map = dict(device_map)
         require_offload_folder(device_map, offload_folder, "offload_folder")
     files = resolve_checkpoint(checkpoint)

@@ -25,6 +25,9 @@ logger = logging.getLogger("accel_bigmodel")
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
+_UNLIMITED = 2**63 - 1
+"""The budget of ``"disk"`` when ``infer_auto_device_map`` adds it (the disk is not limited)."""
+
 
 def _layer_sizes(scan: ModuleScan, no_split: set[str]) -> dict[str, int]:
     """Largest block executed at once inside each splittable module (one pass, bottom-up).
@@ -242,7 +245,8 @@ def infer_auto_device_map(
     offload_buffers: bool = False,
     fallback_allocation: bool = False,
     *,
-    check_devices: bool = True,
+    check_devices: bool = False,
+    offload_to_disk: bool = True,
 ) -> dict[str, DeviceKey]:
     """Computes a device map giving priority to GPUs, then the CPU, then the disk.
 
@@ -271,8 +275,12 @@ def infer_auto_device_map(
         fallback_allocation: When a device would stay empty because the next module neither
             fits nor can be split, place there the first later module (searched breadth
             first, submodules included) that fits, instead of leaving the device unused.
-        check_devices: Refuse ``max_memory`` devices this machine does not have. ``False``
-            plans a map for another machine (one with those GPUs).
+        check_devices: Refuse ``max_memory`` devices this machine does not have. By default a
+            map is planned for any machine (one with those GPUs); the functions that move
+            weights check the devices.
+        offload_to_disk: When the devices of ``max_memory`` cannot hold the whole model, map
+            the rest to ``"disk"`` (as the reference library does; loading it then needs an
+            offload folder). ``False`` refuses such a model with a ``ValueError`` instead.
 
     Returns:
         An ordered ``{module_name: device}`` dict covering every parameter and buffer.
@@ -286,11 +294,13 @@ def infer_auto_device_map(
         no_split_module_classes = [no_split_module_classes]
     no_split = set(no_split_module_classes or [])
     budget = get_max_memory(max_memory, check_devices=check_devices)
-    if not budget:
+    if not budget and not offload_to_disk:
         raise DeviceMapError(
             "max_memory must name at least one device; got an empty mapping. Pass e.g. "
             "max_memory={'cpu': '8GiB', 'disk': '100GiB'}."
         )
+    if offload_to_disk and "disk" not in budget:
+        budget["disk"] = _UNLIMITED  # only what the listed devices cannot hold goes there
     with gc_paused():
         device_map = _infer(
             model,
@@ -458,19 +468,20 @@ _MAP_FIX = "Use 'cpu', 'disk' (with an offload folder), a GPU listed here, or de
 
 
 def check_device_map(
-    model: nn.Module, device_map: Mapping[str, Any], *, check_devices: bool = True
+    model: nn.Module, device_map: Mapping[str, Any], *, check_devices: bool = False
 ) -> None:
-    """Checks a device map against the model and this machine before anything is placed.
+    """Checks a device map against the model (and, on request, this machine).
 
-    Every value must be a device that exists here (``"cpu"``, ``"disk"``, ``"meta"``, GPU
-    indices or names this machine has), every key must name a submodule or tensor of
-    ``model``, and every parameter and buffer must be covered.
+    Every key must name a submodule or tensor of ``model``, and every parameter and buffer
+    must be covered. A map may be planned for another machine, so its devices are checked only
+    with ``check_devices=True`` (``dispatch_model`` and ``load_checkpoint_in_model``, which
+    move weights, do so): each value must then be a device that exists here (``"cpu"``,
+    ``"disk"``, ``"meta"``, GPU indices or names this machine has).
 
     Args:
         model: The model the map is for.
         device_map: Module or tensor name -> device.
-        check_devices: Check the devices against this machine. ``False`` checks only the
-            names (for a map planned for another machine).
+        check_devices: Also check the devices against this machine.
 
     Raises:
         DeviceMapError: Naming the bad entries, the devices that exist, and the fix.
@@ -555,6 +566,7 @@ def resolve_device_map(
                 no_split_module_classes=no_split_module_classes,
                 dtype=dtype,
                 low_zero=device_map == "balanced_low_0",
+                check_devices=True,
             )
         return infer_auto_device_map(
             model,
@@ -562,6 +574,7 @@ def resolve_device_map(
             no_split_module_classes=no_split_module_classes,
             dtype=dtype,
             offload_buffers=offload_buffers,
+            check_devices=True,
         )
     if isinstance(device_map, (str, torch.device, int)):
         check_device(
@@ -571,5 +584,5 @@ def resolve_device_map(
             "{'': 'cpu'}.",
         )
         device_map = {"": device_map}
-    check_device_map(model, device_map)
+    check_device_map(model, device_map, check_devices=True)
     return dict(device_map)

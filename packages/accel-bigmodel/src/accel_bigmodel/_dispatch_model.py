@@ -133,7 +133,7 @@ def dispatch_model(
             misses tensors, or sends modules to disk without an offload folder (nothing is
             moved then).
     """
-    check_device_map(model, device_map)
+    check_device_map(model, device_map, check_devices=True)
     device_map = dict(device_map)
     require_offload_folder(
         device_map, offload_dir if offload_dir is not None else offload_index, "offload_dir"

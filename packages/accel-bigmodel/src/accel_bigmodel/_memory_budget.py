@@ -3,15 +3,18 @@ spreads a model evenly over the accelerators (``get_balanced_memory``)."""
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, Union
 
 import torch
 from torch import nn
 
-from ._devices import DeviceMapError, check_device, describe_devices
+from ._devices import DeviceMapError, _problem, check_device, describe_devices
 from ._sizes import compute_module_sizes, convert_file_size_to_int
+
+logger = logging.getLogger("accel_bigmodel")
 
 DeviceKey = Union[int, str]
 """A device of a ``max_memory`` or ``device_map``: an accelerator index, or a name."""
@@ -69,8 +72,8 @@ def _memory_key(key: Any, check_devices: bool) -> DeviceKey:
         check_device(
             key,
             f"The max_memory key {original!r}",
-            "Remove that key; to plan a map for a machine that has it, call "
-            "infer_auto_device_map(..., check_devices=False).",
+            "Remove that key; to plan a map for a machine that has it, leave "
+            "check_devices=False (the default of the planning functions).",
         )
     return key
 
@@ -78,23 +81,32 @@ def _memory_key(key: Any, check_devices: bool) -> DeviceKey:
 def get_max_memory(
     max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
     *,
-    check_devices: bool = True,
+    check_devices: bool = False,
 ) -> dict[DeviceKey, int]:
     """Returns the memory budget of each device, in bytes, ordered GPUs first, then cpu, then disk.
+
+    A plan is not a placement: GPU indices this machine lacks are accepted (a warning is
+    logged), so maps can be planned for the machine a model will run on. The functions that
+    move weights (``dispatch_model``, ``load_checkpoint_in_model`` ...) check the devices.
+
+    As in the reference library, string sizes of the caller's dict are converted in place
+    (``{"cpu": "60KB"}`` becomes ``{"cpu": 60000}``): code that passes its dict on after this
+    call (transformers' ``from_pretrained`` does) sees integers.
 
     Args:
         max_memory: Device -> budget (``int`` bytes or a string like ``"10GiB"``). Keys are GPU
             indices (``int``), ``"mps"``, ``"cpu"`` or ``"disk"``. If ``None``, the free memory of
             every accelerator and the available RAM are measured.
-        check_devices: Refuse GPU indices (and ``"mps"``) that this machine does not have.
-            ``False`` plans for another machine.
+        check_devices: Refuse GPU indices (and ``"mps"``) that this machine does not have,
+            instead of logging a warning.
 
     Returns:
         A new dict with integer budgets.
 
     Raises:
-        DeviceMapError: On a device key that is unknown or absent here, a duplicate key, or a
-            malformed or negative size; the message names the entry.
+        DeviceMapError: On a device key that is unknown (or absent here, with
+            ``check_devices=True``), a duplicate key, or a malformed or negative size; the
+            message names the entry.
     """
     if max_memory is None:
         result = dict(_accelerator_memory())
@@ -124,7 +136,21 @@ def get_max_memory(
                 f"max_memory[{original!r}] is not a usable size: {error}"
             ) from None
         written[key] = original
+    if isinstance(max_memory, MutableMapping):
+        # Every entry was valid: only now write the integers back, so a refusal changes nothing.
+        for key, original in written.items():
+            if isinstance(max_memory[original], str):
+                max_memory[original] = converted[key]
     gpus = sorted(k for k in converted if isinstance(k, int))
+    if gpus and not check_devices:
+        absent = [g for g in gpus if _problem(g) is not None]
+        if absent:
+            logger.warning(
+                "max_memory names GPU %s, which this machine does not have (devices here: %s); "
+                "the budget is kept for planning, and placing weights there will be refused.",
+                ", ".join(map(str, absent)),
+                describe_devices(),
+            )
     order: list[DeviceKey] = [*gpus, *(k for k in _DEVICE_ORDER if k in converted)]
     return {k: converted[k] for k in order}
 
@@ -137,7 +163,7 @@ def get_balanced_memory(
     special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
     low_zero: bool = False,
     *,
-    check_devices: bool = True,
+    check_devices: bool = False,
 ) -> dict[DeviceKey, int]:
     """Computes a ``max_memory`` that spreads the model evenly over the available GPUs.
 

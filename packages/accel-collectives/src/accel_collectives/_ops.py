@@ -56,12 +56,37 @@ def _get_state() -> PartialState:
 
 
 def _comm_tensor(tensor: torch.Tensor, state: PartialState) -> torch.Tensor:
-    """Return ``tensor`` where the backend can send it: contiguous, and on the device if needed."""
+    """Return ``tensor`` where the backend can send it: detached from autograd, contiguous, and
+    on the device if needed.
+
+    Collectives write into their buffers in place, which autograd refuses for a parameter (a
+    leaf that requires grad) and for views of one; the values moved are data, not part of a
+    graph, so they travel detached. A contiguous tensor already on the right device is not
+    copied (the result shares its memory).
+    """
+    if tensor.layout != torch.strided:
+        raise TypeError(
+            f"Collectives move dense tensors; got a tensor of layout {tensor.layout} and shape "
+            f"{list(tensor.shape)}. Convert it first, e.g. tensor.to_dense()."
+        )
+    tensor = tensor.detach()
     if state.backend in _DEVICE_BACKENDS and tensor.device != state.device:
         tensor = tensor.to(state.device)
     if not tensor.is_contiguous():
         tensor = tensor.contiguous()
     return tensor
+
+
+def _failure(operation: str, tensor: torch.Tensor, err: BaseException) -> RuntimeError:
+    """The error for a collective that failed: the backend's own message first, then the tensor,
+    then the usual causes (shapes are only one of them)."""
+    return RuntimeError(
+        f"{operation} failed on a tensor of shape {list(tensor.shape)}, dtype {tensor.dtype}, "
+        f"device {tensor.device}: {type(err).__name__}: {err}. If the processes passed tensors "
+        "of different shapes or dtypes, make them agree (pad_across_processes pads the first "
+        "dimension); if the backend cannot move this dtype or device, convert the tensor first "
+        "(e.g. tensor.float().cpu())." + _DEBUG_HINT
+    )
 
 
 def _check_source(operation: str, from_process: int, num_processes: int) -> None:
@@ -102,13 +127,8 @@ def _gather_one(tensor: torch.Tensor, state: PartialState) -> torch.Tensor:
         with collective("gather", tensor):
             dist.all_gather(list(out.chunk(n)), tensor)
         return out
-    except RuntimeError as err:
-        raise RuntimeError(
-            f"gather: all-gather of a tensor of shape {list(tensor.shape)} and dtype "
-            f"{tensor.dtype} failed: {err}. Every process must pass tensors of the same shapes "
-            "and dtypes (use pad_across_processes first when the first dimension differs)."
-            + _DEBUG_HINT
-        ) from err
+    except (RuntimeError, ValueError, TypeError) as err:
+        raise _failure("gather", tensor, err) from err
 
 
 def gather(tensor: Any) -> Any:
@@ -188,13 +208,19 @@ def gather_object(object: Any) -> list[Any]:
 # ------------------------------------------------------------------------------ broadcast
 def _broadcast_one(tensor: torch.Tensor, from_process: int, state: PartialState) -> torch.Tensor:
     buffer = _comm_tensor(tensor, state)
-    with collective("broadcast", buffer):
-        dist.broadcast(buffer, src=from_process)
-    if buffer is not tensor and buffer.device == tensor.device:
-        # A non-contiguous input: write the result back so the call stays in place.
-        tensor.copy_(buffer)
-        return tensor
-    return buffer
+    try:
+        with collective("broadcast", buffer):
+            dist.broadcast(buffer, src=from_process)
+    except (RuntimeError, ValueError, TypeError) as err:
+        raise _failure("broadcast", tensor, err) from err
+    if buffer.device != tensor.device:
+        return buffer
+    if buffer.data_ptr() != tensor.data_ptr() or buffer.stride() != tensor.stride():
+        # A non-contiguous input: write the result back so the call stays in place (as an
+        # optimizer writes a parameter: outside autograd).
+        with torch.no_grad():
+            tensor.copy_(buffer)
+    return tensor
 
 
 def broadcast(tensor: Any, from_process: int = 0) -> Any:
@@ -320,11 +346,14 @@ def _reduce_one(
     elif n > 1 and reduction != "none":
         moved = _comm_tensor(tensor, state)
         # Reduce into a copy: the caller's tensor is left alone.
-        out = moved.clone() if moved is tensor else moved
-        with collective("reduce", out):
-            dist.all_reduce(out, _REDUCE_OPS.get(reduction, dist.ReduceOp.SUM))
+        out = moved.clone() if moved.data_ptr() == tensor.data_ptr() else moved
+        try:
+            with collective("reduce", out):
+                dist.all_reduce(out, _REDUCE_OPS.get(reduction, dist.ReduceOp.SUM))
+        except (RuntimeError, ValueError, TypeError) as err:
+            raise _failure("reduce", tensor, err) from err
     else:
-        out = tensor.clone(memory_format=torch.contiguous_format)
+        out = tensor.detach().clone(memory_format=torch.contiguous_format)
     exact = out.is_floating_point() or out.is_complex()
     if reduction == "mean" and (n > 1 or not exact):
         out = out.div_(n) if exact else out / n
