@@ -27,6 +27,7 @@ from ._config_file import (
 )
 from ._engine_configs import SECTIONS, section_flags
 from ._errors import ConfigError
+from ._limits import check_machines, check_processes_per_machine
 from ._migrate import migrate
 from ._tpu_settings import TPU_FIELDS
 
@@ -171,6 +172,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     if not (config.distributed_type == "XLA" and config.tpu_use_cluster):
         _refuse_unsupported(config, sources)  # a pod launch only runs gcloud here
     config.validate()  # before anything imports torch: bad input fails fast
+    _check_counts(config, sources, slurm)
     if config.distributed_type != "XLA":  # XLA processes are started by torch_xla
         _derive(config, sources, multi_gpu)
     config.validate()
@@ -285,6 +287,27 @@ def _apply_slurm_batch(
     for name, (value, origin) in values.items():
         setattr(config, name, value)
         sources[name] = f"SLURM ({origin})"
+
+
+def _check_counts(config: LaunchConfig, sources: dict[str, str], slurm: SlurmStep | None) -> None:
+    """Refuse machine and process counts this machine cannot run (see :mod:`._limits`)."""
+    if slurm is not None and slurm.one_task_per_rank:
+        return  # srun already started every rank: nothing is started here
+    machines = config.num_machines
+    origin = sources.get("num_machines", "default")
+    check_machines(
+        machines,
+        who=f"num_machines (from the {origin})",
+        fix="Pass the number of machines the run uses: --num_machines N",
+    )
+    origin = sources.get("num_processes", "default")
+    check_processes_per_machine(
+        config.num_processes // machines,
+        who=f"num_processes={config.num_processes} over num_machines={machines} (from the "
+        f"{origin})",
+        fix=f"Pass --num_processes {{limit}} or fewer per machine ({machines} machine(s): "
+        "--num_processes is the total over all machines)",
+    )
 
 
 def _refuse_unsupported(config: LaunchConfig, sources: dict[str, str]) -> None:

@@ -358,6 +358,26 @@ ACCEL_MPI_FLAVOUR: Final = EnvironmentVariable(
 )
 """Which ``mpirun`` command line to build (default: asked to ``mpirun --version``)."""
 
+ACCEL_MAX_PROCESSES_PER_MACHINE: Final = EnvironmentVariable(
+    "ACCEL_MAX_PROCESSES_PER_MACHINE",
+    "int",
+    minimum=1,
+    written_by="the user",
+    read_by="``accel launch``, ``notebook_launcher``",
+)
+"""Most processes one machine may start (default: 8 per usable CPU core or per local
+accelerator, whichever gives more); a launch asking for more is refused before anything starts."""
+
+ACCEL_MAX_MACHINES: Final = EnvironmentVariable(
+    "ACCEL_MAX_MACHINES",
+    "int",
+    minimum=1,
+    written_by="the user",
+    read_by="``accel launch``, ``notebook_launcher``",
+)
+"""Most machines one launch may span (default 65536); a launch asking for more is refused
+before anything starts."""
+
 ACCEL_BIGMODEL_QUIET: Final = EnvironmentVariable(
     "ACCEL_BIGMODEL_QUIET",
     "bool",
@@ -446,5 +466,7 @@ __all__ = [
     "ACCEL_CONFIG_HOME",
     "ACCEL_RDZV_ID",
     "ACCEL_MPI_FLAVOUR",
+    "ACCEL_MAX_PROCESSES_PER_MACHINE",
+    "ACCEL_MAX_MACHINES",
     "ACCEL_BIGMODEL_QUIET",
 ]
