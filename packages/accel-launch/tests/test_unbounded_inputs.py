@@ -73,9 +73,7 @@ def test_a_billion_processes_or_machines_are_refused_before_anything_starts(
 def test_a_billion_processes_in_a_config_file_are_refused_naming_the_file(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(f"num_processes: {BILLION}\n")
-    r = accel(
-        "launch", "--config_file", str(config), _script(tmp_path), check=False, timeout=90
-    )
+    r = accel("launch", "--config_file", str(config), _script(tmp_path), check=False, timeout=90)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert f"num_processes={BILLION}" in r.stderr and "ACCEL_MAX_PROCESSES_PER_MACHINE" in r.stderr
     assert str(config) in r.stderr and "PROCESS STARTED" not in r.stdout

@@ -15,6 +15,7 @@ import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 from accel_state import environment_variables as contract
 
+from ._config_bounds import check_expansion, check_file_size, nested_too_deep
 from ._engine_configs import (
     SECTIONS,
     DeepSpeedConfig,
@@ -24,7 +25,6 @@ from ._engine_configs import (
     ParallelismSection,
     coerce,
 )
-from ._config_bounds import check_expansion, check_file_size, nested_too_deep
 from ._errors import ConfigError
 from ._migrate import CONFIG_VERSION, IGNORED_KEYS, migrate
 from ._tpu_settings import check_tpu_settings

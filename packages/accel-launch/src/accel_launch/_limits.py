@@ -27,14 +27,16 @@ MAX_MACHINES = 65536
 """Machines one launch may span (the largest jobs run on a few thousand)."""
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity set (what a container or ``taskset`` grants),
+    not every CPU of the machine."""
     try:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):  # no affinity call on this platform
         return os.cpu_count() or 1
 
 
-def _local_accelerators() -> int:
+def local_accelerators() -> int:
     """CUDA (or ROCm) devices of this machine; torch is imported only where a driver exists."""
     if "torch" not in sys.modules and not any(
         (shutil.which("nvidia-smi"), shutil.which("rocm-smi"), os.path.exists("/dev/nvidiactl"))
@@ -91,14 +93,14 @@ def check_processes_per_machine(per_machine: int, *, who: str, fix: str) -> None
             variable that raises the limit.
     """
     chosen = _override(contract.ACCEL_MAX_PROCESSES_PER_MACHINE)
-    cpus = _usable_cpus()
+    cpus = usable_cpus()
     if chosen is None and per_machine <= PROCESSES_PER_UNIT * cpus:
         return
     if chosen is not None:
         limit = chosen
         rule = f"the limit set by {contract.ACCEL_MAX_PROCESSES_PER_MACHINE}"
     else:
-        devices = _local_accelerators()
+        devices = local_accelerators()
         limit = PROCESSES_PER_UNIT * max(cpus, devices)
         rule = (
             f"{PROCESSES_PER_UNIT} per usable CPU core or local accelerator, whichever gives "

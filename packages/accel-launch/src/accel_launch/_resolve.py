@@ -6,9 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shutil
 import socket
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +25,7 @@ from ._config_file import (
 )
 from ._engine_configs import SECTIONS, section_flags
 from ._errors import ConfigError
-from ._limits import check_machines, check_processes_per_machine
+from ._limits import check_machines, check_processes_per_machine, local_accelerators, usable_cpus
 from ._migrate import migrate
 from ._tpu_settings import TPU_FIELDS
 
@@ -111,21 +109,7 @@ class LaunchPlan:
 
 def _has_accelerator() -> bool:
     """Whether CUDA (or ROCm) devices are usable; torch is imported only where a driver exists."""
-    if "torch" not in sys.modules and not any(
-        (shutil.which("nvidia-smi"), shutil.which("rocm-smi"), os.path.exists("/dev/nvidiactl"))
-    ):
-        return False
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.device_count() > 0
-
-
-def _local_accelerators() -> int:
-    if not _has_accelerator():
-        return 0
-    import torch
-
-    return int(torch.cuda.device_count())
+    return local_accelerators() > 0
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> LaunchPlan:
@@ -246,7 +230,7 @@ def _apply_slurm(
                 f"Drop --num_processes, or start one task per machine (srun --ntasks-per-node=1)."
             )
     elif sources["num_processes"] == "default" and "num_processes" not in given:
-        per_node = slurm.gpus_on_node or _local_accelerators() or 1
+        per_node = slurm.gpus_on_node or local_accelerators() or 1
         values["num_processes"] = (
             per_node * slurm.num_nodes,
             f"{per_node} per machine x SLURM_NNODES",
@@ -372,15 +356,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("", 0))
         return int(sock.getsockname()[1])
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on: its affinity set (what a container or ``taskset`` grants),
-    not every CPU of the machine."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):  # no affinity call on this platform
-        return os.cpu_count() or 1
 
 
 def child_environment(config: LaunchConfig) -> dict[str, str]:
