@@ -12,6 +12,8 @@ import sys
 
 import pytest
 from accel_state.testing import run_command
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from accel_launch import ConfigError, load_config_file
 from accel_launch.cli import main
@@ -220,6 +222,35 @@ def test_merge_weights_checks_every_argument_before_importing_torch(tmp_path):
     assert "NO TORCH" in r.stdout and existing.read_text() == "keep"
     r = _no_torch_run(["merge-weights", str(tmp_path), out, "--unsafe_serialization"])
     assert r.returncode == 2 and "safetensors only" in r.stderr and "NO TORCH" in r.stdout
+
+
+SIZES = st.one_of(
+    st.from_regex(
+        r"\s?-?[0-9]{0,3}(\.[0-9]{0,2})?(e[0-9])?\s?(b|B|kb|KB|Kb|kib|MiB|mb|Mb|GB|gib|tB|TiB|XB|nan|inf)?",
+        fullmatch=True,
+    ),
+    st.text(max_size=8),
+    st.integers(-3, 10**13),
+    st.floats(allow_nan=True),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(SIZES)
+def test_the_shard_size_reads_sizes_as_accel_bigmodel_does(value):
+    from accel_bigmodel import convert_file_size_to_int
+
+    from accel_launch._merge import shard_size_bytes
+
+    try:
+        expected = convert_file_size_to_int(value)
+    except ValueError:
+        expected = None
+    try:
+        got = shard_size_bytes(value)
+    except ConfigError:
+        got = None
+    assert got == (expected if expected is not None and expected > 0 else None), value
 
 
 def test_a_flag_whose_error_states_the_fix_prints_one_line(isolated_config_home):

@@ -253,9 +253,7 @@ def _config_update(args: argparse.Namespace) -> int:
 
 
 def _merge_weights(args: argparse.Namespace) -> int:
-    from accel_bigmodel import UntrustedPickleError
-
-    from ._merge import merge_fsdp_weights
+    from ._merge import check_merge_arguments, merge_fsdp_weights
 
     if args.unsafe_serialization:
         raise ConfigError(
@@ -263,6 +261,10 @@ def _merge_weights(args: argparse.Namespace) -> int:
             "when it is loaded; got --unsafe_serialization. Drop the flag: transformers and "
             "accel load model.safetensors directly."
         )
+    # Every argument is checked before torch is imported (seconds on a busy machine).
+    check_merge_arguments(args.checkpoint_directory, args.output_path, args.max_shard_size)
+    from accel_bigmodel import UntrustedPickleError
+
     try:
         written = merge_fsdp_weights(
             args.checkpoint_directory,
