@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Callable
 
 from accel_state import environment_variables as contract
 
@@ -75,7 +76,7 @@ def check_machines(num_machines: int, *, who: str, fix: str) -> None:
     )
 
 
-def check_processes_per_machine(per_machine: int, *, who: str, fix: str) -> None:
+def check_processes_per_machine(per_machine: int, *, who: str, fix: Callable[[int], str]) -> None:
     """Refuse more processes per machine than this machine can run.
 
     The limit is :data:`PROCESSES_PER_UNIT` per usable CPU core or per local accelerator,
@@ -85,8 +86,7 @@ def check_processes_per_machine(per_machine: int, *, who: str, fix: str) -> None
     Args:
         per_machine: The processes to start on each machine.
         who: What asks, for the message (``num_processes=64 over num_machines=2``).
-        fix: How to ask for fewer, given the limit (``Pass --num_processes {limit}``):
-            ``{limit}`` is replaced by the largest count allowed.
+        fix: How to ask for fewer, given the largest count per machine allowed.
 
     Raises:
         ConfigError: naming the limit and how it is computed, the count, the fix and the
@@ -110,6 +110,6 @@ def check_processes_per_machine(per_machine: int, *, who: str, fix: str) -> None
         return
     raise ConfigError(
         f"{who}: this machine runs at most {limit} processes per machine ({rule}); got "
-        f"{per_machine} per machine. {fix.format(limit=limit)}, or set "
+        f"{per_machine} per machine. {fix(limit)}, or set "
         f"{contract.ACCEL_MAX_PROCESSES_PER_MACHINE}={per_machine} to allow that many."
     )

@@ -195,7 +195,7 @@ def notebook_launcher(
     check_processes_per_machine(
         num_processes,
         who=f"notebook_launcher: num_processes={num_processes}",
-        fix="Pass num_processes={limit} or fewer (the processes of this machine)",
+        fix=lambda limit: f"Pass num_processes={limit} or fewer (the processes of this machine)",
     )
     if num_processes == 1 and num_nodes == 1:
         print(f"Launching training on one {device_type.upper()} in this process.")

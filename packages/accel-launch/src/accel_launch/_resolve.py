@@ -289,8 +289,10 @@ def _check_counts(config: LaunchConfig, sources: dict[str, str], slurm: SlurmSte
         config.num_processes // machines,
         who=f"num_processes={config.num_processes} over num_machines={machines} (from the "
         f"{origin})",
-        fix=f"Pass --num_processes {{limit}} or fewer per machine ({machines} machine(s): "
-        "--num_processes is the total over all machines)",
+        fix=lambda limit: (
+            f"Pass --num_processes {limit * machines} or fewer (the total over all "
+            f"{machines} machine(s))"
+        ),
     )
 
 
