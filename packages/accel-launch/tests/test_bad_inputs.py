@@ -206,14 +206,14 @@ def test_module_in_the_current_folder_is_found(tmp_path):
     assert "LOCAL MODULE RAN" in out
 
 
-def test_config_default_with_a_bad_precision_is_two_lines_and_writes_nothing(
+def test_config_default_with_a_bad_precision_is_one_line_and_writes_nothing(
     isolated_config_home,
 ):
     code, err = _run(["config", "default", "--mixed_precision", "bf17"])
     assert code == 2
     lines = err.splitlines()
-    assert len(lines) == 2 and "mixed precision must be one of" in lines[0] and "'bf17'" in lines[0]
-    assert lines[1].startswith("usage: accel config default --mixed_precision")
+    assert len(lines) == 1 and "mixed precision must be one of" in lines[0] and "'bf17'" in lines[0]
+    assert "Pass one of" in lines[0]
     assert not (isolated_config_home / "default_config.yaml").exists()
 
 
@@ -222,8 +222,9 @@ def test_merge_weights_bad_arguments_fail_before_any_work(tmp_path):
         ["merge-weights", str(tmp_path), str(tmp_path / "out"), "--max_shard_size", "10XB"]
     )
     lines = err.splitlines()
-    assert code == 2 and len(lines) == 2 and "got '10XB'" in lines[0]
-    assert lines[1].startswith("usage: accel merge-weights --max_shard_size")
+    assert (
+        code == 2 and len(lines) == 1 and "got '10XB'" in lines[0] and "Write it like" in lines[0]
+    )
     code, err = _run(
         ["merge-weights", str(tmp_path), str(tmp_path / "out"), "--max_shard_size", "0"]
     )

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from accel_state import environment_variables as ev
+from accel_state.testing import run_command, run_distributed
 
 
 def test_every_declared_variable_is_exported_and_named_after_itself():
@@ -126,3 +127,59 @@ def test_plugins_read_the_reference_names(monkeypatch):
     ds = DeepSpeedPlugin()
     assert (ds.zero_stage, ds.gradient_accumulation_steps, ds.zero3_init_flag) == (3, 4, True)
     assert ParallelismConfig().dp_shard_size == 2
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        (
+            {"ACCEL_CHECKPOINT_TIMEOUT": "0"},
+            "environment variable ACCEL_CHECKPOINT_TIMEOUT must be a finite number > 0; got "
+            "'0'. Set it to a finite number > 0, or unset it.",
+        ),
+        (
+            {"ACCEL_CHECKPOINT_TIMEOUT": "1", "ACCELERATE_USE_CPU": "maybe"},
+            "environment variable ACCELERATE_USE_CPU must be a boolean",
+        ),
+    ],
+)
+def test_check_environment_reads_every_declared_variable(environ, message):
+    with pytest.raises(ValueError) as info:
+        ev.check_environment(environ)
+    assert str(info.value).startswith(message)
+    ev.check_environment({"ACCEL_CHECKPOINT_TIMEOUT": "0.5", "ACCEL_LOG_LEVEL": "anything"})
+    assert ev.read_env(ev.ACCEL_CHECKPOINT_TIMEOUT, None, {"ACCEL_CHECKPOINT_TIMEOUT": "2"}) == 2.0
+
+
+_MAKE_STATE = """
+from accel_state import {cls}
+{cls}(cpu=True)
+print("STATE CREATED", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("raw", "cls"), [("abc", "PartialState"), ("0", "AcceleratorState")])
+def test_a_bad_contract_value_fails_when_the_state_is_created_on_one_process(tmp_path, raw, cls):
+    script = tmp_path / "make_state.py"
+    script.write_text(_MAKE_STATE.format(cls=cls))
+    r = run_command(
+        [sys.executable, str(script)],
+        env={"ACCEL_CHECKPOINT_TIMEOUT": raw},
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode != 0 and "STATE CREATED" not in r.stdout, r.stdout + r.stderr
+    assert (
+        f"ValueError: environment variable ACCEL_CHECKPOINT_TIMEOUT must be a finite number > "
+        f"0; got {raw!r}. Set it to a finite number > 0, or unset it."
+    ) in r.stderr
+
+
+@pytest.mark.multiprocess
+def test_a_bad_contract_value_fails_when_the_state_is_created_on_two_processes(tmp_path):
+    script = tmp_path / "make_state.py"
+    script.write_text(_MAKE_STATE.format(cls="PartialState"))
+    r = run_distributed(script, env={"ACCEL_CHECKPOINT_TIMEOUT": "abc"}, timeout=120, check=False)
+    assert r.returncode != 0 and "STATE CREATED" not in r.stdout, r.stdout + r.stderr
+    message = "environment variable ACCEL_CHECKPOINT_TIMEOUT must be a finite number > 0; got 'abc'"
+    assert r.stderr.count(message) >= 2, r.stderr  # each process refused it

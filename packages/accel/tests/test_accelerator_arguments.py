@@ -60,6 +60,26 @@ def test_gradient_accumulation_steps_environment_value_is_checked(monkeypatch, r
     )
 
 
+@pytest.mark.parametrize("raw", ["abc", "0", "-5", "inf"])
+def test_a_bad_checkpoint_timeout_fails_at_accelerator_creation(monkeypatch, raw):
+    monkeypatch.setenv("ACCEL_CHECKPOINT_TIMEOUT", raw)
+    with pytest.raises(ValueError) as info:
+        Accelerator(cpu=True)
+    assert str(info.value) == (
+        f"environment variable ACCEL_CHECKPOINT_TIMEOUT must be a finite number > 0; got "
+        f"{raw!r}. Set it to a finite number > 0, or unset it."
+    )
+
+
+def test_the_checkpoint_timeout_is_read_through_the_contract(monkeypatch):
+    from accel._checkpoint_sync import DEFAULT_ARRIVAL_TIMEOUT, arrival_timeout
+
+    monkeypatch.delenv("ACCEL_CHECKPOINT_TIMEOUT", raising=False)
+    assert arrival_timeout() == DEFAULT_ARRIVAL_TIMEOUT
+    monkeypatch.setenv("ACCEL_CHECKPOINT_TIMEOUT", " 0.25 ")
+    assert arrival_timeout() == 0.25
+
+
 def test_gradient_accumulation_steps_and_plugin_together():
     plugin = GradientAccumulationPlugin(num_steps=2)
     with pytest.raises(ValueError, match=r"got gradient_accumulation_steps=2 and .*num_steps"):

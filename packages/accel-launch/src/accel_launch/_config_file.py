@@ -15,6 +15,7 @@ import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 from accel_state import environment_variables as contract
 
+from ._config_bounds import check_expansion, check_file_size, nested_too_deep
 from ._engine_configs import (
     SECTIONS,
     DeepSpeedConfig,
@@ -305,11 +306,15 @@ def load_config_file(path: str | os.PathLike[str]) -> LaunchConfig:
 
 
 def read_raw(path: Path) -> dict[str, Any]:
-    """The mapping held by a YAML or JSON config file, before any check.
+    """The mapping held by a YAML or JSON config file, before any check of its settings.
+
+    The file's size and what it expands to (YAML aliases included) are bounded first
+    (:mod:`accel_launch._config_bounds`), so no file makes a later step work without end.
 
     Raises:
-        ConfigError: when the file does not parse.
+        ConfigError: when the file is too large, does not parse, or expands past the bounds.
     """
+    check_file_size(path)
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as err:
@@ -331,6 +336,9 @@ def read_raw(path: Path) -> dict[str, Any]:
             f"config file {str(path)!r} does not parse: {err}. Fix the syntax or regenerate "
             "it with `accel config`."
         ) from None
+    except RecursionError:
+        raise nested_too_deep(path) from None
+    check_expansion(data, path)
     return data if data is not None else {}
 
 

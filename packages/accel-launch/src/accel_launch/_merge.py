@@ -7,6 +7,7 @@ one output shard in memory, never the whole model.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -29,24 +30,96 @@ def _plan_shards(sizes: dict[str, int], limit: int) -> list[list[str]]:
     return shards
 
 
-def shard_size_bytes(value: int | str) -> int:
+_SIZE_UNITS: tuple[tuple[str, int], ...] = (
+    ("TIB", 2**40),
+    ("GIB", 2**30),
+    ("MIB", 2**20),
+    ("KIB", 2**10),
+    ("TB", 10**12),
+    ("GB", 10**9),
+    ("MB", 10**6),
+    ("KB", 10**3),
+    ("B", 1),
+)
+_SIZE_RULE = (
+    "A size must be digits followed by a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB); got "
+    "{size!r}. Write it like '5GB' or '10GiB', or pass an int number of bytes."
+)
+
+
+def _size_of_text(text: str) -> int | None:
+    """Bytes of ``"5GB"``-like text, read as ``accel_bigmodel.convert_file_size_to_int`` reads
+    it (a test keeps the two in agreement), without importing torch; None when it does not
+    parse."""
+    stripped = text.strip()
+    upper = stripped.upper()
+    for unit, factor in _SIZE_UNITS:
+        if upper.endswith(unit):
+            number = stripped[: len(stripped) - len(unit)].strip()
+            bits = unit != "B" and not unit.endswith("IB") and stripped.endswith("b")
+            try:
+                value = float(number)
+            except ValueError:
+                break
+            if not math.isfinite(value):
+                break
+            if value < 0:
+                return -1
+            result = int(value * factor)
+            return result // 8 if bits else result
+    return int(stripped) if stripped.isdecimal() else None
+
+
+def shard_size_bytes(value: int | float | str) -> int:
     """``max_shard_size`` in bytes (``"5GB"``, ``"500MiB"`` or a number of bytes), > 0.
+
+    Torch is not imported: ``accel merge-weights`` checks its arguments before any work.
 
     Raises:
         ConfigError: for a size that does not parse or is not positive.
     """
-    from accel_bigmodel import convert_file_size_to_int
-
-    try:
-        limit = convert_file_size_to_int(value)
-    except ValueError as err:
-        raise ConfigError(f"max_shard_size: {err}") from None
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        value = int(value)  # 5e9
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ConfigError(
+            f"max_shard_size must be an int number of bytes or a string like '5GB'; got "
+            f"{type(value).__name__} {value!r}. Write it like '5GB'."
+        )
+    limit = value if isinstance(value, int) else _size_of_text(value)
+    if limit is None:
+        raise ConfigError(f"max_shard_size: {_SIZE_RULE.format(size=value)}")
     if limit < 1:
         raise ConfigError(
             f"max_shard_size is the largest output file and must be > 0 bytes; got {value!r}. "
             "Write it like '5GB'."
         )
     return limit
+
+
+def check_merge_arguments(
+    checkpoint_dir: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str],
+    max_shard_size: int | str,
+) -> tuple[Path, Path, int]:
+    """Check a merge's arguments, without importing torch: the checkpoint folder holds
+    ``.metadata``, the output path can be a folder, and the shard size parses.
+
+    Returns:
+        The checkpoint folder, the output folder and the shard size in bytes.
+
+    Raises:
+        ConfigError: naming the argument at fault, its value and the fix.
+    """
+    limit = shard_size_bytes(max_shard_size)
+    target = check_output_folder(output_dir)
+    source = Path(checkpoint_dir)
+    if not (source / ".metadata").is_file():
+        raise ConfigError(
+            f"merge-weights reads a torch.distributed.checkpoint folder, which holds a "
+            f"`.metadata` file; {str(source)!r} has none. Pass the folder the sharded "
+            "checkpoint was saved to (e.g. .../pytorch_model_fsdp_0)."
+        )
+    return source, target, limit
 
 
 def check_output_folder(output_dir: str | os.PathLike[str]) -> Path:
@@ -111,14 +184,7 @@ def merge_weights(
             checkpoint without tensors. All are checked before anything is read or written.
         accel_bigmodel.UntrustedPickleError: for a file that would run code when read.
     """
-    target = check_output_folder(output_dir)
-    source = Path(checkpoint_dir)
-    if not (source / ".metadata").is_file():
-        raise ConfigError(
-            f"merge-weights reads a torch.distributed.checkpoint folder, which holds a "
-            f"`.metadata` file; {str(source)!r} has none. Pass the folder the sharded "
-            "checkpoint was saved to (e.g. .../pytorch_model_fsdp_0)."
-        )
+    source, target, limit = check_merge_arguments(checkpoint_dir, output_dir, max_shard_size)
     import torch
     from accel_bigmodel import (
         SAFE_WEIGHTS_INDEX_NAME,
@@ -129,7 +195,6 @@ def merge_weights(
     )
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    limit = shard_size_bytes(max_shard_size)
     for name in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME):
         if (target / name).exists():
             raise ConfigError(
@@ -236,6 +301,7 @@ def merge_fsdp_weights(
             f"{str(output_path)!r} is inside it (or is it) and would be deleted too. Write the "
             "merged weights outside the checkpoint folder."
         )
+    check_merge_arguments(checkpoint_dir, output_path, max_shard_size)
     import shutil
 
     import torch.distributed as dist

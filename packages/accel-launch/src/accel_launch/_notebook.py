@@ -18,6 +18,8 @@ from typing import Any
 from accel_state import PrecisionType, get_current_device_type, is_initialized, patch_environment
 from accel_state import environment_variables as contract
 
+from ._limits import check_machines, check_processes_per_machine
+
 # Libraries known to initialise the accelerator's driver when imported.
 _INITIALISE_DEVICE_ON_IMPORT = ("bitsandbytes",)
 
@@ -165,7 +167,8 @@ def notebook_launcher(
         log_line_prefix_template: Prefix of each output line of the agent (``"[${rank}]"``).
 
     Raises:
-        ValueError: on a bad argument, or when an ``Accelerator`` exists in this process.
+        ValueError: on a bad argument (more processes or machines than the limits of
+            ``accel launch`` allow included), or when an ``Accelerator`` exists in this process.
         RuntimeError: when this process has a process group or initialised CUDA.
         torch.distributed.elastic.multiprocessing.errors.ChildFailedError: when a process
             failed more than ``max_restarts`` times (with each failure's traceback).
@@ -188,6 +191,12 @@ def notebook_launcher(
     if num_processes is None:
         num_processes = _default_num_processes(device_type)
     num_processes = _positive_int("num_processes", num_processes, "2")
+    check_machines(num_nodes, who="notebook_launcher: num_nodes", fix="Pass num_nodes=N")
+    check_processes_per_machine(
+        num_processes,
+        who=f"notebook_launcher: num_processes={num_processes}",
+        fix=lambda limit: f"Pass num_processes={limit} or fewer (the processes of this machine)",
+    )
     if num_processes == 1 and num_nodes == 1:
         print(f"Launching training on one {device_type.upper()} in this process.")
         with patch_environment(**{contract.ACCEL_MIXED_PRECISION: precision.value}):

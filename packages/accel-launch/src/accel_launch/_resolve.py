@@ -6,9 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shutil
 import socket
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +25,7 @@ from ._config_file import (
 )
 from ._engine_configs import SECTIONS, section_flags
 from ._errors import ConfigError
+from ._limits import check_machines, check_processes_per_machine, local_accelerators, usable_cpus
 from ._migrate import migrate
 from ._tpu_settings import TPU_FIELDS
 
@@ -110,21 +109,7 @@ class LaunchPlan:
 
 def _has_accelerator() -> bool:
     """Whether CUDA (or ROCm) devices are usable; torch is imported only where a driver exists."""
-    if "torch" not in sys.modules and not any(
-        (shutil.which("nvidia-smi"), shutil.which("rocm-smi"), os.path.exists("/dev/nvidiactl"))
-    ):
-        return False
-    import torch
-
-    return torch.cuda.is_available() and torch.cuda.device_count() > 0
-
-
-def _local_accelerators() -> int:
-    if not _has_accelerator():
-        return 0
-    import torch
-
-    return int(torch.cuda.device_count())
+    return local_accelerators() > 0
 
 
 def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> LaunchPlan:
@@ -171,6 +156,7 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
     if not (config.distributed_type == "XLA" and config.tpu_use_cluster):
         _refuse_unsupported(config, sources)  # a pod launch only runs gcloud here
     config.validate()  # before anything imports torch: bad input fails fast
+    _check_counts(config, sources, slurm)
     if config.distributed_type != "XLA":  # XLA processes are started by torch_xla
         _derive(config, sources, multi_gpu)
     config.validate()
@@ -244,7 +230,7 @@ def _apply_slurm(
                 f"Drop --num_processes, or start one task per machine (srun --ntasks-per-node=1)."
             )
     elif sources["num_processes"] == "default" and "num_processes" not in given:
-        per_node = slurm.gpus_on_node or _local_accelerators() or 1
+        per_node = slurm.gpus_on_node or local_accelerators() or 1
         values["num_processes"] = (
             per_node * slurm.num_nodes,
             f"{per_node} per machine x SLURM_NNODES",
@@ -285,6 +271,29 @@ def _apply_slurm_batch(
     for name, (value, origin) in values.items():
         setattr(config, name, value)
         sources[name] = f"SLURM ({origin})"
+
+
+def _check_counts(config: LaunchConfig, sources: dict[str, str], slurm: SlurmStep | None) -> None:
+    """Refuse machine and process counts this machine cannot run (see :mod:`._limits`)."""
+    if slurm is not None and slurm.one_task_per_rank:
+        return  # srun already started every rank: nothing is started here
+    machines = config.num_machines
+    origin = sources.get("num_machines", "default")
+    check_machines(
+        machines,
+        who=f"num_machines (from the {origin})",
+        fix="Pass the number of machines the run uses: --num_machines N",
+    )
+    origin = sources.get("num_processes", "default")
+    check_processes_per_machine(
+        config.num_processes // machines,
+        who=f"num_processes={config.num_processes} over num_machines={machines} (from the "
+        f"{origin})",
+        fix=lambda limit: (
+            f"Pass --num_processes {limit * machines} or fewer (the total over all "
+            f"{machines} machine(s))"
+        ),
+    )
 
 
 def _refuse_unsupported(config: LaunchConfig, sources: dict[str, str]) -> None:
@@ -349,15 +358,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("", 0))
         return int(sock.getsockname()[1])
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on: its affinity set (what a container or ``taskset`` grants),
-    not every CPU of the machine."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):  # no affinity call on this platform
-        return os.cpu_count() or 1
 
 
 def child_environment(config: LaunchConfig) -> dict[str, str]:

@@ -72,6 +72,8 @@ class EnvironmentVariable(str):
     """Which code reads it."""
     minimum: float | None
     """Smallest valid number of an ``int`` / ``float`` variable."""
+    above_minimum: bool
+    """The number must be greater than ``minimum`` (``minimum`` itself is refused)."""
     numbered: bool
     """A ``choice`` variable also takes the 1-based position of a choice (legacy FSDP form)."""
 
@@ -85,6 +87,7 @@ class EnvironmentVariable(str):
         fallbacks: tuple[str, ...] = (),
         choices: tuple[Any, ...] = (),
         minimum: float | None = None,
+        above_minimum: bool = False,
         numbered: bool = False,
     ) -> EnvironmentVariable:
         """Declare a variable (only this module declares them)."""
@@ -95,6 +98,7 @@ class EnvironmentVariable(str):
         self.written_by = written_by
         self.read_by = read_by
         self.minimum = minimum
+        self.above_minimum = above_minimum
         self.numbered = numbered
         return self
 
@@ -108,7 +112,9 @@ class EnvironmentVariable(str):
         if self.kind == "text":
             return "any text"
         word = "an integer" if self.kind == "int" else "a finite number"
-        return word if self.minimum is None else f"{word} >= {self.minimum:g}"
+        if self.minimum is None:
+            return word
+        return f"{word} {'>' if self.above_minimum else '>='} {self.minimum:g}"
 
     def parse(self, raw: str, source: str | None = None) -> Any:
         """Read ``raw`` as this variable's type.
@@ -132,6 +138,7 @@ class EnvironmentVariable(str):
             if value is not None and (
                 (self.kind == "float" and not math.isfinite(value))
                 or (self.minimum is not None and value < self.minimum)
+                or (self.above_minimum and value == self.minimum)
             ):
                 value = None
             if value is not None and (not self.choices or value in self.choices):
@@ -184,6 +191,25 @@ def read_env(variable: str, default: Any = None, environ: Mapping[str, str] | No
         if raw is not None and raw.strip():
             return spec.parse(raw, name)
     return default
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Read every declared variable that is set, so that a bad value fails now, on every
+    process, rather than when the code that uses it first runs.
+
+    ``PartialState()`` (and so ``Accelerator()``) calls it when the state is created.
+
+    Args:
+        environ: Where to read (default ``os.environ``).
+
+    Raises:
+        ValueError: for the first variable whose value is outside its vocabulary, naming the
+            variable, the value, the rule and the fix.
+    """
+    from .environment_variables import VARIABLES
+
+    for spec in VARIABLES.values():
+        read_env(spec, None, environ)
 
 
 def is_set(variable: str, environ: Mapping[str, str] | None = None) -> bool:

@@ -71,6 +71,9 @@ class PartialState:
                     stacklevel=2,
                 )
             return
+        # Every variable of the contract is read now, on every process: a bad value fails
+        # here rather than at the first call that uses it (a save_state after training).
+        env.check_environment()
         cpu = cpu or bool(env.read_env(env.ACCEL_USE_CPU, False))
         world = detect_world()
         self.debug = is_debug_mode()

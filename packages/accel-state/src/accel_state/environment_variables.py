@@ -8,6 +8,10 @@ when it is unset (``fallbacks``: ``ACCELERATE_*``, ``FSDP_*`` ...; the ``ACCEL_*
 when both are set), who writes it (``written_by``) and who reads it (``read_by``). The table of
 ``docs/launch.md`` is generated from this module by ``tools/gen_env_docs.py``.
 
+``PartialState()`` (and so ``Accelerator()``) reads every declared variable when the state is
+created (:func:`check_environment`), so a value outside its vocabulary fails at once on every
+process, naming the variable, the value, the rule and the fix.
+
 Vocabularies (``SHARDING_STRATEGIES``, ``WRAP_POLICIES``, ``OFFLOAD_DEVICES``, ``ZERO_STAGES``
 ...) are defined here once; the launcher and the plugins import them.
 
@@ -45,6 +49,7 @@ from ._env_contract import (
     StateDictType,
     WrapPolicy,
     ZeroStage,
+    check_environment,
     declared,
     env_text,
     is_set,
@@ -308,10 +313,12 @@ ACCEL_CHECKPOINT_TIMEOUT: Final = EnvironmentVariable(
     "ACCEL_CHECKPOINT_TIMEOUT",
     "float",
     minimum=0,
+    above_minimum=True,
     written_by="the user",
     read_by="``Accelerator.save_state`` / ``load_state``",
 )
-"""Seconds a collective of ``save_state`` / ``load_state`` waits for the other processes."""
+"""Seconds a collective of ``save_state`` / ``load_state`` waits for the other processes
+(default 600)."""
 
 ACCEL_HANG_TIMEOUT: Final = EnvironmentVariable(
     "ACCEL_HANG_TIMEOUT",
@@ -358,6 +365,26 @@ ACCEL_MPI_FLAVOUR: Final = EnvironmentVariable(
 )
 """Which ``mpirun`` command line to build (default: asked to ``mpirun --version``)."""
 
+ACCEL_MAX_PROCESSES_PER_MACHINE: Final = EnvironmentVariable(
+    "ACCEL_MAX_PROCESSES_PER_MACHINE",
+    "int",
+    minimum=1,
+    written_by="the user",
+    read_by="``accel launch``, ``notebook_launcher``",
+)
+"""Most processes one machine may start (default: 8 per usable CPU core or per local
+accelerator, whichever gives more); a launch asking for more is refused before anything starts."""
+
+ACCEL_MAX_MACHINES: Final = EnvironmentVariable(
+    "ACCEL_MAX_MACHINES",
+    "int",
+    minimum=1,
+    written_by="the user",
+    read_by="``accel launch``, ``notebook_launcher``",
+)
+"""Most machines one launch may span (default 65536); a launch asking for more is refused
+before anything starts."""
+
 ACCEL_BIGMODEL_QUIET: Final = EnvironmentVariable(
     "ACCEL_BIGMODEL_QUIET",
     "bool",
@@ -397,6 +424,7 @@ __all__ = [
     "StateDictType",
     "WrapPolicy",
     "ZeroStage",
+    "check_environment",
     "declared",
     "env_text",
     "is_set",
@@ -446,5 +474,7 @@ __all__ = [
     "ACCEL_CONFIG_HOME",
     "ACCEL_RDZV_ID",
     "ACCEL_MPI_FLAVOUR",
+    "ACCEL_MAX_PROCESSES_PER_MACHINE",
+    "ACCEL_MAX_MACHINES",
     "ACCEL_BIGMODEL_QUIET",
 ]

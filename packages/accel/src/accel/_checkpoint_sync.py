@@ -9,13 +9,12 @@ which processes never arrived. A process that fails while writing posts its erro
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import timedelta
 from typing import Any
 
 import torch.distributed as dist
-from accel_state.environment_variables import ACCEL_CHECKPOINT_TIMEOUT
+from accel_state.environment_variables import ACCEL_CHECKPOINT_TIMEOUT, read_env
 
 TIMEOUT_ENV = ACCEL_CHECKPOINT_TIMEOUT
 DEFAULT_ARRIVAL_TIMEOUT = 600.0
@@ -41,20 +40,10 @@ class CheckpointSyncError(RuntimeError):
 
 
 def arrival_timeout() -> float:
-    """Seconds every process waits for the others to call save_state / load_state."""
-    raw = os.environ.get(TIMEOUT_ENV)
-    if not raw:
-        return DEFAULT_ARRIVAL_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise ValueError(
-            f"{TIMEOUT_ENV} must be a positive number of seconds; got {raw!r}. "
-            f"Set e.g. {TIMEOUT_ENV}=600."
-        )
-    return value
+    """Seconds every process waits for the others to call save_state / load_state:
+    ``ACCEL_CHECKPOINT_TIMEOUT`` read by the environment contract (a number > 0, checked when
+    the state is created), else :data:`DEFAULT_ARRIVAL_TIMEOUT`."""
+    return float(read_env(TIMEOUT_ENV, DEFAULT_ARRIVAL_TIMEOUT))
 
 
 class Rendezvous:

@@ -1,0 +1,266 @@
+"""A number or a file that would make a command work without bound is refused at once, with the
+rule: process and machine counts no machine can run, a YAML alias bomb in a config file, and a
+merge whose arguments are wrong (checked before torch is imported)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+from accel_state.testing import run_command
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accel_launch import ConfigError, load_config_file
+from accel_launch.cli import main
+
+from .conftest import accel
+
+BILLION = "1000000000"
+
+
+def _run(argv: list[str]) -> tuple[int, str]:
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return code, err.getvalue()
+
+
+def _per_machine_limit() -> int:
+    """8 per CPU this process may use or per local accelerator, whichever is more."""
+    import torch
+
+    devices = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return 8 * max(len(os.sched_getaffinity(0)), devices)
+
+
+def _script(tmp_path) -> str:
+    script = tmp_path / "train.py"
+    script.write_text("print('PROCESS STARTED')\n")
+    return str(script)
+
+
+@pytest.mark.parametrize(
+    ("flags", "variable"),
+    [
+        (["--num_processes", BILLION], "ACCEL_MAX_PROCESSES_PER_MACHINE"),
+        (
+            ["--num_processes", BILLION, "--num_machines", BILLION, "--main_process_ip", "::1"],
+            "ACCEL_MAX_MACHINES",
+        ),
+        (
+            ["--num_processes", "2000000000", "--num_machines", "2", "--main_process_ip", "::1"],
+            "ACCEL_MAX_PROCESSES_PER_MACHINE",
+        ),
+    ],
+    ids=["processes", "machines", "processes-per-machine"],
+)
+def test_a_billion_processes_or_machines_are_refused_before_anything_starts(
+    tmp_path, flags, variable
+):
+    r = accel("launch", *flags, _script(tmp_path), check=False, timeout=90)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "PROCESS STARTED" not in r.stdout and "via torchrun" not in r.stderr
+    assert f"{variable}=" in r.stderr and "got " in r.stderr, r.stderr
+
+
+def test_a_billion_processes_in_a_config_file_are_refused_naming_the_file(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"num_processes: {BILLION}\n")
+    r = accel("launch", "--config_file", str(config), _script(tmp_path), check=False, timeout=90)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"num_processes={BILLION}" in r.stderr and "ACCEL_MAX_PROCESSES_PER_MACHINE" in r.stderr
+    assert str(config) in r.stderr and "PROCESS STARTED" not in r.stdout
+
+
+def test_the_process_limit_is_eight_per_cpu_or_accelerator_and_can_be_raised(monkeypatch):
+    monkeypatch.delenv("ACCEL_MAX_PROCESSES_PER_MACHINE", raising=False)
+    limit = _per_machine_limit()
+    code, err = _run(["launch", "--cpu", "--num_processes", str(limit), "--explain", "x.py"])
+    assert code == 0, err
+    code, err = _run(["launch", "--cpu", "--num_processes", str(limit + 1), "--explain", "x.py"])
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"at most {limit} processes per machine" in err and f"got {limit + 1}" in err
+    assert f"ACCEL_MAX_PROCESSES_PER_MACHINE={limit + 1}" in err  # the fix, spelled out
+    monkeypatch.setenv("ACCEL_MAX_PROCESSES_PER_MACHINE", str(limit + 1))
+    code, err = _run(["launch", "--cpu", "--num_processes", str(limit + 1), "--explain", "x.py"])
+    assert code == 0, err
+    monkeypatch.setenv("ACCEL_MAX_PROCESSES_PER_MACHINE", "many")
+    code, err = _run(["launch", "--cpu", "--num_processes", "2", "--explain", "x.py"])
+    assert code == 2 and "ACCEL_MAX_PROCESSES_PER_MACHINE must be an integer >= 1" in err
+
+
+def test_the_machine_limit_can_be_raised(monkeypatch):
+    monkeypatch.delenv("ACCEL_MAX_MACHINES", raising=False)
+    flags = ["launch", "--cpu", "--main_process_ip", "127.0.0.1"]
+    counts = ["--num_machines", "65537", "--num_processes", "65537", "--explain", "x.py"]
+    code, err = _run([*flags, *counts])
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "num_machines (from the flag --num_machines) must be at most 65536 machines" in err
+    assert "got 65537" in err and "ACCEL_MAX_MACHINES=65537" in err, err
+    monkeypatch.setenv("ACCEL_MAX_MACHINES", "65537")
+    code, err = _run([*flags, *counts])
+    assert code == 0, err
+
+
+def test_notebook_launcher_refuses_a_billion_processes_before_starting_any():
+    from accel_launch import notebook_launcher
+
+    per_machine = r"at most \d+ processes per machine .*got 1000000000 per machine"
+    with pytest.raises(ValueError, match=per_machine):
+        notebook_launcher(print, num_processes=int(BILLION))
+    with pytest.raises(ValueError, match="at most 65536 machines; got 1000000000"):
+        notebook_launcher(print, num_processes=1, num_nodes=int(BILLION))
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """A YAML value of nine-fold nested aliases: a few hundred bytes that expand to 9**9 items."""
+    value = "&a0 [" + ", ".join(['"lol"'] * 9) + "]"
+    for level in range(1, levels):
+        value = f"&a{level} [" + ", ".join([value] + [f"*a{level - 1}"] * 8) + "]"
+    return value
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        (lambda bomb: f"gpu_ids: {bomb}\n", "gpu_ids"),
+        (
+            lambda bomb: (
+                "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n"
+                f"  fsdp_transformer_layer_cls_to_wrap: {bomb}\n"
+            ),
+            "fsdp_config.fsdp_transformer_layer_cls_to_wrap",
+        ),
+        (lambda bomb: "tpu_env: &r [*r]\n", "tpu_env"),  # a list that holds itself
+    ],
+    ids=["gpu_ids", "fsdp-layer-classes", "recursive"],
+)
+def test_a_yaml_alias_bomb_in_a_config_file_is_refused_with_the_file_and_the_key(
+    tmp_path, text, key
+):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text(_alias_bomb()))
+    assert path.stat().st_size < 2000
+    # In a child process with a deadline: the bomb used to hang the reader.
+    code = (
+        "from accel_launch import ConfigError, load_config_file\n"
+        "try:\n"
+        f"    load_config_file({str(path)!r})\n"
+        "except ConfigError as err:\n"
+        "    print(err)\n"
+    )
+    out = run_command([sys.executable, "-c", code], timeout=60).stdout
+    assert str(path) in out and f"key {key!r}" in out, out
+    assert "alias" in out and "100000 values" in out, out
+
+
+def test_a_config_file_larger_than_a_mebibyte_is_refused_unread(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text("num_processes: 2\n" + "# padding\n" * 120_000)
+    with pytest.raises(ConfigError, match="at most 1048576 bytes.*got 1200017"):
+        load_config_file(path)
+
+
+def test_a_deeply_nested_config_file_is_refused_without_a_traceback(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"gpu_ids": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ConfigError, match="nested deeper than"):
+        load_config_file(path)
+    path = tmp_path / "deep.yaml"
+    path.write_text("gpu_ids: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ConfigError, match="nested deeper than"):
+        load_config_file(path)
+
+
+def test_plain_values_and_a_used_alias_still_load(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text(
+        "distributed_type: XLA\ntpu_env: &env [A=1, B=2]\ncommands: *env\n"
+        "fsdp_config:\n  fsdp_transformer_layer_cls_to_wrap: Block,Layer\n"
+    )
+    config = load_config_file(path)
+    assert config.tpu_env == ["A=1", "B=2"] and config.commands == ["A=1", "B=2"]
+    assert config.fsdp_config.fsdp_transformer_layer_cls_to_wrap == "Block,Layer"
+
+
+def _no_torch_run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``accel <argv>`` in a fresh interpreter and report whether torch was imported."""
+    code = (
+        "import sys\n"
+        "from accel_launch.cli import main\n"
+        "try:\n"
+        f"    code = main({argv!r})\n"
+        "except SystemExit as exit_:\n"
+        "    code = exit_.code\n"
+        "print('TORCH IMPORTED' if 'torch' in sys.modules else 'NO TORCH')\n"
+        "sys.exit(code)\n"
+    )
+    return run_command([sys.executable, "-c", code], timeout=120, check=False)
+
+
+def test_merge_weights_checks_every_argument_before_importing_torch(tmp_path):
+    out = str(tmp_path / "out")
+    r = _no_torch_run(["merge-weights", str(tmp_path), out, "--max_shard_size", "10XB"])
+    assert r.returncode == 2 and "got '10XB'" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "NO TORCH" in r.stdout, r.stdout
+    r = _no_torch_run(["merge-weights", str(tmp_path / "missing"), out])
+    assert r.returncode == 2 and "has none" in r.stderr and "NO TORCH" in r.stdout, r.stderr
+    existing = tmp_path / "file"
+    existing.write_text("keep")
+    r = _no_torch_run(["merge-weights", str(tmp_path), str(existing)])
+    assert r.returncode == 2 and "is an existing file" in r.stderr, r.stderr
+    assert "NO TORCH" in r.stdout and existing.read_text() == "keep"
+    r = _no_torch_run(["merge-weights", str(tmp_path), out, "--unsafe_serialization"])
+    assert r.returncode == 2 and "safetensors only" in r.stderr and "NO TORCH" in r.stdout
+
+
+SIZES = st.one_of(
+    st.from_regex(
+        r"\s?-?[0-9]{0,3}(\.[0-9]{0,2})?(e[0-9])?\s?(b|B|kb|KB|Kb|kib|MiB|mb|Mb|GB|gib|tB|TiB|XB|nan|inf)?",
+        fullmatch=True,
+    ),
+    st.text(max_size=8),
+    st.integers(-3, 10**13),
+    st.floats(allow_nan=True),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(SIZES)
+def test_the_shard_size_reads_sizes_as_accel_bigmodel_does(value):
+    from accel_bigmodel import convert_file_size_to_int
+
+    from accel_launch._merge import shard_size_bytes
+
+    try:
+        expected = convert_file_size_to_int(value)
+    except ValueError:
+        expected = None
+    try:
+        got = shard_size_bytes(value)
+    except ConfigError:
+        got = None
+    assert got == (expected if expected is not None and expected > 0 else None), value
+
+
+def test_a_flag_whose_error_states_the_fix_prints_one_line(isolated_config_home):
+    code, err = _run(["config", "default", "--mixed_precision", "bf17"])
+    assert code == 2
+    assert err.splitlines() == [
+        "accel config default: error: argument --mixed_precision: mixed precision must be one of "
+        "['no', 'fp8', 'fp16', 'bf16']; got 'bf17'. Pass one of ['no', 'fp8', 'fp16', 'bf16']."
+    ]
+    assert not (isolated_config_home / "default_config.yaml").exists()
+    # argparse's own refusals (no fix in their words) keep the usage of the flag.
+    code, err = _run(["config", "default", "--mixed_precision"])
+    assert code == 2 and err.splitlines()[1].startswith("usage: accel config default")
