@@ -81,15 +81,15 @@ if TYPE_CHECKING:
     from accel._accelerator import (
         Accelerator,
     )
+    from accel._accelerator_prepare import (
+        compile_regions,
+    )
     from accel._as_accelerate import (
         ACCELERATE_API_VERSION,
         AccelerateAlreadyImportedError,
         AccelerateShadowedWarning,
         install_as_accelerate,
         is_installed_as_accelerate,
-    )
-    from accel._accelerator_prepare import (
-        compile_regions,
     )
     from accel._checkpoint_async import AsyncSaveError
     from accel._checkpoint_manifest import (

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-from accel_launch import LaunchConfig, default_config_file as _default_config_file, load_config_file
+from accel_launch import LaunchConfig, load_config_file
+from accel_launch import default_config_file as _default_config_file
 
 __all__ = ["default_config_file", "load_config_from_file"]
 
