@@ -9,8 +9,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest

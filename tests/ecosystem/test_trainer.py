@@ -9,8 +9,8 @@ with the switch off (torchrun for two processes). Same seed, same torch: the los
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
