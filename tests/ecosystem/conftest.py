@@ -37,7 +37,7 @@ def environment(as_accelerate: bool) -> dict[str, str]:
     env["ACCEL_AS_ACCELERATE"] = "1" if as_accelerate else "0"
     env["PYTHONWARNINGS"] = "ignore"
     env.setdefault("OMP_NUM_THREADS", "1")
-    env["HF_HUB_OFFLINE"] = "1"
+    env["HF_HUB_OFFLINE"] = env["HF_DATASETS_OFFLINE"] = "1"
     env["TOKENIZERS_PARALLELISM"] = "false"
     return env
 
@@ -58,7 +58,7 @@ def run(argv: list[str], *, as_accelerate: bool, timeout: float = 240) -> dict[s
     return json.loads(lines[0][len("RESULT ") :])
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def eco() -> types.SimpleNamespace:
     """The helpers above, for the tests of this folder."""
     return types.SimpleNamespace(
