@@ -140,8 +140,9 @@ def test_the_environment_variable_turns_it_on_at_interpreter_start() -> None:
         print(accelerate.__version__, "/accel/" in accelerate.__file__)
         """
     assert python(code, switch="1").stdout.split() == ["True", "True", "1.15.0", "True"]
-    off = python("import sys; print('accel' in sys.modules)", switch="")
-    assert off.stdout.strip() == "False"  # off: the .pth line imports nothing
+    for value in ("", "0", "false", "OFF"):
+        off = python("import sys; print('accel' in sys.modules)", switch=value)
+        assert off.stdout.strip() == "False", value  # off: the .pth line imports nothing
 
 
 def test_a_bad_environment_value_is_refused_with_the_rule() -> None:
