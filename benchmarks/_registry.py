@@ -64,6 +64,16 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         full_only="2-process launches of torch, accel and the reference: about 145 s here",
     ),
     Benchmark(
+        "ecosystem",
+        "ecosystem/bench_ecosystem.py",
+        "ecosystem.md",
+        full=("--runs", "7", "--steps", "40"),
+        short=("--runs", "1", "--steps", "2"),
+        full_only="two transformers Trainer runs in fresh interpreters: about 60 s even when small",
+        reference=True,
+        timeout=1800.0,
+    ),
+    Benchmark(
         "cli",
         "cli/bench_cli.py",
         "cli.md",

@@ -15,7 +15,7 @@ export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/accel/torch_ex
 step() { printf '\n== %s\n' "$*"; }
 
 step "sync the workspace (locked)"
-uv sync --locked --all-packages --group bench --group docs --group release --quiet  # bench: the reference library, for the differential tests in tests/parity; docs: mkdocs; release: towncrier
+uv sync --locked --all-packages --group bench --group docs --group release --group ecosystem --quiet  # bench: the reference library, for the differential tests in tests/parity; docs: mkdocs; release: towncrier; ecosystem: transformers, peft, trl, diffusers for tests/ecosystem
 
 step "lint"
 uv run --no-sync ruff check packages tests tools examples benchmarks

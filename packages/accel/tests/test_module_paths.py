@@ -36,6 +36,7 @@ REFERENCE_PATHS = {
     "accel.local_sgd": "accelerate.local_sgd",
     "accel.tracking": "accelerate.tracking",
     "accel.optimizer": "accelerate.optimizer",
+    "accel.parallelism_config": "accelerate.parallelism_config",
     "accel.scheduler": "accelerate.scheduler",
     "accel.checkpointing": "accelerate.checkpointing",
     "accel.hooks": "accelerate.hooks",

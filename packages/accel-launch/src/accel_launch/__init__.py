@@ -35,6 +35,8 @@ _EXPORTS = {
     "notebook_launcher": "._notebook",
     "resolve": "._resolve",
     "install_xla": "._tpu",
+    "launch_command": "._reference_commands",
+    "launch_command_parser": "._reference_commands",
     "write_basic_config": "._config_file",
 }
 
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
     from ._engine_configs import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
     from ._merge import merge_fsdp_weights, merge_weights
     from ._notebook import notebook_launcher
+    from ._reference_commands import launch_command, launch_command_parser
     from ._resolve import LaunchPlan, child_environment, resolve
     from ._sagemaker import (
         SAGEMAKER_PARALLEL_EC2_INSTANCES,

@@ -7,8 +7,10 @@ importing torch (which takes seconds).
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import platform
 import re
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -53,6 +55,20 @@ def _installed(dist: str) -> str | None:
         return None
 
 
+def as_accelerate_line() -> str:
+    """Whether ``accel.install_as_accelerate()`` is on in this process, and which library an
+    ``import accelerate`` gives."""
+    on = any(getattr(finder, "accel_as_accelerate", False) for finder in sys.meta_path)
+    spec = importlib.machinery.PathFinder.find_spec("accelerate")
+    reference = f"the reference is installed at {spec.origin}" if spec else "no reference installed"
+    if on:
+        return f"on: `import accelerate` gives accel ({reference}, not used)"
+    how = "set ACCEL_AS_ACCELERATE=1, or call accel.install_as_accelerate()"
+    if spec:
+        return f"off: `import accelerate` gives the reference ({reference}); to switch, {how}"
+    return f"off ({reference}); to switch, {how}"
+
+
 def env_command(args: argparse.Namespace) -> int:
     """Print the report; the config file's settings follow when there is one."""
     lines = [
@@ -62,6 +78,7 @@ def env_command(args: argparse.Namespace) -> int:
     ]
     lines += [f"- {dist}: {_installed(dist) or 'not installed'}" for dist in ACCEL_DISTRIBUTIONS]
     lines += [f"- {d}: {v}" for d in THIRD_PARTY if (v := _installed(d)) is not None]
+    lines.append(f"- accel as accelerate: {as_accelerate_line()}")
     path = Path(args.config_file) if args.config_file else default_config_file()
     lines.append(f"- config file: {path} ({'found' if path.is_file() else 'absent'})")
     print("\n".join(lines))

@@ -292,6 +292,13 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         help="Run the target as a module (python -m).",
     )
     _store_true(script, "no_python", "Run the target as an executable, not a Python script.")
+    _store_true(
+        script,
+        "as_accelerate",
+        "Run the processes with accel answering every `import accelerate` "
+        "(accel.install_as_accelerate() at interpreter start, via ACCEL_AS_ACCELERATE=1): "
+        "for scripts that use transformers, PEFT, TRL or diffusers.",
+    )
     parser.add_argument(
         "training_script",
         nargs="?",

@@ -179,6 +179,12 @@ def _hang_timeout(command: Command, args: argparse.Namespace) -> None:
     command.env[contract.ACCEL_HANG_TIMEOUT] = f"{value:g}"
 
 
+def _as_accelerate(command: Command, args: argparse.Namespace) -> None:
+    """Pass ``--as_accelerate`` to the processes as ``ACCEL_AS_ACCELERATE=1``."""
+    if getattr(args, "as_accelerate", None):
+        command.env[contract.ACCEL_AS_ACCELERATE] = contract.env_text(True)
+
+
 def launch(args: argparse.Namespace) -> int:
     """Run ``accel launch`` with parsed arguments; return the exit code."""
     sagemaker = sagemaker_config_path(args)
@@ -195,6 +201,7 @@ def launch(args: argparse.Namespace) -> int:
             command = build_command(plan, target, module, no_python, _port(plan))
             add_torchrun_options(command.launcher, command.argv, args)
             _hang_timeout(command, args)
+            _as_accelerate(command, args)
             print(f"\nlauncher: {command.launcher}\ncommand: {command.display()}")
             print("environment of the processes:")
             for name, value in sorted(command.env.items()):
@@ -206,6 +213,7 @@ def launch(args: argparse.Namespace) -> int:
     command = build_command(plan, target, module, no_python, port)
     add_torchrun_options(command.launcher, command.argv, args)
     _hang_timeout(command, args)
+    _as_accelerate(command, args)
     if command.launcher in ("python", "torchrun", "slurm-task"):  # runs on this machine
         check_target(target[0], module, no_python)
     if command.launcher == "mpirun":

@@ -393,6 +393,15 @@ ACCEL_BIGMODEL_QUIET: Final = EnvironmentVariable(
 )
 """Hide accel-bigmodel's loading progress bars."""
 
+ACCEL_AS_ACCELERATE: Final = EnvironmentVariable(
+    "ACCEL_AS_ACCELERATE",
+    "bool",
+    written_by="``accel launch`` ``--as_accelerate``, or the user",
+    read_by="the interpreter's start (the ``accel_as_accelerate.pth`` file of accel-torch)",
+)
+"""Call ``accel.install_as_accelerate()`` at interpreter start, so code that imports
+``accelerate`` (transformers, PEFT, TRL, diffusers) runs on accel with no code change."""
+
 
 VARIABLES: Final[dict[str, EnvironmentVariable]] = {
     str(value): value
@@ -477,4 +486,5 @@ __all__ = [
     "ACCEL_MAX_PROCESSES_PER_MACHINE",
     "ACCEL_MAX_MACHINES",
     "ACCEL_BIGMODEL_QUIET",
+    "ACCEL_AS_ACCELERATE",
 ]

@@ -21,7 +21,7 @@ __all__ = ["__version__", *sorted(_EXPORTS)]
 # The reference library's module paths, importable as attributes too (``accel.state``).
 _SUBMODULES = (
     "big_modeling checkpointing data_loader hooks inference launchers local_sgd logging "
-    "optimizer "
+    "optimizer parallelism_config "
     "scheduler state tracking utils"
 ).split()
 
@@ -85,6 +85,13 @@ if TYPE_CHECKING:
     )
     from accel._accelerator_prepare import (
         compile_regions,
+    )
+    from accel._as_accelerate import (
+        ACCELERATE_API_VERSION,
+        AccelerateAlreadyImportedError,
+        AccelerateShadowedWarning,
+        install_as_accelerate,
+        is_installed_as_accelerate,
     )
     from accel._checkpoint_async import AsyncSaveError
     from accel._checkpoint_load import StateRefusedError

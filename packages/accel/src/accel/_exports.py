@@ -221,6 +221,12 @@ TOP_LEVEL: dict[str, str] = {
     "notebook_launcher": "accel_launch",
     "find_executable_batch_size": "accel_state",
     "DeepSpeedPlugin": "accel_state",
+    # Code that imports ``accelerate`` (transformers, PEFT, TRL, diffusers) runs on accel.
+    **_names(
+        "accel._as_accelerate",
+        """install_as_accelerate is_installed_as_accelerate ACCELERATE_API_VERSION
+        AccelerateShadowedWarning AccelerateAlreadyImportedError""",
+    ),
     **{
         name: STATE[name]
         for name in """PartialState AcceleratorState GradientState DistributedType

@@ -10,7 +10,8 @@ They write and read the layout of ``Accelerator.save_state``: ``pytorch_model_fs
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -197,3 +198,29 @@ def load_fsdp_optimizer(
             model, inner, folder, optimizer_index, trust_pickles=trust_pickles
         ),
     )
+
+
+def get_parameters_from_modules(
+    modules: Iterable[torch.nn.Module] | str | None, model: torch.nn.Module, device: Any
+) -> set[torch.nn.Parameter]:
+    """The parameters of ``modules``, as FSDP's ``ignored_modules`` names them.
+
+    Args:
+        modules: Modules, or a regular expression matched in full against the names of
+            ``model``'s submodules (each matching module is moved to ``device`` first, as the
+            FSDP engine does with ignored modules), or ``None``.
+        model: The model the names refer to.
+        device: Where a module selected by name is moved.
+
+    Returns:
+        The set of their parameters (empty for ``None``).
+    """
+    if modules is None:
+        return set()
+    if isinstance(modules, str):
+        pattern = re.compile(modules)
+        selected = [m for name, m in model.named_modules() if pattern.fullmatch(name)]
+        for module in selected:
+            module.to(device)
+        modules = selected
+    return {p for module in modules for p in module.parameters()}

@@ -12,6 +12,11 @@ from ._exports import _names
 from ._utils_module_paths import UTILS_PATHS
 
 PATHS: dict[str, dict[str, str]] = {
+    "accel.parallelism_config": _names(
+        "accel_state",
+        """DeepSpeedSequenceParallelConfig DistributedType ParallelismConfig
+            TorchContextParallelConfig TorchTensorParallelConfig is_torch_version""",
+    ),
     "accel.big_modeling": {
         **_names(
             "accel_bigmodel",

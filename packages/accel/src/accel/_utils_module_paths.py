@@ -181,6 +181,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
             """is_peft_model""",
         ),
         **FSDP_API,
+        **_names("accel._fsdp_api", "get_parameters_from_modules"),
     },
     "accel.utils.imports": {
         **_names("accel_state", """USE_TORCH_XLA"""),

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
 
     from accel._fsdp_api import (
+        get_parameters_from_modules,
         load_fsdp_model,
         load_fsdp_optimizer,
         save_fsdp_model,
