@@ -45,11 +45,6 @@ def test_auto_map_with_an_integer_budget_and_disk(cases: dict[str, Any]) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="transformers relies on get_max_memory converting the caller's max_memory dict in "
-    "place (string sizes such as '60KB'); accel-bigmodel returns a new dict",
-)
 def test_auto_map_with_a_string_budget(cases: dict[str, Any]) -> None:
     _equal_to_the_in_memory_model(cases["string_max_memory_cpu_and_disk"])
 
