@@ -29,6 +29,7 @@ PUBLIC_EXCEPTIONS = {
     "DistributedOperationException": "accel_collectives",
     "ConfigError": "accel_launch",
     "PipelineTraceError": "accel_pipeline",
+    "AccelerateAlreadyImportedError": "accel",
     "AsyncSaveError": "accel",
     "CheckpointIntegrityError": "accel",
     "CheckpointSyncError": "accel",

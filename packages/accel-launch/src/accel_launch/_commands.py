@@ -20,7 +20,7 @@ from ._config_file import (
 from ._env_cmd import env_command
 from ._errors import ConfigError
 from ._estimate_cmd import add_estimate_arguments, estimate_memory_command
-from ._flags import StatedValueError, add_launch_arguments, integer
+from ._flags import _StatedValueError, add_launch_arguments, integer
 from ._migrate import migrate
 from ._to_fsdp2 import add_to_fsdp2_arguments, to_fsdp2_command
 from ._tpu import add_tpu_config_parser
@@ -174,7 +174,7 @@ def _precision(text: str) -> str:
     try:
         return str(PrecisionType.parse(text, "mixed precision").value)
     except ValueError as err:
-        raise StatedValueError(str(err)) from None
+        raise _StatedValueError(str(err)) from None
 
 
 def _shard_size(text: str) -> int:
@@ -183,7 +183,7 @@ def _shard_size(text: str) -> int:
     try:
         return shard_size_bytes(text)
     except ConfigError as err:
-        raise StatedValueError(str(err).removeprefix("max_shard_size: ")) from None
+        raise _StatedValueError(str(err).removeprefix("max_shard_size: ")) from None
 
 
 def _launch(args: argparse.Namespace) -> int:

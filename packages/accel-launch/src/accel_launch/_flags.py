@@ -66,21 +66,21 @@ def finite(text: str) -> float:
     return value
 
 
-class StatedValueError(argparse.ArgumentTypeError):
+class _StatedValueError(argparse.ArgumentTypeError):
     """A flag value refused by a message that already states the rule, the value and the fix:
     the parser prints that one line, without the flag's usage."""
 
 
 class FlagParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line plus the usage of the flag at fault,
-    not the usage of all the flags; a :class:`StatedValueError` is one line alone."""
+    not the usage of all the flags; a :class:`_StatedValueError` is one line alone."""
 
     def error(self, message: str) -> NoReturn:
         """Print ``message`` and the usage of the flag it names, then exit with code 2."""
         lines = [f"{self.prog}: error: {message}"]
         # argparse calls this while handling the ArgumentError it made from the type's error.
         refused = sys.exc_info()[1]
-        if isinstance(getattr(refused, "__context__", None), StatedValueError):
+        if isinstance(getattr(refused, "__context__", None), _StatedValueError):
             self.exit(2, lines[0] + "\n")
         match = re.match(r"argument ([^:]+): ", message)
         action = None

@@ -192,6 +192,7 @@ ERRORS = {
     **_names("accel_collectives", "DistributedOperationException"),
     **_names("accel_launch", "ConfigError"),
     **_names("accel_pipeline", "PipelineTraceError"),
+    "AccelerateAlreadyImportedError": "accel._as_accelerate",
     "AsyncSaveError": "accel._checkpoint_async",
     "CheckpointIntegrityError": "accel._checkpoint_manifest",
     "CheckpointSyncError": "accel._checkpoint_sync",

@@ -302,6 +302,7 @@ if TYPE_CHECKING:
     from accel._accelerator_prepare import (
         compile_regions,
     )
+    from accel._as_accelerate import AccelerateAlreadyImportedError
     from accel._checkpoint_api import SAMPLER_NAME
     from accel._checkpoint_async import AsyncSaveError
     from accel._checkpoint_load import StateRefusedError
