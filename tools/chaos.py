@@ -152,6 +152,13 @@ class Result:
         return not self.problems and not self.strays and not self.skipped
 
 
+def hit(result: Result) -> bool:
+    """Whether the fault hit as planned (a load-kill: both of its kills)."""
+    if result.fault.kind == "load-kill":
+        return any("load_state" in line for line in result.hits)
+    return bool(result.hits)
+
+
 def _launcher() -> list[str]:
     found = shutil.which("accel-launch") or str(Path(sys.executable).parent / "accel-launch")
     return [found, "--cpu", "--num_processes", "2", "--max_restarts", str(RESTARTS)]
@@ -388,6 +395,8 @@ def report(result: Result) -> str:
     """One line per run: verdict, fault, where it hit, time."""
     verdict = "SKIPPED" if result.skipped else ("identical" if result.identical else "DIFFERENT")
     where = "; ".join(result.hits) or "the fault did not hit"
+    if result.hits and not hit(result):
+        where += " (the restart's load_state was not hit)"
     details = "; ".join(result.problems + result.strays + [result.skipped])
     return (
         f"{verdict:9} {result.fault.describe()} | {where} | {result.launches} launch(es), "

@@ -148,12 +148,15 @@ def main(project_dir: str, out_dir: str) -> None:
     log = open(os.path.join(out_dir, f"batches_{rank}.log"), "a", encoding="utf-8")
     print(f"attempt {attempt} rank {rank} resumes at step {progress.step}", flush=True)
     hit = mine and attempt == 0
+    handle = None
     while progress.epoch < EPOCHS:
         if hasattr(loader, "set_epoch"):
             loader.set_epoch(progress.epoch)
         for batch in loader:
             before = kind == "load" or (kind == "step" and moment == "forward")
             if hit and before and progress.step == at:
+                if kind == "load" and handle is not None and hasattr(handle, "wait"):
+                    handle.wait()  # the restart must find a checkpoint to be killed loading
                 die(rank, f"before the forward of step {at}")
             indices = " ".join(str(int(i)) for i in batch["index"])
             loss = torch.nn.functional.mse_loss(model(batch["x"]).squeeze(-1), batch["y"])
