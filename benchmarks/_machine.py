@@ -182,6 +182,18 @@ def kept_blocks(page: str | Path) -> list[str]:
     return _KEPT.findall(path.read_text(encoding="utf-8")) if path.exists() else []
 
 
+_GENERATED = re.compile(r"<!-- generated: (\S+) -->.*?<!-- end generated: \1 -->", re.DOTALL)
+
+
+def generated_blocks(page: str | Path) -> list[str]:
+    """The sections of ``page`` written by :func:`write_section` (none when it does not exist):
+    a script that rewrites a whole shared page puts them back with :func:`restore_kept`."""
+    path = Path(page)
+    if not path.exists():
+        return []
+    return [m.group(0) for m in _GENERATED.finditer(path.read_text(encoding="utf-8"))]
+
+
 def restore_kept(page: str | Path, blocks: Sequence[str]) -> None:
     """Append to ``page`` each of ``blocks`` that a rewrite of the page dropped."""
     path = Path(page)

@@ -231,6 +231,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         full_only="launches that kill a process and restart: over 120 s here even at 1 repeat",
     ),
     Benchmark(
+        "chaos",
+        "fault_tolerance/bench_chaos.py",
+        "fault_tolerance.md",
+        short=("--runs", "1"),
+        processes=2,
+        full_only="2-process launches hit by faults and restarted: 20 s to minutes per run here",
+        timeout=4 * 3600.0,
+    ),
+    Benchmark(
         "fp8_step",
         "precision/bench_fp8_step.py",
         "precision.md",

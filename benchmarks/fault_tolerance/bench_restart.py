@@ -148,9 +148,13 @@ def main() -> None:
         + "\n"
         + _side_table(medians, side_cases)
     )
-    Path(args.out).write_text(text)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from _charts import write_charts  # benchmarks/_charts.py
+    from _machine import generated_blocks, restore_kept  # benchmarks/_machine.py
+
+    others = generated_blocks(args.out)  # the chaos soak's section of the same page
+    Path(args.out).write_text(text)
+    restore_kept(args.out, others)
 
     write_charts(args.out)  # one PNG per table, shown under it
     print(text)

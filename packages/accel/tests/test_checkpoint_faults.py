@@ -75,6 +75,21 @@ def test_full_disk_names_the_file_removes_the_partial_save_and_keeps_the_last(sm
         assert torch.equal(value, saved[key]), key
 
 
+def test_full_disk_during_an_asynchronous_write_reads_as_one_sentence_per_cause(small_disk):
+    from accel.utils import AsyncSaveError
+
+    acc, _ = _prepared(small_disk)
+    acc.save_state(small_disk / "first")
+    handle = acc.save_state(small_disk / "second", async_save=True)
+    with pytest.raises(AsyncSaveError) as caught:
+        handle.wait()
+    text = str(caught.value)
+    assert any(name in text for name in ("model.safetensors", "optimizer.bin")), text
+    assert "Free space on that disk" in text
+    assert ".." not in text.replace(str(small_disk), ""), text  # no doubled full stop
+    assert sorted(os.listdir(small_disk)) == ["first"]
+
+
 def test_save_into_the_working_directory_is_refused_and_keeps_it(tmp_path, monkeypatch):
     acc, _ = _prepared(tmp_path, width=4)
     here = tmp_path / "run"

@@ -134,9 +134,9 @@ class AsyncCheckpoint:
             self._reported = True
             raise AsyncSaveError(
                 f"an asynchronous save_state must write every file before it commits; writing "
-                f"{self.path!r} failed with {type(error).__name__}: {error}. That checkpoint "
-                "was not committed (earlier checkpoints are untouched): fix the cause and save "
-                "again."
+                f"{self.path!r} failed with {type(error).__name__}: {str(error).rstrip('.')}. "
+                "That checkpoint was not committed (earlier checkpoints are untouched): fix the "
+                "cause and save again."
             ) from error
         return self.path
 
