@@ -150,6 +150,7 @@ if TYPE_CHECKING:
         get_quantized_model_device_map,
         has_4bit_bnb_layers,
         has_ao_layers,
+        has_transformer_engine_layers,
         load_and_quantize_model,
         replace_with_bnb_layers,
     )
