@@ -58,7 +58,9 @@ DEEPSPEED.update(
     )
 )
 
-LAUNCH = _names("accel_launch", "write_basic_config prepare_sagemager_args_inputs")
+LAUNCH = _names(
+    "accel_launch", "write_basic_config prepare_sagemager_args_inputs prepare_multi_gpu_env"
+)
 LAUNCH.update(_names("accel_launch", "install_xla"))
 LAUNCH.update(_names("accel_state", "get_current_device_type"))
 

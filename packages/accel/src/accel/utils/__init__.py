@@ -128,6 +128,7 @@ if TYPE_CHECKING:
         ConfigError,
         install_xla,
         merge_fsdp_weights,
+        prepare_multi_gpu_env,
         prepare_sagemager_args_inputs,
         write_basic_config,
     )
