@@ -9,6 +9,7 @@ from accel_precision import (
     MSAMPRecipeKwargs,
     TERecipeKwargs,
     convert_model_to_fp8,
+    has_transformer_engine_layers,
     make_te_recipe,
     prepare_msamp_objects,
 )
@@ -30,12 +31,19 @@ def test_transformer_engine_converts_and_trains():
     before = model[0].weight.detach().clone()
     replaced = convert_model_to_fp8(model, TERecipeKwargs())
     assert isinstance(model[0], te.Linear) and isinstance(model[1], te.LayerNorm)
+    assert has_transformer_engine_layers(model)
     assert torch.equal(model[0].weight.detach(), before)
     assert len(replaced) == 6
     recipe = make_te_recipe(TERecipeKwargs(fp8_format="HYBRID"))
     with te.fp8_autocast(enabled=True, fp8_recipe=recipe):
         model(torch.randn(16, 32, device="cuda")).sum().backward()
     assert model[0].weight.grad is not None
+
+
+@pytest.mark.skipif(HAS_TE, reason="Transformer Engine is installed here")
+def test_has_transformer_engine_layers_names_the_install_command_without_it():
+    with pytest.raises(ImportError, match=r"has_transformer_engine_layers.*transformer-engine"):
+        has_transformer_engine_layers(torch.nn.Linear(2, 2))
 
 
 @pytest.mark.cuda

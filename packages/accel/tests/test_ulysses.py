@@ -75,6 +75,28 @@ def test_models_ulysses_cannot_split_are_refused():
         ulysses.check_model(_model(), 2, "flash_attention_2")
 
 
+def test_recurrent_layers_are_refused_at_the_reference_path():
+    from accel.big_modeling import (
+        _refuse_recurrent_layers_under_sequence_parallelism,
+        refuse_recurrent_layers_under_sequence_parallelism,
+    )
+
+    assert _refuse_recurrent_layers_under_sequence_parallelism is (
+        refuse_recurrent_layers_under_sequence_parallelism
+    )
+    with pytest.raises(ValueError, match=r"\['linear_attention'\] in Linear"):
+        refuse_recurrent_layers_under_sequence_parallelism(
+            _model(layer_types=["full_attention", "linear_attention"])
+        )
+    refuse_recurrent_layers_under_sequence_parallelism(_model(layer_types=["full_attention"]))
+    refuse_recurrent_layers_under_sequence_parallelism(_model())  # no layer_types
+    refuse_recurrent_layers_under_sequence_parallelism(torch.nn.Linear(1, 1))  # no config
+    text = SimpleNamespace(layer_types=["linear_attention"])
+    wrapper = SimpleNamespace(config=SimpleNamespace(get_text_config=lambda: text))
+    with pytest.raises(ValueError, match="linear_attention"):
+        refuse_recurrent_layers_under_sequence_parallelism(wrapper)
+
+
 def test_batches_ulysses_cannot_split_are_refused():
     ids = torch.zeros(1, 6, dtype=torch.long)
     ulysses.check_batch({"input_ids": ids, "position_ids": ids}, 2, None)

@@ -18,6 +18,7 @@ _EXPORTS = {
     "SageMakerConfig": "._sagemaker",
     "build_estimator": "._sagemaker",
     "prepare_sagemager_args_inputs": "._sagemaker",
+    "prepare_multi_gpu_env": "._torchrun_env",
     "ConfigError": "._config_file",
     "DeepSpeedConfig": "._engine_configs",
     "DynamoConfig": "._engine_configs",
@@ -73,4 +74,7 @@ if TYPE_CHECKING:
         prepare_sagemager_args_inputs,
     )
     from ._to_fsdp2 import convert_to_fsdp2
+    from ._torchrun_env import (
+        prepare_multi_gpu_env,
+    )
     from ._tpu import install_xla

@@ -40,7 +40,12 @@ from ._fp8_recipes import (
     recipe_backend,
     resolve_fp8_recipe,
 )
-from ._fp8_te import convert_model_to_te, make_te_recipe, te_recipe_kwargs
+from ._fp8_te import (
+    convert_model_to_te,
+    has_transformer_engine_layers,
+    make_te_recipe,
+    te_recipe_kwargs,
+)
 from ._fp32_outputs import (
     ConvertOutputsToFp32,
     convert_outputs_to_fp32,
@@ -74,6 +79,7 @@ __all__ = [
     "get_quantized_model_device_map",
     "has_4bit_bnb_layers",
     "has_ao_layers",
+    "has_transformer_engine_layers",
     "load_and_quantize_model",
     "quantize_and_offload_8bit",
     "make_grad_scaler",

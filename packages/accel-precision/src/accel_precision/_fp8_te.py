@@ -61,6 +61,19 @@ def make_te_recipe(recipe: TERecipeKwargs) -> Any:
     return te_recipe.DelayedScaling(**kwargs)
 
 
+def has_transformer_engine_layers(model: torch.nn.Module) -> bool:
+    """Whether ``model`` holds Transformer Engine layers (``LayerNorm``, ``Linear`` or
+    ``TransformerLayer`` of ``transformer_engine.pytorch``), as a model prepared for FP8 with
+    the Transformer Engine backend does.
+
+    Raises:
+        ImportError: when Transformer Engine is not installed, naming the install command.
+    """
+    te = require_transformer_engine("has_transformer_engine_layers")
+    layer_types = (te.LayerNorm, te.Linear, te.TransformerLayer)
+    return any(isinstance(m, layer_types) for m in model.modules())
+
+
 def convert_model_to_te(
     model: torch.nn.Module, convert_linear: bool = True, convert_layernorm: bool = True
 ) -> torch.nn.Module:

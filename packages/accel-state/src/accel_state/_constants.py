@@ -54,6 +54,20 @@ FSDP_PYTORCH_VERSION = "2.1.0.a0+32f93b1"
 FSDP2_PYTORCH_VERSION = "2.6.0"
 """Oldest torch whose ``fully_shard`` is public (``torch.distributed.fsdp.fully_shard``)."""
 
+BETA_TP_AVAILABLE_PYTORCH_VERSION = "2.3.0"
+"""Oldest torch with the DTensor parallel styles tensor parallelism (``tp_size`` > 1) builds on."""
+
+BETA_TP_AVAILABLE_TRANSFORMERS_VERSION = "4.52.0"
+"""Oldest transformers whose models carry the tensor-parallel plan ``tp_size`` > 1 applies."""
+
+BETA_CP_AVAILABLE_PYTORCH_VERSION = "2.6.0"
+"""Oldest torch with ``torch.distributed.tensor.experimental.context_parallel``, which context
+parallelism (``cp_size`` > 1) runs on."""
+
+BETA_SP_AVAILABLE_DEEPSPEED_VERSION = "0.18.2"
+"""Oldest DeepSpeed with the Ulysses sequence parallelism (``UlyssesSPAttentionHF``) that
+``sp_size`` > 1 runs on."""
+
 FSDP_MODEL_NAME = "pytorch_model_fsdp"
 """Stem of the files and folders an FSDP checkpoint writes per model
 (``pytorch_model_fsdp_0.safetensors``, ``pytorch_model_fsdp_0/``)."""

@@ -58,7 +58,9 @@ DEEPSPEED.update(
     )
 )
 
-LAUNCH = _names("accel_launch", "write_basic_config prepare_sagemager_args_inputs")
+LAUNCH = _names(
+    "accel_launch", "write_basic_config prepare_sagemager_args_inputs prepare_multi_gpu_env"
+)
 LAUNCH.update(_names("accel_launch", "install_xla"))
 LAUNCH.update(_names("accel_state", "get_current_device_type"))
 
@@ -111,7 +113,7 @@ PRECISION = _names(
     FP8BackendType BnbQuantizationConfig load_and_quantize_model replace_with_bnb_layers
     get_keys_to_not_convert has_4bit_bnb_layers get_quantized_model_device_map
     convert_model_to_fp8_ao filter_linear_layers filter_first_and_last_linear_layers
-    find_first_last_linear_layers has_ao_layers""",
+    find_first_last_linear_layers has_ao_layers has_transformer_engine_layers""",
 )
 
 CHECKPOINT = _names(

@@ -44,6 +44,11 @@ PATHS: dict[str, dict[str, str]] = {
             "accel_state",
             """check_cuda_p2p_ib_support""",
         ),
+        **_names(
+            "accel._engines._ulysses",
+            """refuse_recurrent_layers_under_sequence_parallelism
+                _refuse_recurrent_layers_under_sequence_parallelism""",
+        ),
     },
     "accel.checkpointing": {
         **_names(

@@ -73,6 +73,11 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
             """PROFILE_PATTERN_NAME""",
         ),
         **_names(
+            "accel_state._constants",
+            """BETA_CP_AVAILABLE_PYTORCH_VERSION BETA_SP_AVAILABLE_DEEPSPEED_VERSION
+                BETA_TP_AVAILABLE_PYTORCH_VERSION BETA_TP_AVAILABLE_TRANSFORMERS_VERSION""",
+        ),
+        **_names(
             "accel_bigmodel",
             """SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING""",
         ),
@@ -215,7 +220,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     "accel.utils.launch": {
         **_names(
             "accel_launch",
-            """SageMakerConfig prepare_sagemager_args_inputs""",
+            """SageMakerConfig prepare_multi_gpu_env prepare_sagemager_args_inputs""",
         ),
         **_names(
             "accel_state",

@@ -57,3 +57,8 @@ if TYPE_CHECKING:
         parse_flag_from_env,
         recursive_getattr,
     )
+
+    from ._engines._ulysses import (
+        _refuse_recurrent_layers_under_sequence_parallelism,
+        refuse_recurrent_layers_under_sequence_parallelism,
+    )

@@ -86,6 +86,42 @@ def check_deepspeed_config(config: Mapping[str, Any], sp_size: int) -> None:
     )
 
 
+def refuse_recurrent_layers_under_sequence_parallelism(model: Any) -> None:
+    """Refuse a model whose layers carry a state along the sequence, before Ulysses splits it.
+
+    Ulysses gathers each sequence around attention only. A linear-attention layer (a
+    ``layer_types`` entry of the model's text config containing ``"linear"``, e.g.
+    ``"linear_attention"``) runs its recurrence in the model's own code, so each process would
+    restart the state at its shard and the gradients would be silently wrong. A model without a
+    config, or whose config has no ``layer_types``, passes.
+
+    Args:
+        model: The model about to be prepared for sequence parallelism.
+
+    Raises:
+        ValueError: naming the recurrent layer types found.
+    """
+    config: Any = getattr(model, "config", None)
+    text = (
+        config.get_text_config() if callable(getattr(config, "get_text_config", None)) else config
+    )
+    recurrent = sorted({t for t in getattr(text, "layer_types", None) or [] if "linear" in t})
+    if recurrent:
+        raise ValueError(
+            "Ulysses sequence parallelism splits sequences only around attention; layers that "
+            "carry a state along the sequence would restart it on every process; got layers of "
+            f"type {recurrent} in {type(model).__name__}. Use a model with attention layers "
+            "only, or sp_size=1."
+        )
+
+
+_refuse_recurrent_layers_under_sequence_parallelism = (
+    refuse_recurrent_layers_under_sequence_parallelism
+)
+"""The reference's private name of
+[`refuse_recurrent_layers_under_sequence_parallelism`][accel._engines._ulysses.refuse_recurrent_layers_under_sequence_parallelism]."""
+
+
 def check_model(model: torch.nn.Module, sp_size: int, attn_implementation: str | None) -> str:
     """Check that Ulysses can take over the attention of ``model``; return the attention
     implementation to register.
@@ -121,13 +157,7 @@ def check_model(model: torch.nn.Module, sp_size: int, attn_implementation: str |
             f"and sp_size={sp_size} (sp_size must divide the heads, and divide or be a multiple "
             "of the key/value heads). Choose an sp_size that divides the head counts."
         )
-    recurrent = sorted({t for t in getattr(text, "layer_types", None) or [] if "linear" in t})
-    if recurrent:
-        raise ValueError(
-            "Ulysses splits sequences only around attention; layers that carry a state along "
-            f"the sequence restart it on every process; got layers of type {recurrent} in "
-            f"{type(model).__name__}. Use a model with attention layers only, or sp_size=1."
-        )
+    refuse_recurrent_layers_under_sequence_parallelism(model)
     own = getattr(config, "_attn_implementation", None)
     wanted = attn_implementation or own
     if wanted in _UNSUPPORTED_ATTENTION or wanted is None:

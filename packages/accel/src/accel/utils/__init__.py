@@ -128,6 +128,7 @@ if TYPE_CHECKING:
         ConfigError,
         install_xla,
         merge_fsdp_weights,
+        prepare_multi_gpu_env,
         prepare_sagemager_args_inputs,
         write_basic_config,
     )
@@ -150,6 +151,7 @@ if TYPE_CHECKING:
         get_quantized_model_device_map,
         has_4bit_bnb_layers,
         has_ao_layers,
+        has_transformer_engine_layers,
         load_and_quantize_model,
         replace_with_bnb_layers,
     )

@@ -45,6 +45,12 @@ if TYPE_CHECKING:
         TORCH_DISTRIBUTED_OPERATION_TYPES,
         TORCH_DYNAMO_MODES,
     )
+    from accel_state._constants import (
+        BETA_CP_AVAILABLE_PYTORCH_VERSION,
+        BETA_SP_AVAILABLE_DEEPSPEED_VERSION,
+        BETA_TP_AVAILABLE_PYTORCH_VERSION,
+        BETA_TP_AVAILABLE_TRANSFORMERS_VERSION,
+    )
 
     from accel._checkpoint_api import SAMPLER_NAME
     from accel._state_files import (

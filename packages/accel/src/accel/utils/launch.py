@@ -18,7 +18,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
-    from accel_launch import SageMakerConfig, prepare_sagemager_args_inputs
+    from accel_launch import SageMakerConfig, prepare_multi_gpu_env, prepare_sagemager_args_inputs
     from accel_state import (
         DistributedType,
         DynamoBackend,
