@@ -19,9 +19,12 @@ def test_a_full_precision_weight_is_quantized_then_offloaded(tmp_path):
     index: dict = {}
     quantize_and_offload_8bit(model, weight, "0.weight", torch.float16, tmp_path, index, None)
     values, scales, _ = bnb.functional.int8_vectorwise_quant(weight.half())
+    import zlib
+
+    # Each entry records the CRC-32 of the bytes written, checked at the first read.
     assert index == {
-        "0.weight": {"dtype": "int8", "shape": [4, 8]},
-        "0.SCB": {"dtype": "float32", "shape": [4]},
+        "0.weight": {"dtype": "int8", "shape": [4, 8], "crc32": zlib.crc32(values.numpy())},
+        "0.SCB": {"dtype": "float32", "shape": [4], "crc32": zlib.crc32(scales.numpy())},
     }
     loader = OffloadedWeightsLoader(state_dict={}, save_folder=str(tmp_path), index=index)
     assert torch.equal(loader["0.weight"], values) and torch.equal(loader["0.SCB"], scales)
