@@ -1,7 +1,8 @@
 """Package boundaries that import-linter cannot see.
 
-import-linter checks the layers of ARCHITECTURE.md for ``import`` statements. Two ways around it
-stay invisible to it, and this test refuses both in every package's ``src``:
+import-linter checks the layers of the repository's ARCHITECTURE.md (at its root) for ``import``
+statements. Two ways around it stay invisible to it, and this test refuses both in every
+package's ``src``:
 
 - importing another package's private module or name (``accel_state._teardown``,
   ``from accel_bigmodel import _safetensors_io``): a package uses only the public names of another;
@@ -95,8 +96,8 @@ def test_no_package_names_a_private_or_higher_module_in_a_string() -> None:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert not found, (
         "A module name in a string is an import import-linter cannot see: it must name a "
-        "public module of the same or a lower layer (ARCHITECTURE.md). Move the code into the "
-        "package that names it, or import it normally:\n" + "\n".join(found)
+        "public module of the same or a lower layer (the root ARCHITECTURE.md). Move the code "
+        "into the package that names it, or import it normally:\n" + "\n".join(found)
     )
 
 
@@ -146,8 +147,8 @@ def test_no_source_file_exceeds_600_lines() -> None:
         if length > MAX_SOURCE_LINES:
             found.append(f"{path.relative_to(ROOT)}: {length} lines")
     assert not found, (
-        f"A source file holds at most {MAX_SOURCE_LINES} lines (ARCHITECTURE.md); these are "
-        "longer. Split each by job: move one job (a group of functions or classes that work "
+        f"A source file holds at most {MAX_SOURCE_LINES} lines (the root ARCHITECTURE.md); these "
+        "are longer. Split each by job: move one job (a group of functions or classes that work "
         "together) into a sibling private module named after it, and import it back:\n"
         + "\n".join(found)
     )

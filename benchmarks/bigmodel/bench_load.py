@@ -20,6 +20,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+from _workers import run_worker_process  # noqa: E402  (benchmarks/_workers.py)
 
 TOKENS = 8
 REPEATS = 3
@@ -172,17 +174,14 @@ def run_worker(lib: str, mode: str, checkpoint: str, files: list[str]) -> dict:
     subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm page cache
     offload = tempfile.mkdtemp(prefix="bench-offload-")
     try:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--worker", lib, mode, checkpoint, offload],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "ACCEL_BIGMODEL_QUIET": "1"},
+        done = run_worker_process(
+            __file__, "--worker", lib, mode, checkpoint, offload, env={"ACCEL_BIGMODEL_QUIET": "1"}
         )
     finally:
         shutil.rmtree(offload, ignore_errors=True)
-    if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    if done.returncode != 0:
+        return {"error": done.error_line(default="failed")}
+    return done.result()
 
 
 def main() -> dict:

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 from _machine import COLD_SETTLE, evict  # noqa: E402  (benchmarks/_machine.py)
+from _workers import run_worker_process  # noqa: E402  (benchmarks/_workers.py)
 
 RESULTS = os.path.join(HERE, "..", "results", "bigmodel_offload_cold.md")
 
@@ -246,18 +246,14 @@ def worker(mode: str, checkpoint: str, offload: str) -> dict:
 def run_worker(mode: str, checkpoint: str) -> dict:
     offload = tempfile.mkdtemp(prefix="bench-offload-")
     try:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--worker", mode, checkpoint, offload],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "ACCEL_BIGMODEL_QUIET": "1"},
+        done = run_worker_process(
+            __file__, "--worker", mode, checkpoint, offload, env={"ACCEL_BIGMODEL_QUIET": "1"}
         )
     finally:
         shutil.rmtree(offload, ignore_errors=True)
-    if proc.returncode != 0:
-        errors = [line for line in proc.stderr.splitlines() if "Error" in line]
-        return {"error": (errors or [f"exit code {proc.returncode}"])[-1]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    if done.returncode != 0:
+        return {"error": done.error_line("Error")}
+    return done.result()
 
 
 def write_checkpoint(folder: str) -> list[str]:

@@ -135,17 +135,12 @@ def run(mode: str, folder: str) -> dict[str, float]:
         with open(os.devnull, "wb") as sink:
             subprocess.run(["cat", *_files(folder)], stdout=sink, check=True, timeout=900)
         return {"seconds": time.perf_counter() - start}
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", mode, folder],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-        check=False,
-        timeout=900,
+    from _workers import run_worker_process  # benchmarks/_workers.py
+
+    done = run_worker_process(
+        __file__, "--worker", mode, folder, env={"OMP_NUM_THREADS": "1"}, timeout=900
     )
-    if out.returncode != 0:
-        raise RuntimeError(f"{mode} failed:\n{out.stdout}\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return done.require(mode)
 
 
 def _measure(root: str, results: dict[str, list[float]], sizes: dict[str, int]) -> None:

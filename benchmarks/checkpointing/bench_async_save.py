@@ -36,7 +36,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -199,15 +198,12 @@ def worker(kind: str, mode: str, folder: str) -> dict[str, Any]:
 def _run(kind: str, mode: str) -> dict[str, Any]:
     folder = tempfile.mkdtemp(prefix="accel_bench_async_")
     try:
-        done = subprocess.run(
-            [sys.executable, __file__, "--worker", kind, mode, folder],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        from _workers import run_worker_process  # benchmarks/_workers.py
+
+        done = run_worker_process(
+            __file__, "--worker", kind, mode, folder, env={"OMP_NUM_THREADS": "1"}
         )
-        if done.returncode != 0:
-            raise RuntimeError(f"worker {kind} {mode} exited {done.returncode}:\n{done.stderr}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return done.require(f"worker {kind} {mode}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

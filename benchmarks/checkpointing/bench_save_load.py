@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _machine import COLD_SETTLE
 from _machine import evict as evict_files
+from _workers import run_worker_process
 
 LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
 WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
@@ -154,18 +155,10 @@ def worker(library: str, phase: str, folder: str) -> dict[str, float]:
 
 
 def run(library: str, phase: str, folder: str) -> dict[str, float]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", library, phase, folder],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=900,
+    done = run_worker_process(
+        __file__, "--worker", library, phase, folder, env={"OMP_NUM_THREADS": "1"}, timeout=900
     )
-    if out.returncode != 0:
-        raise RuntimeError(f"{library} {phase} failed:\n{out.stdout}\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return done.require(f"{library} {phase}")
 
 
 def _files(folder: str) -> list[str]:

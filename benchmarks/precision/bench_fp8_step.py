@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -28,6 +27,9 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+from _workers import run_worker_process  # noqa: E402  (benchmarks/_workers.py)
+
 VARIANTS = [
     "accel-bf16",
     "accel-fp8",
@@ -132,14 +134,11 @@ def main() -> None:
         return
     results = {}
     for variant in args.only:
-        run = subprocess.run(
-            [sys.executable, __file__, "--child", variant, *sizes],
-            capture_output=True,
-            text=True,
-            timeout=900,
+        run = run_worker_process(
+            __file__, "--child", variant, *sizes, timeout=900, marker="RESULT "
         )
-        lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-        results[variant] = json.loads(lines[-1][7:]) if lines else {"error": run.stderr[-2000:]}
+        found = run.result()
+        results[variant] = found if found is not None else {"error": run.stderr[-2000:]}
         print(variant, results[variant], file=sys.stderr, flush=True)
     print(json.dumps(results, indent=2))
     if args.out is not None:

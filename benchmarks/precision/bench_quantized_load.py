@@ -20,7 +20,6 @@ import json
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,6 +29,9 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+from _workers import run_worker_process  # noqa: E402  (benchmarks/_workers.py)
+
 VARIANTS = [
     "accel-fp32",
     "reference-fp32",
@@ -252,14 +254,11 @@ def main() -> None:
             "write_s": round(time.perf_counter() - start, 1),
         }
         for variant in args.only:
-            run = subprocess.run(
-                [sys.executable, __file__, "--child", variant, folder, *sizes],
-                capture_output=True,
-                text=True,
-                timeout=900,
+            run = run_worker_process(
+                __file__, "--child", variant, folder, *sizes, timeout=900, marker="RESULT "
             )
-            lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-            results[variant] = json.loads(lines[-1][7:]) if lines else {"error": run.stderr[-2000:]}
+            found = run.result()
+            results[variant] = found if found is not None else {"error": run.stderr[-2000:]}
             print(variant, results[variant], file=sys.stderr, flush=True)
         _add_errors(results)
         print(json.dumps(results, indent=2))

@@ -99,8 +99,16 @@ def test_a_malformed_weights_index_names_the_file(tmp_path):
 
 # --------------------------------------------------------------------------- DCP
 def _save_dcp(folder: Path, extra: object = 3) -> None:
+    import inspect
+
     import torch.distributed.checkpoint as dcp
 
+    if "no_dist" not in inspect.signature(dcp.save).parameters:
+        pytest.skip(
+            f"these tests save and load DCP folders without a process group, through "
+            f"torch.distributed.checkpoint's no_dist argument, which torch {torch.__version__} "
+            "lacks (torch >= 2.6 has it)"
+        )
     state = {"model.w": torch.arange(6.0).reshape(2, 3), "step": extra}
     dcp.save(state, checkpoint_id=str(folder), no_dist=True)
 

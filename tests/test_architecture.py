@@ -1,0 +1,134 @@
+"""ARCHITECTURE.md stays true: its import picture is regenerated from the sources, and it
+documents every package of the workspace.
+
+The measures themselves (floors, circles, back-up imports) are checked on a small package
+written for the test, so a change of ``tools/import_graph.py`` that miscounts fails here too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENT = ROOT / "ARCHITECTURE.md"
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "import_graph", ROOT / "tools" / "import_graph.py"
+    )
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool  # dataclasses resolve their module by name
+    spec.loader.exec_module(tool)
+    return tool
+
+
+@pytest.fixture(scope="module")
+def tool() -> ModuleType:
+    return _tool()
+
+
+def test_the_import_picture_is_current(tool: ModuleType) -> None:
+    document = DOCUMENT.read_text(encoding="utf-8")
+    assert document == tool.expected(document), (
+        "The generated section of ARCHITECTURE.md is stale (an import or a module changed); "
+        "run: uv run --no-sync python tools/import_graph.py"
+    )
+
+
+def test_every_package_is_documented_in_its_layer() -> None:
+    """A package added to ``packages/`` (or to the import-linter layers) needs its row."""
+    document = DOCUMENT.read_text(encoding="utf-8")
+    table = document.split("## Packages and layers", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        match = re.match(r"\| (\d) \| `([\w-]+)`", line)
+        if match:
+            rows[match.group(2)] = int(match.group(1))
+    folders = sorted(p.name for p in (ROOT / "packages").iterdir() if p.is_dir())
+    assert sorted(rows) == folders, (
+        "ARCHITECTURE.md's table of packages and layers must have one row per folder of "
+        f"packages/; rows: {sorted(rows)}, folders: {folders}. Add or remove the row."
+    )
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")
+    enforced = {}
+    for depth, layer in enumerate(contract["layers"]):
+        for name in layer.split("|"):
+            enforced[name.strip()] = len(contract["layers"]) - 1 - depth
+    documented = {folder.replace("-", "_"): layer for folder, layer in rows.items()}
+    assert documented == enforced, (
+        "ARCHITECTURE.md's layers must be the import-linter layers of pyproject.toml; "
+        f"documented: {documented}, enforced: {enforced}. Make the two agree."
+    )
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_floors_circles_and_back_up_imports(tool: ModuleType, tmp_path: Path) -> None:
+    src = tmp_path / "demo" / "src"
+    _write(
+        src / "demo",
+        {
+            "__init__.py": "",
+            "base.py": "import os\n",
+            "mid.py": "from . import base\n",
+            # top imports mid at load time; inside a function it reaches nothing higher
+            "top.py": "from .mid import x\n\ndef f():\n    from . import base\n",
+            # low reaches up the floors inside a function: a back-up import
+            "low.py": "def g():\n    from .top import f\n",
+            # a circle broken only by TYPE_CHECKING is still a circle
+            "left.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .right import R\n",
+            "right.py": "from .left import L\n",
+            "sub/__init__.py": "",
+            "sub/deep.py": "from ..top import f\nfrom demo.sub import other\n",
+            "sub/other.py": "",
+        },
+    )
+    package = tool.find_packages(tmp_path)["demo"]
+    assert package.folder == "demo"
+    assert sorted(package.files) == [
+        "demo",
+        "demo.base",
+        "demo.left",
+        "demo.low",
+        "demo.mid",
+        "demo.right",
+        "demo.sub",
+        "demo.sub.deep",
+        "demo.sub.other",
+        "demo.top",
+    ]
+    imports = tool.all_imports({"demo": package})
+    kinds = {(i.source, i.target): i.kind for i in imports}
+    assert kinds["demo.top", "demo.mid"] == "load"
+    assert kinds["demo.top", "demo.base"] == "deferred"
+    assert kinds["demo.left", "demo.right"] == "typing"
+    assert kinds["demo.sub.deep", "demo.sub.other"] == "load"
+    measured = tool.measure(package, imports)
+    assert measured.floor["demo.base"] == 0
+    assert measured.floor["demo.mid"] == 1
+    assert measured.floor["demo.top"] == 2
+    assert measured.floor["demo.sub.deep"] == 3
+    assert measured.floor["demo.low"] == 0
+    assert [(i.source, i.target) for i in measured.back_up] == [("demo.low", "demo.top")]
+    assert measured.circles == [["demo.left", "demo.right"]]
+    assert measured.largest_folder == ("demo/", 7)
+
+
+def test_a_document_without_markers_is_refused(tool: ModuleType) -> None:
+    with pytest.raises(ValueError, match="import-graph:start"):
+        tool.expected("# a page with no generated section\n")
