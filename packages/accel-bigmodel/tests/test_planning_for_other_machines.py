@@ -110,6 +110,9 @@ def test_what_the_listed_devices_cannot_hold_goes_to_disk():
 
 
 def test_same_maps_as_the_reference_for_disk_and_in_place_sizes():
+    # A differential test: the reference is in the workspace's bench group, not in the
+    # package's own test dependencies (the minimal install skips it; the workspace runs it).
+    pytest.importorskip("accelerate", reason="the reference library (bench group) is absent")
     from accelerate.utils import get_max_memory as reference_get_max_memory
     from accelerate.utils import infer_auto_device_map as reference_infer
 

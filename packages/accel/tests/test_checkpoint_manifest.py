@@ -41,7 +41,7 @@ def _valid() -> dict:
             format_version=FORMAT_VERSION,
             world_size=2,
             step=5,
-            files={"model.safetensors": 120, "random_states_0.pkl": 30},
+            files={"model.safetensors": 120, "random_states_0.pkl": 30, "random_states_1.pkl": 30},
             checksums={"model.safetensors": "crc32:0123abcd"},
             extra={"models": 1, "optimizers": 0, "safe_serialization": True},
         ).to_json()

@@ -2,6 +2,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -258,6 +259,13 @@ def test_other_world_size_warns_and_loads(tmp_path):
     out = Path(acc.save_state(tmp_path / "ckpt"))
     manifest = json.loads((out / "accel_checkpoint.json").read_text())
     manifest["world_size"] = 4
+    # As saved by 4 processes: each wrote its own random states (a manifest whose count no
+    # such file backs is refused, see test_checkpoint_faults.py).
+    for rank in (1, 2, 3):
+        name = f"random_states_{rank}.pkl"
+        shutil.copy(out / "random_states_0.pkl", out / name)
+        manifest["files"][name] = manifest["files"]["random_states_0.pkl"]
+        manifest["checksums"][name] = manifest["checksums"]["random_states_0.pkl"]
     (out / "accel_checkpoint.json").write_text(json.dumps(manifest))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
