@@ -122,7 +122,7 @@ def facade_page() -> str:
     lines = [
         "# Accelerator and the facade: `accel`",
         "",
-        "`pip install accel` installs every package. Its modules give each name of the other",
+        "`pip install accel-torch` installs every package. Its modules give each name of the other",
         "packages at the path of the reference library too (`accel.utils.gather` is",
         "`accel_collectives.gather`). Names `accel` defines are documented here; the others link",
         "to the page of the package that owns them.",
