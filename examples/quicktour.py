@@ -64,7 +64,8 @@ def main() -> None:
             total += targets.numel()
         accelerator.print(
             f"epoch {epoch}: loss {loss.item():.4f}, eval accuracy {correct / total:.3f} "
-            f"on {total} samples ({accelerator.num_processes} processes)"
+            f"on {total} samples ({accelerator.num_processes} "
+            f"process{'es' if accelerator.num_processes != 1 else ''})"
         )
     assert total == len(eval_loader.dataset), (total, len(eval_loader.dataset))
 
