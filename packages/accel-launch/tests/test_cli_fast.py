@@ -170,3 +170,27 @@ def test_status_spins_on_a_terminal_and_prints_one_line_elsewhere():
     frames = terminal.getvalue().split("\r")[1:]
     assert frames[0] == "loading |" and len(frames) >= 3
     assert re.fullmatch(r"loading \(\d+\.\ds\)\n", frames[-1])
+
+
+def test_every_subcommand_takes_both_spellings_of_each_flag():
+    """``accel test --num-processes 1`` is ``--num_processes 1``, as for ``accel launch``."""
+    import argparse
+
+    from accel_launch.cli import build_parser, parse_args
+
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, f"{path} {name}")
+            for option in action.option_strings:
+                dashed = "--" + option[2:].replace("_", "-")
+                if option.startswith("--") and dashed not in parser._option_string_actions:
+                    missing.append(f"{path} {option}")
+
+    walk(build_parser(), "accel")
+    assert not missing, missing
+    assert parse_args(["test", "--num-processes", "1"]).num_processes == 1
+    assert parse_args(["config", "default", "--mixed-precision", "bf16"]).mixed_precision == "bf16"
