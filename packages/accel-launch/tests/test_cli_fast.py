@@ -99,6 +99,8 @@ def test_commands_without_torch_do_not_import_it(isolated_config_home, tmp_path)
         if _version_or_none(dist) is not None:
             assert f"- {dist}: {version(dist)}" in env
     assert f"- torch: {version('torch')}" in env and "- NVIDIA driver: " in env
+    assert "- CPUs: " in env and "usable by this process" in env and " GiB" in env
+    assert "- torch build: CUDA " in env or "- torch build: CPU only" in env
     assert "mixed_precision: bf16" in env and "(found)" in env
     # config default leaves an existing file as it was.
     assert (

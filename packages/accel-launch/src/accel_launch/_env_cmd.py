@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.machinery
+import os
 import platform
 import re
 import sys
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
 
 from ._config_file import default_config_file, load_config_file
@@ -69,12 +70,42 @@ def as_accelerate_line() -> str:
     return f"off ({reference}); to switch, {how}"
 
 
+def machine_lines(meminfo: Path = Path("/proc/meminfo")) -> list[str]:
+    """CPU count (all, and usable by this process) and total RAM, read without imports."""
+    cores = os.cpu_count() or 0
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    ram = f"not read on {platform.system()}"
+    if meminfo.is_file():
+        found = re.search(r"^MemTotal:\s+(\d+) kB", meminfo.read_text(), re.MULTILINE)
+        if found:
+            ram = f"{int(found.group(1)) / 2**20:.1f} GiB"
+    return [f"- CPUs: {cores} ({usable} usable by this process)", f"- RAM: {ram}"]
+
+
+def torch_build() -> str:
+    """Which accelerator the installed torch was built for, read from its ``version.py`` (torch
+    is not imported)."""
+    try:
+        path = Path(str(distribution("torch").locate_file("torch/version.py")))
+    except PackageNotFoundError:
+        return "torch not installed"
+    text = path.read_text() if path.is_file() else ""
+    builds = []
+    for name, label in (("cuda", "CUDA"), ("hip", "ROCm")):
+        found = re.search(rf"^{name}\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+        if found:
+            builds.append(f"{label} {found.group(1)}")
+    return ", ".join(builds) if builds else "CPU only (no CUDA or ROCm build)"
+
+
 def env_command(args: argparse.Namespace) -> int:
     """Print the report; the config file's settings follow when there is one."""
     lines = [
         f"- platform: {platform.platform()}",
         f"- python: {platform.python_version()}",
+        *machine_lines(),
         f"- NVIDIA driver: {nvidia_driver()}",
+        f"- torch build: {torch_build()}",
     ]
     lines += [f"- {dist}: {_installed(dist) or 'not installed'}" for dist in ACCEL_DISTRIBUTIONS]
     lines += [f"- {d}: {v}" for d in THIRD_PARTY if (v := _installed(d)) is not None]
