@@ -13,6 +13,7 @@ import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 
+import pytest
 import yaml
 
 from .conftest import SCRIPTS, run_command
@@ -196,3 +197,27 @@ def test_every_subcommand_takes_both_spellings_of_each_flag():
     assert not missing, missing
     assert parse_args(["test", "--num-processes", "1"]).num_processes == 1
     assert parse_args(["config", "default", "--mixed-precision", "bf16"]).mixed_precision == "bf16"
+
+
+def test_a_mistyped_command_or_flag_gets_the_closest_one_and_its_help(capsys):
+    from accel_launch.cli import parse_args
+
+    cases = [
+        (["lanch", "x.py"], "did you mean 'launch'?", "usage: accel --help lists the commands"),
+        (
+            ["test", "--num-proceses", "1"],
+            "--num-proceses: did you mean --num-processes?",
+            "usage: accel test --help lists its flags",
+        ),
+        (
+            ["config", "default", "--mixed_precison", "bf16"],
+            "did you mean --mixed_precision?",
+            "usage: accel config default --help lists its flags",
+        ),
+    ]
+    for argv, hint, usage in cases:
+        with pytest.raises(SystemExit) as exited:
+            parse_args(argv)
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert hint in err and usage in err, err

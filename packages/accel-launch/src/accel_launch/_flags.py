@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import difflib
 import inspect
 import math
 import re
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ._compat_flags import add_compat_arguments
 from ._engine_configs import (
@@ -75,9 +76,55 @@ class FlagParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line plus the usage of the flag at fault,
     not the usage of all the flags; a :class:`_StatedValueError` is one line alone."""
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse does; the words are kept, so that an error can name the subcommand."""
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _suggestion(self, message: str) -> tuple[str, str] | None:
+        """``(hint, usage line)`` for a mistyped subcommand or flag, else None."""
+        subparsers = next(
+            (a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None
+        )
+        choice = re.match(r"argument \S+: invalid choice: '([^']*)'", message)
+        if choice and subparsers is not None:
+            close = difflib.get_close_matches(choice.group(1), list(subparsers.choices), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else ""
+            return hint, f"usage: {self.prog} --help lists the commands"
+        unknown = re.match(r"unrecognized arguments: (.*)", message)
+        if not unknown:
+            return None
+        parser: argparse.ArgumentParser = self
+        words = getattr(self, "_words", [])
+        level = subparsers
+        while level is not None:  # down to the deepest subcommand the words name
+            named = [w for w in words if w in level.choices]
+            if not named:
+                break
+            parser = level.choices[named[0]]
+            level = next(
+                (a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None
+            )
+        options = [o for o in parser._option_string_actions if o.startswith("--")]
+        hints = []
+        for word in unknown.group(1).split():
+            flag = word.split("=", 1)[0]
+            if flag.startswith("--"):
+                close = difflib.get_close_matches(flag, options, n=1)
+                if close:
+                    hints.append(f"{flag}: did you mean {close[0]}?")
+        return "; ".join(hints), f"usage: {parser.prog} --help lists its flags"
+
     def error(self, message: str) -> NoReturn:
-        """Print ``message`` and the usage of the flag it names, then exit with code 2."""
+        """Print ``message`` and the usage of the flag it names, then exit with code 2. A
+        mistyped subcommand or flag gets the closest real one and the ``--help`` to read."""
         lines = [f"{self.prog}: error: {message}"]
+        suggestion = self._suggestion(message)
+        if suggestion is not None:
+            hint, usage = suggestion
+            if hint:
+                lines[0] += f" ({hint})"
+            self.exit(2, "\n".join([*lines, usage]) + "\n")
         # argparse calls this while handling the ArgumentError it made from the type's error.
         refused = sys.exc_info()[1]
         if isinstance(getattr(refused, "__context__", None), _StatedValueError):
