@@ -221,3 +221,22 @@ def test_a_mistyped_command_or_flag_gets_the_closest_one_and_its_help(capsys):
         assert exited.value.code == 2
         err = capsys.readouterr().err
         assert hint in err and usage in err, err
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [("meta-llama/Llama-2-7b", "looks like a Hub id"), ("no/such/dir/x", "not an existing path")],
+)
+def test_estimate_memory_refuses_a_missing_model_before_importing_torch(model, says):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom accel_launch.cli import main\n"
+        f"code = main(['estimate-memory', {model!r}])\n"
+        "print('torch imported:', 'torch' in sys.modules)\nsys.exit(code)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert says in done.stderr and "config.json" in done.stderr, done.stderr
+    assert "torch imported: False" in done.stdout, done.stdout

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -111,6 +112,24 @@ def library_noise_silenced() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _check_model_argument(model: str) -> None:
+    """Refuse, before torch is imported, a model that is neither a local path nor a
+    'module:Class' path (a Hub id, a typo): nothing is downloaded."""
+    if Path(model).exists() or ":" in model:
+        return
+    hub = re.fullmatch(r"[\w.-]+/[\w.-]+", model) is not None
+    what = (
+        "looks like a Hub id, which this offline command does not download"
+        if hub
+        else ("is not an existing path")
+    )
+    raise ConfigError(
+        "accel estimate-memory builds a local config.json (or its folder) or a "
+        f"'package.module:Class' path; {model!r} {what}. Pass the folder holding the model's "
+        "config.json (download the config first), or 'package.module:Class'."
+    )
+
+
 def estimate_memory_command(args: argparse.Namespace) -> int:
     """Print the estimate of ``args.model`` for each dtype."""
     if args.library_name == "timm":
@@ -119,6 +138,7 @@ def estimate_memory_command(args: argparse.Namespace) -> int:
             "got --library_name timm, which this version does not support. Pass "
             "'package.module:Class' for a class built with no arguments."
         )
+    _check_model_argument(args.model)
     from accel_bigmodel import estimate_memory_from_config, format_memory_table
 
     # A config of a family whose shapes follow from its fields answers without torch.
