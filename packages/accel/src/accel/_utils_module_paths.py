@@ -73,7 +73,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
             """PROFILE_PATTERN_NAME""",
         ),
         **_names(
-            "accel_state._constants",
+            "accel_state",
             """BETA_CP_AVAILABLE_PYTORCH_VERSION BETA_SP_AVAILABLE_DEEPSPEED_VERSION
                 BETA_TP_AVAILABLE_PYTORCH_VERSION BETA_TP_AVAILABLE_TRANSFORMERS_VERSION""",
         ),
