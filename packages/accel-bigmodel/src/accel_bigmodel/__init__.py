@@ -82,7 +82,7 @@ _EXPORTS = {
     "compute_module_sizes": "._sizes",
     "compute_module_total_buffer_size": "._sizes",
     "convert_bytes": "._sizes",
-    "convert_file_size_to_int": "._sizes",
+    "convert_file_size_to_int": "._size_text",
     "dtype_byte_size": "._sizes",
     "get_balanced_memory": "._memory_budget",
     "get_max_layer_size": "._sizes",
@@ -312,12 +312,12 @@ if TYPE_CHECKING:
     )
     from ._safetensors_io import CorruptSafetensorsError, SafetensorsFile, write_safetensors
     from ._sharding import shard_checkpoint
+    from ._size_text import convert_file_size_to_int
     from ._sizes import (
         calculate_maximum_sizes,
         compute_module_sizes,
         compute_module_total_buffer_size,
         convert_bytes,
-        convert_file_size_to_int,
         dtype_byte_size,
         get_max_layer_size,
         get_non_persistent_buffers,

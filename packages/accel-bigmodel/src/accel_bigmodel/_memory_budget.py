@@ -12,7 +12,8 @@ import torch
 from torch import nn
 
 from ._devices import DeviceMapError, _problem, check_device, describe_devices
-from ._sizes import compute_module_sizes, convert_file_size_to_int
+from ._size_text import convert_file_size_to_int
+from ._sizes import compute_module_sizes
 
 logger = logging.getLogger("accel_bigmodel")
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from ._device_map import mapped_device
-from ._sizes import convert_file_size_to_int
+from ._size_text import convert_file_size_to_int
 
 logger = logging.getLogger("accel_bigmodel")
 

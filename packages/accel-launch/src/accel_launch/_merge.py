@@ -7,7 +7,6 @@ one output shard in memory, never the whole model.
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -30,17 +29,6 @@ def _plan_shards(sizes: dict[str, int], limit: int) -> list[list[str]]:
     return shards
 
 
-_SIZE_UNITS: tuple[tuple[str, int], ...] = (
-    ("TIB", 2**40),
-    ("GIB", 2**30),
-    ("MIB", 2**20),
-    ("KIB", 2**10),
-    ("TB", 10**12),
-    ("GB", 10**9),
-    ("MB", 10**6),
-    ("KB", 10**3),
-    ("B", 1),
-)
 _SIZE_RULE = (
     "A size must be digits followed by a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB); got "
     "{size!r}. Write it like '5GB' or '10GiB', or pass an int number of bytes."
@@ -48,26 +36,14 @@ _SIZE_RULE = (
 
 
 def _size_of_text(text: str) -> int | None:
-    """Bytes of ``"5GB"``-like text, read as ``accel_bigmodel.convert_file_size_to_int`` reads
-    it (a test keeps the two in agreement), without importing torch; None when it does not
-    parse."""
-    stripped = text.strip()
-    upper = stripped.upper()
-    for unit, factor in _SIZE_UNITS:
-        if upper.endswith(unit):
-            number = stripped[: len(stripped) - len(unit)].strip()
-            bits = unit != "B" and not unit.endswith("IB") and stripped.endswith("b")
-            try:
-                value = float(number)
-            except ValueError:
-                break
-            if not math.isfinite(value):
-                break
-            if value < 0:
-                return -1
-            result = int(value * factor)
-            return result // 8 if bits else result
-    return int(stripped) if stripped.isdecimal() else None
+    """Bytes of ``"5GB"``-like text as ``accel_bigmodel.convert_file_size_to_int`` reads it
+    (its module imports no torch); -1 for a negative size, None when it does not parse."""
+    from accel_bigmodel import convert_file_size_to_int
+
+    try:
+        return convert_file_size_to_int(text)
+    except ValueError as exc:
+        return -1 if "non-negative" in str(exc) else None
 
 
 def shard_size_bytes(value: int | float | str) -> int:
