@@ -222,14 +222,16 @@ def optional_bool_flags() -> set[str]:
     }
 
 
-def add_dash_spellings(parser: argparse.ArgumentParser) -> None:
+def add_dash_spellings(parser: argparse.ArgumentParser, shown: bool = True) -> None:
     """Give every ``--snake_case`` flag of ``parser`` its ``--kebab-case`` spelling too, as the
-    reference launcher does (``--num-processes`` is ``--num_processes``)."""
+    reference launcher does (``--num-processes`` is ``--num_processes``); with ``shown=False``
+    the spelling is parsed but ``--help`` keeps one spelling per flag."""
     for action in list(parser._actions):
         for option in list(action.option_strings):
             dashed = "--" + option[2:].replace("_", "-")
             if option.startswith("--") and dashed not in parser._option_string_actions:
-                action.option_strings = [*action.option_strings, dashed]
+                if shown:
+                    action.option_strings = [*action.option_strings, dashed]
                 parser._option_string_actions[dashed] = action
 
 

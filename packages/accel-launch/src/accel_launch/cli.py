@@ -26,12 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _dash_spellings_everywhere(parser: argparse.ArgumentParser) -> None:
     """Every subcommand, at any depth, takes ``--kebab-case`` for each ``--snake_case`` flag (as
     ``accel launch`` does): ``accel test --num-processes 1`` is ``--num_processes 1``."""
-    for action in list(parser._actions):
-        for option in action.option_strings:
-            dashed = "--" + option[2:].replace("_", "-")
-            if option.startswith("--") and dashed not in parser._option_string_actions:
-                # Parsed, not shown: --help keeps one spelling per flag.
-                parser._option_string_actions[dashed] = action
+    from ._flags import add_dash_spellings
+
+    add_dash_spellings(parser, shown=False)
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in set(action.choices.values()):
