@@ -245,14 +245,16 @@ def measure(package: Package, imports: list[Import]) -> Floors:
         floor_of(module)
     named = _components(_graph(modules, imports, KINDS))
     circles = sorted({tuple(sorted(c)) for c in named.values() if len(c) > 1})
-    back_up = [
-        item
-        for item in imports
-        if item.kind == "deferred"
-        and item.source in floor
-        and item.target in floor
-        and floor[item.target] > floor[item.source]
-    ]
+    back_up = list(
+        {
+            (item.source, item.target): item
+            for item in imports
+            if item.kind == "deferred"
+            and item.source in floor
+            and item.target in floor
+            and floor[item.target] > floor[item.source]
+        }.values()
+    )
     folders = Counter(package.files[m].parent for m in modules)
     folder, count = max(folders.items(), key=lambda pair: (pair[1], str(pair[0])))
     where = folder.relative_to(package.src).as_posix()

@@ -176,6 +176,12 @@ uv sync --locked --all-packages --group bench --group docs --group release --gro
 passed="$(mktemp)"
 trap 'rm -f "$passed"' EXIT
 
+timings=()
 for name in "${selected[@]}"; do
+    started=$SECONDS
     "run_$name"
+    timings+=("$(printf '%-16s %5d s' "$name" $((SECONDS - started)))")
 done
+step "time per step"
+printf '%s\n' "${timings[@]}"
+echo "total: $SECONDS s"

@@ -101,6 +101,13 @@ def main() -> None:
             ),
             flush=True,
         )
+    # Leave the process group before exit: a gloo group torn down by the interpreter's exit can
+    # abort the process ("terminate called without an active exception") after the work is done.
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
