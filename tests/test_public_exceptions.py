@@ -57,7 +57,7 @@ def test_the_list_holds_every_exception_the_packages_define() -> None:
     missing = sorted(_defined_exception_names() - set(PUBLIC_EXCEPTIONS))
     assert not missing, (
         f"Every exception a package defines is public and listed here; {missing} are not. Export "
-        "each from its package's __init__ and from accel's ERRORS map (accel/_exports.py), "
+        "each from its package's __init__ and from accel's ERRORS map (accel/_reexports/_public_names.py), "
         "then add it to PUBLIC_EXCEPTIONS."
     )
 

@@ -60,7 +60,7 @@ class Import:
     """One import statement of a module, resolved to the module it names."""
 
     source: str
-    """The importing module (``accel._accelerator``)."""
+    """The importing module (``accel._facade._accelerator``)."""
     target: str
     """The imported module, as precise as the sources allow (``accel_state._process``)."""
     kind: str

@@ -4,7 +4,7 @@ groups of the Accelerator are typed against it, not against the facade."""
 import inspect
 
 from accel import Accelerator
-from accel._accelerator_core import AcceleratorCore, fp8_backend_of
+from accel._facade._fields import AcceleratorCore, fp8_backend_of
 
 
 def test_the_core_declares_exactly_the_fields_the_accelerator_sets():

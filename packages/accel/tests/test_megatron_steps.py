@@ -15,7 +15,7 @@ from accel._engines._megatron import (
     megatron_runs_distributed,
     resolve_megatron_plugin,
 )
-from accel._megatron_steps import megatron_args
+from accel._engines._megatron_steps import megatron_args
 from accel.utils import (
     AbstractTrainStep,
     BertTrainStep,

@@ -13,7 +13,7 @@ import accel
 import accel.hooks
 import accel.inference
 import accel.utils
-from accel._module_paths import PATHS
+from accel._reexports._module_paths import PATHS
 
 LAZY_MODULES = ["accel", "accel.utils", *sorted(PATHS)]
 

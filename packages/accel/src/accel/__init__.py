@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from ._exports import TOP_LEVEL as _EXPORTS
+from ._reexports._public_names import TOP_LEVEL as _EXPORTS
 
 # Read from the installed metadata on first access (see lazy_module).
 __version__: str
@@ -80,35 +80,35 @@ if TYPE_CHECKING:
         synchronize_rng_states,
     )
 
-    from accel._accelerator import (
+    from accel._checkpoint._async_save import AsyncSaveError
+    from accel._checkpoint._load import StateRefusedError
+    from accel._checkpoint._manifest import (
+        CheckpointIntegrityError,
+    )
+    from accel._checkpoint._process_files import CheckpointWriteError
+    from accel._checkpoint._rendezvous import (
+        CheckpointSyncError,
+    )
+    from accel._checkpoint._state_files import (
+        UnsafeCheckpointError,
+    )
+    from accel._facade._accelerator import (
         Accelerator,
     )
-    from accel._accelerator_prepare import (
+    from accel._facade._local_sgd import (
+        LocalSGD,
+    )
+    from accel._facade._optimizer_wrappers import (
+        AcceleratedOptimizer,
+        AcceleratedScheduler,
+    )
+    from accel._facade._prepare import (
         compile_regions,
     )
-    from accel._as_accelerate import (
+    from accel._reexports._as_accelerate import (
         ACCELERATE_API_VERSION,
         AccelerateAlreadyImportedError,
         AccelerateShadowedWarning,
         install_as_accelerate,
         is_installed_as_accelerate,
-    )
-    from accel._checkpoint_async import AsyncSaveError
-    from accel._checkpoint_load import StateRefusedError
-    from accel._checkpoint_manifest import (
-        CheckpointIntegrityError,
-    )
-    from accel._checkpoint_sync import (
-        CheckpointSyncError,
-    )
-    from accel._checkpointing import CheckpointWriteError
-    from accel._local_sgd import (
-        LocalSGD,
-    )
-    from accel._optim import (
-        AcceleratedOptimizer,
-        AcceleratedScheduler,
-    )
-    from accel._state_files import (
-        UnsafeCheckpointError,
     )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from ._module_paths import PATHS
+from ._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.checkpointing"]
 
@@ -34,17 +34,17 @@ if TYPE_CHECKING:
         is_xpu_available,
     )
 
-    from accel._checkpoint_api import (
+    from accel._checkpoint._functional import (
         SAMPLER_NAME,
         load_accelerator_state,
         load_custom_state,
         save_accelerator_state,
         save_custom_state,
     )
-    from accel._save_model import (
+    from accel._checkpoint._model_weights import (
         save,
     )
-    from accel._state_files import (
+    from accel._checkpoint._state_files import (
         MODEL_NAME,
         OPTIMIZER_NAME,
         RNG_STATE_NAME,
@@ -53,4 +53,4 @@ if TYPE_CHECKING:
         SCHEDULER_NAME,
         WEIGHTS_NAME,
     )
-    from accel._torch_load import load
+    from accel._checkpoint._torch_load import load

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from ._module_paths import PATHS
+from ._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.inference"]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from ._module_paths import PATHS
+from ._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.local_sgd"]
 
@@ -22,9 +22,9 @@ if TYPE_CHECKING:
         DistributedType,
     )
 
-    from accel._accelerator import (
+    from accel._facade._accelerator import (
         Accelerator,
     )
-    from accel._local_sgd import (
+    from accel._facade._local_sgd import (
         LocalSGD,
     )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from ._module_paths import PATHS
+from ._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.optimizer"]
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         is_torch_xla_available,
     )
 
-    from accel._optim import (
+    from accel._facade._optimizer_wrappers import (
         AcceleratedOptimizer,
         move_to_device,
         patch_optimizer_step,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from ._module_paths import PATHS
+from ._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.scheduler"]
 
@@ -23,6 +23,6 @@ if TYPE_CHECKING:
         GradientState,
     )
 
-    from accel._optim import (
+    from accel._facade._optimizer_wrappers import (
         AcceleratedScheduler,
     )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from ._module_paths import PATHS
+from ._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.tracking"]
 
@@ -54,6 +54,6 @@ if TYPE_CHECKING:
         register_tracker_class,
     )
 
-    from accel._tracker_decorators import (
+    from accel._facade._tracker_decorators import (
         on_main_process,
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .._optim import AcceleratedOptimizer, AcceleratedScheduler
+from .._facade._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
 
 
 class DummyOptim:

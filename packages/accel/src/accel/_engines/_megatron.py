@@ -29,13 +29,13 @@ import torch
 from accel_state import MegatronLMPlugin, unsupported_distributed_type
 from accel_state import environment_variables as env
 
-from .._megatron_lm import (
+from ._ddp import DDPEngine
+from ._megatron_objects import (
     MegatronLMDummyScheduler,
     MegatronLMSchedulerWrapper,
     build_param_scheduler,
     import_megatron_core,
 )
-from ._ddp import DDPEngine
 
 if TYPE_CHECKING:
     from ._context import EngineContext

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from .._exports import UTILS as _EXPORTS
+from .._reexports._public_names import UTILS as _EXPORTS
 
 __all__ = sorted(_EXPORTS)
 
@@ -301,60 +301,27 @@ if TYPE_CHECKING:
         register_tracker,
     )
 
-    from accel._accelerator_prepare import (
-        compile_regions,
-    )
-    from accel._as_accelerate import AccelerateAlreadyImportedError
-    from accel._checkpoint_api import SAMPLER_NAME
-    from accel._checkpoint_async import AsyncSaveError
-    from accel._checkpoint_load import StateRefusedError
-    from accel._checkpoint_manifest import (
-        CheckpointIntegrityError,
-        checkpoint_digest,
-    )
-    from accel._checkpoint_sync import (
-        CheckpointSyncError,
-    )
-    from accel._checkpointing import CheckpointWriteError
-    from accel._deepspeed_helpers import (
-        compile_regions_deepspeed,
-        get_active_deepspeed_plugin,
-        map_pytorch_optim_to_deepspeed,
-    )
-    from accel._engines._deepspeed_objects import (
-        DeepSpeedEngineWrapper,
-        DeepSpeedOptimizerWrapper,
-        DeepSpeedSchedulerWrapper,
-        DummyOptim,
-        DummyScheduler,
-    )
-    from accel._engines._ulysses import sequence_parallel_loss
-    from accel._fsdp_api import (
+    from accel._checkpoint._async_save import AsyncSaveError
+    from accel._checkpoint._fsdp_functions import (
         load_fsdp_model,
         load_fsdp_optimizer,
         save_fsdp_model,
         save_fsdp_optimizer,
     )
-    from accel._megatron_lm import (
-        MegatronLMDummyScheduler,
-        avg_losses_across_data_parallel_group,
+    from accel._checkpoint._functional import SAMPLER_NAME
+    from accel._checkpoint._load import StateRefusedError
+    from accel._checkpoint._manifest import (
+        CheckpointIntegrityError,
+        checkpoint_digest,
     )
-    from accel._megatron_steps import (
-        AbstractTrainStep,
-        BertTrainStep,
-        GPTTrainStep,
-        T5TrainStep,
-    )
-    from accel._model_probes import (
-        get_model_tp_size,
-        has_compiled_regions,
-        is_peft_model,
-        model_has_dtensor,
-    )
-    from accel._save_model import (
+    from accel._checkpoint._model_weights import (
         save,
     )
-    from accel._state_files import (
+    from accel._checkpoint._process_files import CheckpointWriteError
+    from accel._checkpoint._rendezvous import (
+        CheckpointSyncError,
+    )
+    from accel._checkpoint._state_files import (
         MODEL_NAME,
         OPTIMIZER_NAME,
         RNG_STATE_NAME,
@@ -366,8 +333,41 @@ if TYPE_CHECKING:
         WEIGHTS_NAME,
         UnsafeCheckpointError,
     )
-    from accel._torch_load import load
-    from accel._unwrap import (
+    from accel._checkpoint._torch_load import load
+    from accel._engines._deepspeed_helpers import (
+        compile_regions_deepspeed,
+        get_active_deepspeed_plugin,
+        map_pytorch_optim_to_deepspeed,
+    )
+    from accel._engines._deepspeed_objects import (
+        DeepSpeedEngineWrapper,
+        DeepSpeedOptimizerWrapper,
+        DeepSpeedSchedulerWrapper,
+        DummyOptim,
+        DummyScheduler,
+    )
+    from accel._engines._megatron_objects import (
+        MegatronLMDummyScheduler,
+        avg_losses_across_data_parallel_group,
+    )
+    from accel._engines._megatron_steps import (
+        AbstractTrainStep,
+        BertTrainStep,
+        GPTTrainStep,
+        T5TrainStep,
+    )
+    from accel._engines._ulysses import sequence_parallel_loss
+    from accel._facade._model_probes import (
+        get_model_tp_size,
+        has_compiled_regions,
+        is_peft_model,
+        model_has_dtensor,
+    )
+    from accel._facade._prepare import (
+        compile_regions,
+    )
+    from accel._facade._unwrap import (
         extract_model_from_parallel,
         is_compiled_module,
     )
+    from accel._reexports._as_accelerate import AccelerateAlreadyImportedError

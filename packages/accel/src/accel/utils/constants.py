@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from .._module_paths import PATHS
+from .._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.utils.constants"]
 
@@ -50,8 +50,8 @@ if TYPE_CHECKING:
         TORCH_DYNAMO_MODES,
     )
 
-    from accel._checkpoint_api import SAMPLER_NAME
-    from accel._state_files import (
+    from accel._checkpoint._functional import SAMPLER_NAME
+    from accel._checkpoint._state_files import (
         MODEL_NAME,
         OPTIMIZER_NAME,
         RNG_STATE_NAME,

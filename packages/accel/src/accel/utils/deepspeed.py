@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from .._module_paths import PATHS
+from .._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.utils.deepspeed"]
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         is_bnb_available,
     )
 
-    from accel._deepspeed_helpers import (
+    from accel._engines._deepspeed_helpers import (
         get_active_deepspeed_plugin,
         map_pytorch_optim_to_deepspeed,
     )
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         DummyOptim,
         DummyScheduler,
     )
-    from accel._optim import (
+    from accel._facade._optimizer_wrappers import (
         AcceleratedOptimizer,
         AcceleratedScheduler,
     )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from .._module_paths import PATHS
+from .._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.utils.fsdp_utils"]
 
@@ -29,22 +29,22 @@ if TYPE_CHECKING:
         is_torch_version,
     )
 
-    from accel._fsdp_api import (
+    from accel._checkpoint._fsdp_functions import (
         get_parameters_from_modules,
         load_fsdp_model,
         load_fsdp_optimizer,
         save_fsdp_model,
         save_fsdp_optimizer,
     )
-    from accel._model_probes import is_peft_model
-    from accel._save_model import (
+    from accel._checkpoint._model_weights import (
         save,
     )
-    from accel._state_files import (
+    from accel._checkpoint._state_files import (
         OPTIMIZER_NAME,
         SAFE_WEIGHTS_NAME,
         WEIGHTS_NAME,
     )
-    from accel._unwrap import (
+    from accel._facade._model_probes import is_peft_model
+    from accel._facade._unwrap import (
         is_compiled_module,
     )

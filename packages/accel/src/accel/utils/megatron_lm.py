@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from .._module_paths import PATHS
+from .._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.utils.megatron_lm"]
 
@@ -27,19 +27,19 @@ if TYPE_CHECKING:
         is_megatron_lm_available,
     )
 
-    from accel._megatron_lm import (
+    from accel._engines._megatron_objects import (
         MegatronLMDummyScheduler,
         MegatronLMSchedulerWrapper,
         avg_losses_across_data_parallel_group,
         gather_across_data_parallel_groups,
     )
-    from accel._megatron_steps import (
+    from accel._engines._megatron_steps import (
         AbstractTrainStep,
         BertTrainStep,
         GPTTrainStep,
         T5TrainStep,
     )
-    from accel._optim import (
+    from accel._facade._optimizer_wrappers import (
         AcceleratedOptimizer,
         AcceleratedScheduler,
     )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from .._module_paths import PATHS
+from .._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.utils.modeling"]
 
@@ -74,9 +74,9 @@ if TYPE_CHECKING:
         tqdm,
     )
 
-    from accel._model_probes import is_peft_model
-    from accel._state_files import (
+    from accel._checkpoint._state_files import (
         SAFE_WEIGHTS_NAME,
         WEIGHTS_INDEX_NAME,
         WEIGHTS_NAME,
     )
+    from accel._facade._model_probes import is_peft_model

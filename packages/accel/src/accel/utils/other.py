@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
-from .._module_paths import PATHS
+from .._reexports._module_paths import PATHS
 
 _EXPORTS = PATHS["accel.utils.other"]
 
@@ -46,24 +46,24 @@ if TYPE_CHECKING:
         wait_for_everyone,
     )
 
-    from accel._accelerator_prepare import (
-        compile_regions,
+    from accel._checkpoint._model_weights import (
+        save,
     )
-    from accel._deepspeed_helpers import (
+    from accel._checkpoint._torch_load import TORCH_SAFE_GLOBALS, load
+    from accel._engines._deepspeed_helpers import (
         compile_regions_deepspeed,
     )
-    from accel._model_probes import (
+    from accel._facade._model_probes import (
         get_model_tp_size,
         has_compiled_regions,
         has_repeated_blocks,
         is_repeated_blocks,
         model_has_dtensor,
     )
-    from accel._save_model import (
-        save,
+    from accel._facade._prepare import (
+        compile_regions,
     )
-    from accel._torch_load import TORCH_SAFE_GLOBALS, load
-    from accel._unwrap import (
+    from accel._facade._unwrap import (
         extract_model_from_parallel,
         is_compiled_module,
     )

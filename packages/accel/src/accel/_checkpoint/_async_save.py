@@ -50,18 +50,18 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ._checkpoint_sync import Rendezvous
-from ._checkpointing import (
+from ._process_files import (
     CommitPlan,
     finish_save,
     open_stage,
     take_snapshot,
     write_snapshot,
 )
+from ._rendezvous import Rendezvous
 from ._state_files import view_key
 
 if TYPE_CHECKING:
-    from ._checkpointer import Checkpointer
+    from ._parts import CheckpointParts
 
 _logger = logging.getLogger("accel.checkpointing")
 
@@ -146,7 +146,7 @@ class AsyncCheckpoint:
 
 
 def start_async_save(
-    checkpointer: Checkpointer,
+    checkpointer: CheckpointParts,
     plan: CommitPlan,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],

@@ -22,7 +22,7 @@ import re
 import shutil
 import warnings
 
-from ._checkpoint_manifest import (
+from ._manifest import (
     MANIFEST_NAME,
     CheckpointIntegrityError,
     Manifest,

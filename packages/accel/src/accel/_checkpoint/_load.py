@@ -27,15 +27,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._checkpoint_dirs import checkpoint_index, warn_world_size
-from ._checkpoint_manifest import (
+from ._folders import checkpoint_index, warn_world_size
+from ._manifest import (
     Manifest,
     check_digest,
     read_manifest,
     saved_count,
     verify_file,
 )
-from ._checkpoint_sync import Rendezvous
+from ._rendezvous import Rendezvous
 from ._state_files import (
     CUSTOM_NAME,
     OPTIMIZER_NAME,
@@ -49,11 +49,12 @@ from ._state_files import (
     load_object,
     process_loader_file_name,
     restore_rng_state,
+    stateful,
     weights_file_name,
 )
 
 if TYPE_CHECKING:
-    from ._checkpointer import Checkpointer
+    from ._parts import CheckpointParts
 
 
 @dataclass
@@ -74,14 +75,9 @@ class LoadPlan:
     """The user opted in to unrestricted unpickling (``load_state(trust_pickles=True)``)."""
 
 
-def stateful(objects: list[Any]) -> list[Any]:
-    """The objects that have a ``state_dict`` method (the ones a checkpoint holds)."""
-    return [obj for obj in objects if callable(getattr(obj, "state_dict", None))]
-
-
 # --------------------------------------------------------------------------- phase 1
 def read_checkpoint(
-    checkpointer: Checkpointer,
+    checkpointer: CheckpointParts,
     input_dir: str,
     hooks: list[Callable[..., None]],
     load_kwargs: dict[str, Any] | None,
@@ -238,7 +234,7 @@ def _check_optimizer_state(opt: Any, state: Any, index: int, input_dir: str) -> 
         )
 
 
-def _plan_scaler(checkpointer: Checkpointer, plan: LoadPlan, read: Callable[[str], Any]) -> None:
+def _plan_scaler(checkpointer: CheckpointParts, plan: LoadPlan, read: Callable[[str], Any]) -> None:
     saved = SCALER_NAME in plan.manifest.files
     if checkpointer.scaler is not None and saved:
         state = _mapping(read(SCALER_NAME), "the grad scaler")
@@ -276,7 +272,7 @@ class StateRefusedError(ValueError):
 
 
 def apply_checkpoint(
-    checkpointer: Checkpointer,
+    checkpointer: CheckpointParts,
     plan: LoadPlan,
     model_kwargs: dict[str, Any],
     rendezvous: Rendezvous,
@@ -383,7 +379,7 @@ def _no_layout(what: str, index: int, input_dir: str) -> FileNotFoundError:
 
 
 def load_checkpoint(
-    checkpointer: Checkpointer,
+    checkpointer: CheckpointParts,
     input_dir: str,
     hooks: list[Callable[..., None]],
     load_kwargs: dict[str, Any] | None,

@@ -24,18 +24,18 @@ from accel_state import (
 )
 from accel_state import environment_variables as env
 
-from ._accelerator_checkpointing import CheckpointingMixin
-from ._accelerator_core import fp8_backend_of
-from ._accelerator_ops import OpsMixin
-from ._accelerator_prepare import PrepareMixin
-from ._accelerator_tracking import TrackingMixin
-from ._accelerator_training import TrainingMixin
-from ._checkpointer import Checkpointer
-from ._engines import EngineContext, engine_class
-from ._engines._deepspeed import resolve_deepspeed_plugins
-from ._engines._fsdp import resolve_parallel_plugins, shards_data
-from ._engines._megatron import megatron_runs_distributed, resolve_megatron_plugin
-from ._prepared import PreparedObjects
+from .._checkpoint._checkpointer import Checkpointer
+from .._engines import EngineContext, engine_class
+from .._engines._deepspeed import resolve_deepspeed_plugins
+from .._engines._fsdp import resolve_parallel_plugins, shards_data
+from .._engines._megatron import megatron_runs_distributed, resolve_megatron_plugin
+from ._fields import fp8_backend_of
+from ._operations import OpsMixin
+from ._prepare import PrepareMixin
+from ._registry import PreparedObjects
+from ._saving import CheckpointingMixin
+from ._tracking import TrackingMixin
+from ._training import TrainingMixin
 
 if TYPE_CHECKING:
     from accel_data import DataLoaderConfiguration

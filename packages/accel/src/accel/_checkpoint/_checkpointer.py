@@ -14,14 +14,14 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from torch.utils.hooks import RemovableHandle
 
-from ._checkpoint_async import AsyncCheckpoint, HostBuffers, start_async_save
-from ._checkpoint_load import load_checkpoint
-from ._checkpoint_sync import Rendezvous
-from ._checkpointing import (
+from ._async_save import AsyncCheckpoint, HostBuffers, start_async_save
+from ._load import load_checkpoint
+from ._parts import Processes
+from ._process_files import (
     LATEST,
     CommitPlan,
     latest_checkpoint,
@@ -29,32 +29,17 @@ from ._checkpointing import (
     resolve_output_dir,
     save_checkpoint,
 )
+from ._rendezvous import Rendezvous
 
 if TYPE_CHECKING:
     import torch
     from accel_state import ProjectConfiguration
 
-    from ._checkpoint_manifest import Manifest
-    from ._engines import Engine
-    from ._prepared import PreparedObjects
+    from .._engines import Engine
+    from .._facade._registry import PreparedObjects
+    from ._manifest import Manifest
 
 _logger = logging.getLogger("accel.checkpointing")
-
-
-class Processes(Protocol):
-    """Where this process stands in the run (``PartialState`` and ``AcceleratorState`` are)."""
-
-    @property
-    def process_index(self) -> int: ...
-
-    @property
-    def num_processes(self) -> int: ...
-
-    @property
-    def is_main_process(self) -> bool: ...
-
-    @property
-    def is_local_main_process(self) -> bool: ...
 
 
 class Checkpointer:

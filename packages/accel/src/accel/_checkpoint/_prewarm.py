@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ._checkpoint_async import HostBuffers
-from ._checkpointing import is_writer
+from ._async_save import HostBuffers
+from ._process_files import is_writer
 from ._state_files import capture_rng_state, view_key
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ paths under accel (``accel.utils.modeling``, ``accel.utils.operations`` ...), me
 
 from __future__ import annotations
 
-from ._exports import FSDP_API, _names
+from ._public_names import FSDP_API, _names
 
 UTILS_PATHS: dict[str, dict[str, str]] = {
     "accel.utils.ao": {
@@ -43,7 +43,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.constants": {
         **_names(
-            "accel._state_files",
+            "accel._checkpoint._state_files",
             """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SAFE_WEIGHTS_INDEX_NAME
                 SAFE_WEIGHTS_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_INDEX_NAME
                 WEIGHTS_NAME""",
@@ -61,7 +61,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
                 FSDP_PYTORCH_VERSION FSDP_SHARDING_STRATEGY FSDP_STATE_DICT_TYPE""",
         ),
         **_names(
-            "accel._checkpoint_api",
+            "accel._checkpoint._functional",
             """SAMPLER_NAME""",
         ),
         **_names(
@@ -130,7 +130,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.deepspeed": {
         **_names(
-            "accel._deepspeed_helpers",
+            "accel._engines._deepspeed_helpers",
             """get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed""",
         ),
         **_names(
@@ -139,7 +139,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
                 DeepSpeedSchedulerWrapper DummyOptim DummyScheduler""",
         ),
         **_names(
-            "accel._optim",
+            "accel._facade._optimizer_wrappers",
             """AcceleratedOptimizer AcceleratedScheduler""",
         ),
         **_names(
@@ -162,15 +162,15 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.fsdp_utils": {
         **_names(
-            "accel._state_files",
+            "accel._checkpoint._state_files",
             """OPTIMIZER_NAME SAFE_WEIGHTS_NAME WEIGHTS_NAME""",
         ),
         **_names(
-            "accel._save_model",
+            "accel._checkpoint._model_weights",
             """save""",
         ),
         **_names(
-            "accel._unwrap",
+            "accel._facade._unwrap",
             """is_compiled_module""",
         ),
         **_names(
@@ -182,11 +182,11 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
             """get_logger get_module_class_from_name is_torch_version FSDP_MODEL_NAME""",
         ),
         **_names(
-            "accel._model_probes",
+            "accel._facade._model_probes",
             """is_peft_model""",
         ),
         **FSDP_API,
-        **_names("accel._fsdp_api", "get_parameters_from_modules"),
+        **_names("accel._checkpoint._fsdp_functions", "get_parameters_from_modules"),
     },
     "accel.utils.imports": {
         **_names("accel_state", """USE_TORCH_XLA"""),
@@ -233,16 +233,16 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.megatron_lm": {
         **_names(
-            "accel._megatron_lm",
+            "accel._engines._megatron_objects",
             """MegatronLMDummyScheduler MegatronLMSchedulerWrapper
                 avg_losses_across_data_parallel_group gather_across_data_parallel_groups""",
         ),
         **_names(
-            "accel._megatron_steps",
+            "accel._engines._megatron_steps",
             """AbstractTrainStep BertTrainStep GPTTrainStep T5TrainStep""",
         ),
         **_names(
-            "accel._optim",
+            "accel._facade._optimizer_wrappers",
             """AcceleratedOptimizer AcceleratedScheduler""",
         ),
         **_names(
@@ -265,7 +265,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.modeling": {
         **_names(
-            "accel._state_files",
+            "accel._checkpoint._state_files",
             """SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME WEIGHTS_NAME""",
         ),
         **_names(
@@ -290,7 +290,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
                 is_torch_xla_available is_tqdm_available is_xpu_available""",
         ),
         **_names(
-            "accel._model_probes",
+            "accel._facade._model_probes",
             """is_peft_model""",
         ),
         **_names(
@@ -346,19 +346,19 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.other": {
         **_names(
-            "accel._deepspeed_helpers",
+            "accel._engines._deepspeed_helpers",
             """compile_regions_deepspeed""",
         ),
         **_names(
-            "accel._accelerator_prepare",
+            "accel._facade._prepare",
             """compile_regions""",
         ),
         **_names(
-            "accel._save_model",
+            "accel._checkpoint._model_weights",
             """save""",
         ),
         **_names(
-            "accel._unwrap",
+            "accel._facade._unwrap",
             """extract_model_from_parallel is_compiled_module""",
         ),
         **_names(
@@ -379,11 +379,11 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
                 wait_for_everyone""",
         ),
         **_names(
-            "accel._model_probes",
+            "accel._facade._model_probes",
             """get_model_tp_size has_compiled_regions has_repeated_blocks is_repeated_blocks model_has_dtensor""",
         ),
         **_names(
-            "accel._torch_load",
+            "accel._checkpoint._torch_load",
             """TORCH_SAFE_GLOBALS load""",
         ),
         **_names(

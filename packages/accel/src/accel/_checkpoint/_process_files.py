@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._checkpoint_dirs import (
+from ._folders import (
     check_target,
     checkpoints_in,
     commit,
@@ -39,9 +39,8 @@ from ._checkpoint_dirs import (
     staging_dir,
     target_of,
 )
-from ._checkpoint_load import stateful
-from ._checkpoint_manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, check_algorithm
-from ._checkpoint_sync import Rendezvous
+from ._manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, check_algorithm
+from ._rendezvous import Rendezvous
 from ._state_files import (
     CUSTOM_NAME,
     OPTIMIZER_NAME,
@@ -55,14 +54,15 @@ from ._state_files import (
     process_loader_file_name,
     save_object,
     save_weights,
+    stateful,
     weights_file_name,
 )
 
 if TYPE_CHECKING:
-    from ._checkpointer import Checkpointer
+    from ._parts import CheckpointParts
 
 
-def is_writer(checkpointer: Checkpointer) -> bool:
+def is_writer(checkpointer: CheckpointParts) -> bool:
     """Whether this process writes the files shared by all processes."""
     if checkpointer.project_configuration.save_on_each_node:
         return checkpointer.is_local_main_process
@@ -71,7 +71,7 @@ def is_writer(checkpointer: Checkpointer) -> bool:
 
 # --------------------------------------------------------------------------- paths
 def resolve_output_dir(
-    checkpointer: Checkpointer, output_dir: str | os.PathLike[str] | None
+    checkpointer: CheckpointParts, output_dir: str | os.PathLike[str] | None
 ) -> str:
     """The folder ``save_state`` writes: ``output_dir`` or the next automatic name."""
     config = checkpointer.project_configuration
@@ -104,7 +104,7 @@ LATEST = "latest"
 """``load_state("latest")``: the newest complete checkpoint, or a fresh start when none."""
 
 
-def latest_checkpoint(checkpointer: Checkpointer) -> str | None:
+def latest_checkpoint(checkpointer: CheckpointParts) -> str | None:
     """The newest complete ``checkpoints/checkpoint_<i>`` of the project, or None.
 
     Raises:
@@ -128,7 +128,9 @@ def latest_checkpoint(checkpointer: Checkpointer) -> str | None:
     return found[-1][1] if found else None
 
 
-def resolve_input_dir(checkpointer: Checkpointer, input_dir: str | os.PathLike[str] | None) -> str:
+def resolve_input_dir(
+    checkpointer: CheckpointParts, input_dir: str | os.PathLike[str] | None
+) -> str:
     """The folder ``load_state`` reads: ``input_dir`` or the latest complete checkpoint."""
     if input_dir is not None:
         path = os.path.abspath(os.fspath(input_dir))
@@ -168,7 +170,7 @@ class Snapshot:
 
 
 def take_snapshot(
-    checkpointer: Checkpointer,
+    checkpointer: CheckpointParts,
     stage: str,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],
@@ -338,7 +340,7 @@ class CommitPlan:
 
     @classmethod
     def of(
-        cls, checkpointer: Checkpointer, output_dir: str, step: int, checksum: str = "crc32"
+        cls, checkpointer: CheckpointParts, output_dir: str, step: int, checksum: str = "crc32"
     ) -> CommitPlan:
         """The plan of a save of ``checkpointer``'s objects at training step ``step``."""
         config = checkpointer.project_configuration
@@ -419,7 +421,7 @@ def finish_save(
 
 
 def save_checkpoint(
-    checkpointer: Checkpointer,
+    checkpointer: CheckpointParts,
     plan: CommitPlan,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],

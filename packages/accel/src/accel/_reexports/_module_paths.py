@@ -8,7 +8,7 @@ the ``accel.utils.*`` paths are in ``_utils_module_paths``.
 
 from __future__ import annotations
 
-from ._exports import _names
+from ._public_names import _names
 from ._utils_module_paths import UTILS_PATHS
 
 PATHS: dict[str, dict[str, str]] = {
@@ -52,12 +52,12 @@ PATHS: dict[str, dict[str, str]] = {
     },
     "accel.checkpointing": {
         **_names(
-            "accel._state_files",
+            "accel._checkpoint._state_files",
             """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SAFE_WEIGHTS_NAME SCALER_NAME
                 SCHEDULER_NAME WEIGHTS_NAME""",
         ),
         **_names(
-            "accel._save_model",
+            "accel._checkpoint._model_weights",
             """save""",
         ),
         **_names(
@@ -68,12 +68,12 @@ PATHS: dict[str, dict[str, str]] = {
                 is_xpu_available""",
         ),
         **_names(
-            "accel._checkpoint_api",
+            "accel._checkpoint._functional",
             """SAMPLER_NAME load_accelerator_state load_custom_state
                 save_accelerator_state save_custom_state""",
         ),
         **_names(
-            "accel._torch_load",
+            "accel._checkpoint._torch_load",
             """load""",
         ),
         **_names(
@@ -172,13 +172,13 @@ PATHS: dict[str, dict[str, str]] = {
         ),
     },
     "accel.local_sgd": {
-        **_names("accel._accelerator", "Accelerator"),
-        **_names("accel._local_sgd", "LocalSGD"),
+        **_names("accel._facade._accelerator", "Accelerator"),
+        **_names("accel._facade._local_sgd", "LocalSGD"),
         **_names("accel_state", "DistributedType"),
     },
     "accel.optimizer": {
         **_names(
-            "accel._optim",
+            "accel._facade._optimizer_wrappers",
             """AcceleratedOptimizer move_to_device patch_optimizer_step""",
         ),
         **_names(
@@ -193,7 +193,7 @@ PATHS: dict[str, dict[str, str]] = {
     },
     "accel.scheduler": {
         **_names(
-            "accel._optim",
+            "accel._facade._optimizer_wrappers",
             """AcceleratedScheduler""",
         ),
         **_names(
@@ -239,7 +239,7 @@ PATHS: dict[str, dict[str, str]] = {
                 get_available_trackers register_tracker_class""",
         ),
         **_names(
-            "accel._tracker_decorators",
+            "accel._facade._tracker_decorators",
             """on_main_process""",
         ),
     },

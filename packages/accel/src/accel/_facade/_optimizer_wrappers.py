@@ -100,7 +100,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         if self.scaler is None:
             self._is_overflow = False
             if AcceleratorState().distributed_type == DistributedType.XLA:
-                from ._engines._xla import xla_optimizer_step
+                from .._engines._xla import xla_optimizer_step
 
                 return xla_optimizer_step(self.optimizer, closure)
             return self.optimizer.step(closure) if closure is not None else self.optimizer.step()

@@ -22,9 +22,9 @@ if TYPE_CHECKING:
         ProjectConfiguration,
     )
 
-    from ._checkpointer import Checkpointer
-    from ._engines import Engine
-    from ._prepared import PreparedObjects
+    from .._checkpoint._checkpointer import Checkpointer
+    from .._engines import Engine
+    from ._registry import PreparedObjects
 
 
 class AcceleratorCore:

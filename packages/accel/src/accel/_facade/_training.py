@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ._accelerator_core import AcceleratorCore
+from ._fields import AcceleratorCore
 
 
 class TrainingMixin(AcceleratorCore):
@@ -75,7 +75,7 @@ class TrainingMixin(AcceleratorCore):
             ValueError: when the buffers and dimensions do not pair up, or a sequence length
                 is not a multiple of ``cp_size``.
         """
-        from ._engines._context_parallel import check_buffers
+        from .._engines._context_parallel import check_buffers
 
         config = self.parallelism_config
         cp_size = int(config.cp_size or 1) if config is not None else 1
@@ -123,7 +123,7 @@ class TrainingMixin(AcceleratorCore):
     def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
         """Force the next backward pass of ``model`` to synchronise gradients, even inside
         ``no_sync`` (e.g. after several forward passes)."""
-        from ._engines._ddp import trigger_sync_in_backward
+        from .._engines._ddp import trigger_sync_in_backward
 
         with trigger_sync_in_backward(model):
             yield

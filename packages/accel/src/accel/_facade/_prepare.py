@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from ._accelerator_core import AcceleratorCore, fp8_backend_of
-from ._checkpoint_prewarm import arm_prewarm
-from ._optim import AcceleratedOptimizer, AcceleratedScheduler
-from ._prepared import Kind, PreparedObjects
+from .._checkpoint._prewarm import arm_prewarm
+from ._fields import AcceleratorCore, fp8_backend_of
+from ._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
+from ._registry import Kind, PreparedObjects
 from ._unwrap import extract_model_from_parallel
 
 # The marker ``prepare`` leaves on what it returns; the reference library's name, so code that

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ._accelerator_core import AcceleratorCore
+from ._fields import AcceleratorCore
 
 
 class OpsMixin(AcceleratorCore):

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ._engines import _fsdp_io as io
+from .._engines import _fsdp_io as io
 
 
 def _sharded(

@@ -316,3 +316,8 @@ def _short(names: list[str], limit: int = 8) -> str:
     shown = ", ".join(repr(n) for n in names[:limit])
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return f"[{shown}{more}]"
+
+
+def stateful(objects: list[Any]) -> list[Any]:
+    """The objects that have a ``state_dict`` method (the ones a checkpoint holds)."""
+    return [obj for obj in objects if callable(getattr(obj, "state_dict", None))]

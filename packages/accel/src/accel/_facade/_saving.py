@@ -13,8 +13,8 @@ from typing import Any, Union
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from ._accelerator_core import AcceleratorCore
-from ._save_model import save, save_model_files
+from .._checkpoint._model_weights import save, save_model_files
+from ._fields import AcceleratorCore
 
 
 class CheckpointingMixin(AcceleratorCore):

@@ -43,10 +43,13 @@ STATE.update(
 )
 STATE.update(_names("accel_state", "MegatronLMPlugin add_model_config_to_megatron_parser"))
 MEGATRON = _names(
-    "accel._megatron_lm", "MegatronLMDummyScheduler avg_losses_across_data_parallel_group"
+    "accel._engines._megatron_objects",
+    "MegatronLMDummyScheduler avg_losses_across_data_parallel_group",
 )
 MEGATRON.update(
-    _names("accel._megatron_steps", "AbstractTrainStep BertTrainStep GPTTrainStep T5TrainStep")
+    _names(
+        "accel._engines._megatron_steps", "AbstractTrainStep BertTrainStep GPTTrainStep T5TrainStep"
+    )
 )
 
 DEEPSPEED = _names("accel_state", "DeepSpeedPlugin HfDeepSpeedConfig")
@@ -64,9 +67,11 @@ LAUNCH = _names(
 LAUNCH.update(_names("accel_launch", "install_xla"))
 LAUNCH.update(_names("accel_state", "get_current_device_type"))
 
-FACADE = _names("accel._accelerator", "Accelerator")
-FACADE.update(_names("accel._optim", "AcceleratedOptimizer AcceleratedScheduler"))
-FACADE.update(_names("accel._accelerator_prepare", "compile_regions"))
+FACADE = _names("accel._facade._accelerator", "Accelerator")
+FACADE.update(
+    _names("accel._facade._optimizer_wrappers", "AcceleratedOptimizer AcceleratedScheduler")
+)
+FACADE.update(_names("accel._facade._prepare", "compile_regions"))
 
 
 DATA = _names(
@@ -117,18 +122,18 @@ PRECISION = _names(
 )
 
 CHECKPOINT = _names(
-    "accel._state_files",
+    "accel._checkpoint._state_files",
     """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_NAME
     SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME SAFE_WEIGHTS_INDEX_NAME""",
 )
-CHECKPOINT.update(_names("accel._state_files", "UnsafeCheckpointError"))
-CHECKPOINT.update(_names("accel._checkpoint_manifest", "CheckpointIntegrityError"))
-CHECKPOINT.update(_names("accel._checkpoint_manifest", "checkpoint_digest"))
-CHECKPOINT.update(_names("accel._checkpoint_sync", "CheckpointSyncError"))
-CHECKPOINT.update(_names("accel._save_model", "save"))
+CHECKPOINT.update(_names("accel._checkpoint._state_files", "UnsafeCheckpointError"))
+CHECKPOINT.update(_names("accel._checkpoint._manifest", "CheckpointIntegrityError"))
+CHECKPOINT.update(_names("accel._checkpoint._manifest", "checkpoint_digest"))
+CHECKPOINT.update(_names("accel._checkpoint._rendezvous", "CheckpointSyncError"))
+CHECKPOINT.update(_names("accel._checkpoint._model_weights", "save"))
 CHECKPOINT.update(_names("accel_bigmodel", "shard_checkpoint"))
 
-UNWRAP = _names("accel._unwrap", "extract_model_from_parallel is_compiled_module")
+UNWRAP = _names("accel._facade._unwrap", "extract_model_from_parallel is_compiled_module")
 
 # More names the reference exposes at ``accelerate.utils``.
 STATE.update(
@@ -177,10 +182,11 @@ STATE.update(
     )
 )
 PRECISION.update(_names("accel_precision", "get_grad_scaler get_mixed_precision_context_manager"))
-CHECKPOINT.update(_names("accel._checkpoint_api", "SAMPLER_NAME"))
-CHECKPOINT.update(_names("accel._torch_load", "load"))
+CHECKPOINT.update(_names("accel._checkpoint._functional", "SAMPLER_NAME"))
+CHECKPOINT.update(_names("accel._checkpoint._torch_load", "load"))
 MODEL_PROBES = _names(
-    "accel._model_probes", "get_model_tp_size has_compiled_regions is_peft_model model_has_dtensor"
+    "accel._facade._model_probes",
+    "get_model_tp_size has_compiled_regions is_peft_model model_has_dtensor",
 )
 
 # The exceptions a caller catches, each from the package that raises it; every one is at
@@ -194,13 +200,13 @@ ERRORS = {
     **_names("accel_collectives", "DistributedOperationException"),
     **_names("accel_launch", "ConfigError"),
     **_names("accel_pipeline", "PipelineTraceError"),
-    "AccelerateAlreadyImportedError": "accel._as_accelerate",
-    "AsyncSaveError": "accel._checkpoint_async",
-    "CheckpointIntegrityError": "accel._checkpoint_manifest",
-    "CheckpointSyncError": "accel._checkpoint_sync",
-    "CheckpointWriteError": "accel._checkpointing",
-    "StateRefusedError": "accel._checkpoint_load",
-    "UnsafeCheckpointError": "accel._state_files",
+    "AccelerateAlreadyImportedError": "accel._reexports._as_accelerate",
+    "AsyncSaveError": "accel._checkpoint._async_save",
+    "CheckpointIntegrityError": "accel._checkpoint._manifest",
+    "CheckpointSyncError": "accel._checkpoint._rendezvous",
+    "CheckpointWriteError": "accel._checkpoint._process_files",
+    "StateRefusedError": "accel._checkpoint._load",
+    "UnsafeCheckpointError": "accel._checkpoint._state_files",
 }
 
 # Names at ``accel.*`` (seeds 002 and 004).
@@ -216,7 +222,7 @@ TOP_LEVEL: dict[str, str] = {
     **ERRORS,
     "DataLoaderConfiguration": "accel_data",
     "skip_first_batches": "accel_data",
-    "LocalSGD": "accel._local_sgd",
+    "LocalSGD": "accel._facade._local_sgd",
     "prepare_pippy": "accel_pipeline",
     "is_rich_available": "accel_state",
     "synchronize_rng_states": "accel_state",
@@ -226,7 +232,7 @@ TOP_LEVEL: dict[str, str] = {
     "DeepSpeedPlugin": "accel_state",
     # Code that imports ``accelerate`` (transformers, PEFT, TRL, diffusers) runs on accel.
     **_names(
-        "accel._as_accelerate",
+        "accel._reexports._as_accelerate",
         """install_as_accelerate is_installed_as_accelerate ACCELERATE_API_VERSION
         AccelerateShadowedWarning AccelerateAlreadyImportedError""",
     ),
@@ -239,7 +245,8 @@ TOP_LEVEL: dict[str, str] = {
 }
 
 FSDP_API = _names(
-    "accel._fsdp_api", "save_fsdp_model load_fsdp_model save_fsdp_optimizer load_fsdp_optimizer"
+    "accel._checkpoint._fsdp_functions",
+    "save_fsdp_model load_fsdp_model save_fsdp_optimizer load_fsdp_optimizer",
 )
 FSDP_API.update(_names("accel_launch", "merge_fsdp_weights"))
 
@@ -259,7 +266,7 @@ UTILS: dict[str, str] = {
     **MODEL_PROBES,
     "compile_regions": FACADE["compile_regions"],
     **_names(
-        "accel._deepspeed_helpers",
+        "accel._engines._deepspeed_helpers",
         "compile_regions_deepspeed get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed",
     ),
     **FSDP_API,

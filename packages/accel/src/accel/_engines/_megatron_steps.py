@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ._megatron_lm import avg_losses_across_data_parallel_group, import_megatron_core
+from ._megatron_objects import avg_losses_across_data_parallel_group, import_megatron_core
 
 
 def _plugin(accelerator: Any) -> Any:

@@ -15,12 +15,12 @@ from typing import Any
 import torch
 from accel_state import PartialState, ProjectConfiguration
 
+from .._engines._base import Engine
+from .._facade._registry import PreparedObjects
+from .._facade._unwrap import extract_model_from_parallel
 from ._checkpointer import Checkpointer
-from ._checkpointing import CommitPlan, save_checkpoint
-from ._engines._base import Engine
-from ._prepared import PreparedObjects
+from ._process_files import CommitPlan, save_checkpoint
 from ._state_files import CUSTOM_NAME, check_loadable, load_object, save_object
-from ._unwrap import extract_model_from_parallel
 
 SAMPLER_NAME = "sampler"
 """The reference's file stem for a data loader's sampler state (``sampler.bin``). accel's

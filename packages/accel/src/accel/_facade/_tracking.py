@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._accelerator_core import AcceleratorCore
+from ._fields import AcceleratorCore
 
 
 class TrackingMixin(AcceleratorCore):
