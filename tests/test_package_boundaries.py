@@ -4,7 +4,7 @@ import-linter checks the layers of the repository's ARCHITECTURE.md (at its root
 statements. Two ways around it stay invisible to it, and this test refuses both in every
 package's ``src``:
 
-- importing another package's private module or name (``accel_state._teardown``,
+- importing another package's private module or name (``accel_state._process._teardown``,
   ``from accel_bigmodel import _safetensors_io``): a package uses only the public names of another;
 - naming another package's module in a string (``importlib.import_module("accel.x")``, a
   ``python -m accel.x`` command line) when that package is private to it or in a higher layer.
@@ -151,4 +151,35 @@ def test_no_source_file_exceeds_600_lines() -> None:
         "are longer. Split each by job: move one job (a group of functions or classes that work "
         "together) into a sibling private module named after it, and import it back:\n"
         + "\n".join(found)
+    )
+
+
+HINT = re.compile(r"pip install [\"']?([A-Za-z0-9_.-]+)\[([a-z0-9_,-]+)\]")
+
+
+def _extras(pyproject: Path) -> tuple[str, set[str]]:
+    project = tomllib.loads(pyproject.read_text())["project"]
+    return project["name"], set(project.get("optional-dependencies", {}))
+
+
+def test_install_hints_name_the_package_that_owns_the_extra() -> None:
+    """``pip install "pkg[extra]"`` in a message: pkg declares that extra, and a package that
+    declares the extra itself names itself (installing it alone must be enough)."""
+    declared = dict(_extras(p) for p in sorted(PACKAGES.glob("*/pyproject.toml")))
+    found = []
+    for pyproject in sorted(PACKAGES.glob("*/pyproject.toml")):
+        own_name, own_extras = _extras(pyproject)
+        for path in sorted((pyproject.parent / "src").rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                for dist, extras in HINT.findall(line):
+                    where = f"{path.relative_to(ROOT)}:{number}: {dist}[{extras}]"
+                    if not dist.startswith("accel"):
+                        continue  # another project's extra (transformer-engine[pytorch])
+                    for extra in extras.split(","):
+                        if extra not in declared.get(dist, set()):
+                            found.append(f"{where}: {dist} declares no extra {extra!r}")
+                        elif extra in own_extras and dist != own_name:
+                            found.append(f"{where}: {own_name} declares {extra!r} itself")
+    assert not found, "Install hints must name the package that owns the extra:\n" + "\n".join(
+        found
     )

@@ -1,4 +1,5 @@
-"""Write the environment variable tables of the docs from ``accel_state.environment_variables``.
+"""Write the environment variable tables of the docs from ``accel_state.environment_variables``
+and accel-bigmodel's own declarations (``accel_bigmodel._bigmodel_variables``).
 
 The tables sit between ``<!-- env-table:start -->`` and ``<!-- env-table:end -->`` in
 ``docs/launch.md`` (every variable) and between ``<!-- env-fallbacks:start -->`` and
@@ -15,7 +16,9 @@ import argparse
 import ast
 import sys
 from pathlib import Path
+from typing import Any
 
+from accel_bigmodel import _bigmodel_variables as bigmodel_variables
 from accel_state import environment_variables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,10 +30,10 @@ TABLES = {
 
 def docstrings() -> dict[str, str]:
     """Constant name -> the docstring written under it in the source of the contract module
-    and of the ``_env_*.py`` modules it re-exports declarations from."""
-    folder = Path(environment_variables.__file__).parent
+    and of the ``_env/`` modules it re-exports declarations from."""
+    folder = Path(environment_variables.__file__).parent / "_env"
     body = []
-    for path in [Path(environment_variables.__file__), *sorted(folder.glob("_env_*.py"))]:
+    for path in [Path(environment_variables.__file__), *sorted(folder.glob("_*.py"))]:
         body += ast.parse(path.read_text(encoding="utf-8")).body
     found = {}
     for statement, following in zip(body, body[1:]):
@@ -56,20 +59,30 @@ def variables_table() -> str:
         "| variable | reference name (fallback) | value | written by | read by | meaning |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for name, spec in environment_variables.VARIABLES.items():
+    for name, spec in _variables():
         fallbacks = ", ".join(f"`{fallback}`" for fallback in spec.fallbacks) or "none"
         row = (f"`{name}`", fallbacks, spec.vocabulary(), spec.written_by, spec.read_by)
-        lines.append("| " + " | ".join(_cell(part) for part in (*row, docs.get(name, ""))) + " |")
+        lines.append("| " + " | ".join(_cell(part) for part in (*row, _meaning(name, docs))) + " |")
     return "\n".join(lines)
+
+
+def _variables() -> list[tuple[str, Any]]:
+    """The contract's variables, then accel-bigmodel's (declared in that package alone)."""
+    return [*environment_variables.VARIABLES.items(), *bigmodel_variables.VARIABLES.items()]
+
+
+def _meaning(name: str, docs: dict[str, str]) -> str:
+    own = bigmodel_variables.VARIABLES.get(name)
+    return own.description if own is not None else docs.get(name, "")
 
 
 def fallbacks_table() -> str:
     """Markdown table of the reference names read as fallbacks."""
     lines = ["| reference name | read as | meaning |", "| --- | --- | --- |"]
     docs = docstrings()
-    for name, spec in environment_variables.VARIABLES.items():
+    for name, spec in _variables():
         for fallback in spec.fallbacks:
-            lines.append(f"| `{fallback}` | `{name}` | {_cell(docs.get(name, ''))} |")
+            lines.append(f"| `{fallback}` | `{name}` | {_cell(_meaning(name, docs))} |")
     return "\n".join(lines)
 
 

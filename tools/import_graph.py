@@ -62,7 +62,7 @@ class Import:
     source: str
     """The importing module (``accel._facade._accelerator``)."""
     target: str
-    """The imported module, as precise as the sources allow (``accel_state._process``)."""
+    """The imported module, as precise as the sources allow (``accel_state._process._control``)."""
     kind: str
     """``load``, ``deferred`` or ``typing`` (see the module docstring)."""
     line: int

@@ -18,7 +18,8 @@ reference = pytest.importorskip(
 import accel.utils  # noqa: E402
 import accelerate.state as reference_state  # noqa: E402
 import accelerate.utils  # noqa: E402
-from accel_state import _availability, _device_families, _probes  # noqa: E402
+from accel_state._machine import _availability, _probes  # noqa: E402
+from accel_state._machine import _families as _device_families  # noqa: E402
 
 FAMILIES = ["mlu", "sdaa", "musa", "npu", "hpu", "cuda", "xpu", "neuron", "cpu"]
 PROBE_NAMES = {

@@ -1,5 +1,6 @@
 import time
 
+import pytest
 import torch
 from torch import nn
 
@@ -35,6 +36,33 @@ def test_environment_variable_sets_the_default(monkeypatch):
     with init_empty_weights():
         model = WithBuffer()
     assert model.running.device.type == "meta"
+
+
+def test_the_accel_name_wins_over_the_reference_name(monkeypatch):
+    monkeypatch.setenv("ACCEL_INIT_INCLUDE_BUFFERS", "off")
+    monkeypatch.setenv("ACCELERATE_INIT_INCLUDE_BUFFERS", "1")
+    with init_empty_weights():
+        model = WithBuffer()
+    assert model.running.device.type == "cpu"
+    assert model.linear.weight.device.type == "meta"
+
+
+@pytest.mark.parametrize("name", ["ACCEL_INIT_INCLUDE_BUFFERS", "ACCELERATE_INIT_INCLUDE_BUFFERS"])
+def test_a_value_outside_the_vocabulary_is_refused_with_the_name(monkeypatch, name):
+    monkeypatch.setenv(name, "maybe")
+    with pytest.raises(ValueError, match=f"{name} must be one of 1/0, true/false.*'maybe'"):
+        with init_empty_weights():
+            pass
+
+
+def test_progress_bars_refuse_a_bad_quiet_value(monkeypatch):
+    from accel_bigmodel._progress import progress_enabled
+
+    monkeypatch.setenv("ACCEL_BIGMODEL_QUIET", "yes")
+    assert progress_enabled(None) is False
+    monkeypatch.setenv("ACCEL_BIGMODEL_QUIET", "loud")
+    with pytest.raises(ValueError, match="ACCEL_BIGMODEL_QUIET must be one of"):
+        progress_enabled(None)
 
 
 def test_patch_is_removed_after_the_context_even_on_error():

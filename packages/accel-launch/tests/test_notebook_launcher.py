@@ -46,6 +46,7 @@ def test_two_forked_processes_form_a_gloo_group_in_mixed_precision(tmp_path):
         assert row["mixed_precision"] == "bf16"
         assert row["sum"] == 3.0  # 1 + 2: the all_reduce crossed both processes
         assert row["secret"] == "closure value" and not row["same_process"]
+        assert row["fork_launched"] is True  # ACCEL_FORK_LAUNCHED, written by the launcher
     assert "Launching training on 2 CPU processes." in result.stdout
 
 
@@ -53,7 +54,7 @@ def test_one_process_runs_in_this_process(tmp_path):
     result = run_mode("in_process", tmp_path)
     (row,) = rows(tmp_path, "in_process")
     assert row["same_process"] and row["world"] == 1 and row["distributed_type"] == "NO"
-    assert row["mixed_precision"] == "fp16"
+    assert row["mixed_precision"] == "fp16" and row["fork_launched"] is False
     assert parent(result.stdout) == {"state_kept": True}
     assert "Launching training on one CPU in this process." in result.stdout
 

@@ -18,15 +18,14 @@ import torch
 from accel_state import (
     DistributedType,
     PartialState,
-    _availability,
-    _device_families,
-    _probes,
     clear_device_cache,
     set_seed,
     should_reduce_batch_size,
     synchronize_rng_state,
     unsupported_distributed_type,
 )
+from accel_state._machine import _availability, _probes
+from accel_state._machine import _families as _device_families
 from accel_state.testing import reset_state
 
 # family -> (backend, distributed type) of a multi-process run.

@@ -23,7 +23,7 @@ from accel_state import (
     override_numa_affinity,
     patch_environment,
 )
-from accel_state._hardware import NUMA_NODES_DIR, numa_nodes, parse_cpu_list
+from accel_state._machine._hardware import NUMA_NODES_DIR, numa_nodes, parse_cpu_list
 from accel_state.testing import run_command
 
 _RANK_VARS = [
@@ -67,7 +67,7 @@ def test_override_numa_affinity_pins_a_process_to_its_node() -> None:
         """
         import os
         from accel_state import override_numa_affinity, set_numa_affinity
-        from accel_state._hardware import numa_nodes
+        from accel_state._machine._hardware import numa_nodes
         allowed = os.sched_getaffinity(0)
         nodes = numa_nodes()
         for index in range(3):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from accel_state._split import split_bounds, split_inputs
+from accel_state._process._split import split_bounds, split_inputs
 
 PROMPTS = ["a dog", "a cat", "a chicken"]
 

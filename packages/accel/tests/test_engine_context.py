@@ -15,7 +15,7 @@ from accel_state import (
 from accel import Accelerator
 from accel._checkpoint._checkpointer import Checkpointer
 from accel._engines import Engine, EngineContext, engine_class, engine_for
-from accel._facade._registry import PreparedObjects
+from accel._facade._prepared_objects import PreparedObjects
 
 
 def context(**kwargs):
@@ -83,6 +83,14 @@ def test_registry_keeps_slots_and_states_its_rules():
     assert prepared.models == [wrapper, second]
     with pytest.raises(ValueError, match="got a Linear that is not registered"):
         prepared.replace_model(first, wrapper)
+    loaders = [object(), object()]
+    for loader in loaders:
+        prepared.add_dataloader(loader)
+    adapted = object()
+    prepared.replace("loader", loaders[1], adapted)  # an engine's adapter takes the slot
+    assert prepared.dataloaders == [loaders[0], adapted]
+    with pytest.raises(ValueError, match="not registered as a loader"):
+        prepared.replace("loader", loaders[1], adapted)
     with pytest.raises(ValueError, match="got kind='tokenizer'"):
         prepared.of_kind("tokenizer")  # type: ignore[arg-type]
     prepared.add_custom_objects("a", "b")

@@ -18,10 +18,10 @@ _EXPORTS = {
     "CheckpointKeysError": "._checkpoint_io",
     "LoadReport": "._checkpoint_io",
     "load_checkpoint_in_model": "._checkpoint_io",
-    "check_device_map": "._device_map",
+    "check_device_map": "._device_map_use",
     "clean_device_map": "._device_map",
     "infer_auto_device_map": "._device_map",
-    "mapped_device": "._device_map",
+    "mapped_device": "._device_map_use",
     "DeviceMapError": "._devices",
     "cpu_offload": "._dispatch_model",
     "cpu_offload_with_hook": "._dispatch_model",
@@ -242,12 +242,8 @@ if TYPE_CHECKING:
     )
     from ._checkpoint_io import CheckpointKeysError, LoadReport, load_checkpoint_in_model
     from ._contained import PathOutsideCheckpointError
-    from ._device_map import (
-        check_device_map,
-        clean_device_map,
-        infer_auto_device_map,
-        mapped_device,
-    )
+    from ._device_map import clean_device_map, infer_auto_device_map
+    from ._device_map_use import check_device_map, mapped_device
     from ._devices import DeviceMapError
     from ._dispatch_model import (
         cpu_offload,

@@ -11,7 +11,7 @@ from typing import Any, Union
 import torch
 
 from ._contained import contained_path
-from ._device_map import mapped_device
+from ._device_map_use import mapped_device
 from ._safe_pickle import UntrustedPickleError, safe_torch_load
 from ._safetensors_io import SafetensorsFile
 from ._tensors import normalize_device

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from ._checkpoint_files import is_safetensors, resolve_checkpoint, torch_load
-from ._device_map import check_device_map, mapped_device, require_offload_folder
+from ._device_map_use import check_device_map, mapped_device, require_offload_folder
 from ._offload import save_offload_index, write_offload_file
 from ._progress import human_bytes, progress
 from ._safetensors_io import SafetensorsFile, st_dtype_name

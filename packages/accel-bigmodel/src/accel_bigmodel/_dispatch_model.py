@@ -17,7 +17,7 @@ from ._align_devices import (
     attach_align_device_hook_on_blocks,
 )
 from ._checkpoint_io import load_checkpoint_in_model
-from ._device_map import check_device_map, require_offload_folder, resolve_device_map
+from ._device_map_use import check_device_map, require_offload_folder, resolve_device_map
 from ._devices import DeviceMapError, check_device
 from ._hooks import CpuOffload, UserCpuOffloadHook, add_hook_to_module
 from ._memory_budget import DeviceKey

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
-from ._config_shapes import DTYPE_BYTES, ConfigSkeleton, skeleton_from_config_file
+from ._config_shapes import skeleton_from_config_file
+from ._config_skeleton import DTYPE_BYTES, ConfigSkeleton
 from ._progress import human_bytes
 
 if TYPE_CHECKING:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Union
@@ -10,11 +9,7 @@ from typing import Union
 import torch
 from torch import nn
 
-_INCLUDE_BUFFERS_ENV = "ACCELERATE_INIT_INCLUDE_BUFFERS"
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+from ._bigmodel_variables import ACCEL_INIT_INCLUDE_BUFFERS
 
 
 def _moved_parameter(param: nn.Parameter, device: torch.device) -> nn.Parameter:
@@ -38,14 +33,15 @@ def init_empty_weights(include_buffers: bool | None = None) -> Iterator[None]:
 
     Args:
         include_buffers: Also put buffers on the meta device. Defaults to ``False`` (or to the
-            environment variable ``ACCELERATE_INIT_INCLUDE_BUFFERS`` when set).
+            environment variable ``ACCEL_INIT_INCLUDE_BUFFERS``, or the reference's
+            ``ACCELERATE_INIT_INCLUDE_BUFFERS``, when set).
 
     Example:
         >>> with init_empty_weights():
         ...     model = nn.Sequential(*[nn.Linear(10_000, 10_000) for _ in range(1000)])
     """
     if include_buffers is None:
-        include_buffers = _env_flag(_INCLUDE_BUFFERS_ENV)
+        include_buffers = ACCEL_INIT_INCLUDE_BUFFERS.read()
     with init_on_device(torch.device("meta"), include_buffers=include_buffers):
         yield
 
@@ -61,7 +57,8 @@ def init_on_device(
     Args:
         device: The device to create tensors on (``"meta"`` allocates nothing).
         include_buffers: Also move buffers registered inside the context. Defaults to ``False``
-            (or the ``ACCELERATE_INIT_INCLUDE_BUFFERS`` environment variable).
+            (or the ``ACCEL_INIT_INCLUDE_BUFFERS`` / ``ACCELERATE_INIT_INCLUDE_BUFFERS`` environment
+            variable).
 
     Example:
         >>> with init_on_device(torch.device("meta")):
@@ -70,7 +67,7 @@ def init_on_device(
         device(type='meta')
     """
     if include_buffers is None:
-        include_buffers = _env_flag(_INCLUDE_BUFFERS_ENV)
+        include_buffers = ACCEL_INIT_INCLUDE_BUFFERS.read()
     target = torch.device(device)
     if include_buffers:
         # The default-device context also covers buffers and tensors made in __init__.

@@ -12,7 +12,7 @@ from typing import Any, Union
 import torch
 from torch import nn
 
-from ._device_map import mapped_device
+from ._device_map_use import mapped_device
 from ._size_text import convert_file_size_to_int
 
 logger = logging.getLogger("accel_bigmodel")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-QUIET_ENV = "ACCEL_BIGMODEL_QUIET"
+from ._bigmodel_variables import ACCEL_BIGMODEL_QUIET
 
 
 class _Silent:
@@ -20,7 +19,7 @@ def progress_enabled(show: bool | None) -> bool:
     """Whether to draw a bar: ``show`` if given, else only on a terminal and not when quieted."""
     if show is not None:
         return show
-    if os.environ.get(QUIET_ENV, "").strip().lower() in {"1", "true", "yes"}:
+    if ACCEL_BIGMODEL_QUIET.read():
         return False
     stream = sys.stderr
     return bool(getattr(stream, "isatty", lambda: False)())

@@ -37,9 +37,9 @@ from ._ops import (
     copy_tensor_to_devices,
     gather,
     gather_object,
-    pad_across_processes,
     reduce,
 )
+from ._padding import pad_across_processes
 from ._shapes import (
     TENSOR_INT_TO_DTYPE,
     TENSOR_TYPE_TO_INT,

@@ -27,17 +27,6 @@ from accel_state.environment_variables import (
 
 from ._errors import ConfigError
 
-# The vocabularies are accel-state's (one definition); the short names are kept for the flag and
-# questionnaire modules.
-FSDP_SHARDING = SHARDING_STRATEGIES
-FSDP_WRAP = WRAP_POLICIES
-FSDP_PREFETCH = BACKWARD_PREFETCH
-FSDP_STATE_DICT = STATE_DICT_TYPES
-
-SectionError = ConfigError
-"""A section of the config file holds an unknown key or a bad value."""
-
-
 _TRUE_WORDS = {"1", "true", "yes", "y", "on"}
 _FALSE_WORDS = {"0", "false", "no", "n", "off"}
 
@@ -46,7 +35,7 @@ def parse_bool(value: Any, name: str) -> bool:
     """Read a boolean written as a bool, 0/1, or a word (``true``/``false``, ``yes``/``no``).
 
     Raises:
-        SectionError: when the value is none of these.
+        ConfigError: when the value is none of these.
     """
     if isinstance(value, bool):
         return value
@@ -57,7 +46,7 @@ def parse_bool(value: Any, name: str) -> bool:
         return True
     if text in _FALSE_WORDS:
         return False
-    raise SectionError(f"{name} must be true or false; got {value!r}. Use true or false.")
+    raise ConfigError(f"{name} must be true or false; got {value!r}. Use true or false.")
 
 
 def coerce(value: Any, annotation: str, name: str) -> Any:
@@ -67,7 +56,7 @@ def coerce(value: Any, annotation: str, name: str) -> Any:
     unquoted ``no`` in a YAML file is the boolean false).
 
     Raises:
-        SectionError: when the value cannot be of that type.
+        ConfigError: when the value cannot be of that type.
     """
     if value is None:
         return None
@@ -76,11 +65,11 @@ def coerce(value: Any, annotation: str, name: str) -> Any:
         return parse_bool(value, name)
     if kind == "int":
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise SectionError(f"{name} must be an integer; got {value!r}. Write e.g. 2.")
+            raise ConfigError(f"{name} must be an integer; got {value!r}. Write e.g. 2.")
         try:
             return int(value)
         except (TypeError, ValueError, OverflowError):
-            raise SectionError(f"{name} must be an integer; got {value!r}. Write e.g. 2.") from None
+            raise ConfigError(f"{name} must be an integer; got {value!r}. Write e.g. 2.") from None
     if kind.startswith("list"):
         return _text_list(value, name)
     if kind == "float":
@@ -89,12 +78,12 @@ def coerce(value: Any, annotation: str, name: str) -> Any:
         except (TypeError, ValueError, OverflowError):
             number = math.nan
         if isinstance(value, bool) or not math.isfinite(number):
-            raise SectionError(f"{name} must be a finite number; got {value!r}. Write e.g. 1.0.")
+            raise ConfigError(f"{name} must be a finite number; got {value!r}. Write e.g. 1.0.")
         return number
     if isinstance(value, bool):
         return "yes" if value else "no"
     if not isinstance(value, (str, int, float)):
-        raise SectionError(
+        raise ConfigError(
             f"{name} must be a single value (text or a number); got {type(value).__name__} "
             f"{value!r}. Write `{name.rsplit('.', 1)[-1]}: value` on one line."
         )
@@ -106,7 +95,7 @@ def _text_list(value: Any, name: str) -> list[str] | None:
     if not isinstance(value, (list, tuple)) or any(
         isinstance(item, (dict, list, tuple)) or item is None for item in value
     ):
-        raise SectionError(
+        raise ConfigError(
             f"{name} must be a list of texts; got {type(value).__name__} {value!r}. Write "
             f"`{name.rsplit('.', 1)[-1]}: [first, second]` (or one `- item` line per item)."
         )
@@ -118,10 +107,10 @@ def check_norm(value: float | None, name: str) -> None:
     """A gradient clipping norm is >= 0 (0 turns clipping off).
 
     Raises:
-        SectionError: for a negative norm.
+        ConfigError: for a negative norm.
     """
     if value is not None and not (math.isfinite(value) and value >= 0):
-        raise SectionError(
+        raise ConfigError(
             f"{name} is the largest gradient norm kept: a finite number >= 0 (0 turns clipping "
             "off); "
             f"got {value}. Pass e.g. --{name.rsplit('.', 1)[-1]} 1.0, or 0 for no clipping."
@@ -133,7 +122,7 @@ def _choice(value: str | None, name: str, choices: tuple[str, ...]) -> str | Non
         return None
     upper = str(value).upper() if choices[0].isupper() else str(value).lower()
     if upper not in choices:
-        raise SectionError(
+        raise ConfigError(
             f"{name} must be one of {', '.join(choices)}; got {value!r}. Pick one of these."
         )
     return upper
@@ -160,7 +149,7 @@ class Section:
         """Build and validate a section from the mapping in the file.
 
         Raises:
-            SectionError: for a key that is not one of :meth:`keys` (naming the closest valid
+            ConfigError: for a key that is not one of :meth:`keys` (naming the closest valid
                 key) or a value of the wrong type.
         """
         if data is None:
@@ -168,7 +157,7 @@ class Section:
         if isinstance(data, Section):
             data = data.to_dict()
         if not isinstance(data, dict):
-            raise SectionError(
+            raise ConfigError(
                 f"{section} must be a mapping of settings; got {type(data).__name__}. "
                 f"Write `{section}: {{key: value}}` with keys among {', '.join(cls.keys())}."
             )
@@ -178,7 +167,7 @@ class Section:
             if key not in fields:
                 close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.5)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise SectionError(
+                raise ConfigError(
                     f"{section}: unknown setting {key!r}.{hint} Valid settings: "
                     f"{', '.join(fields)}."
                 )
@@ -188,7 +177,7 @@ class Section:
         return built
 
     def validate(self, section: str) -> None:
-        """Check the values together; raise :class:`SectionError` with the rule and the fix."""
+        """Check the values together; raise :class:`ConfigError` with the rule and the fix."""
 
     def to_dict(self) -> dict[str, Any]:
         """The values that are set (what the file holds)."""
@@ -238,7 +227,7 @@ class DynamoConfig(Section):
                     self.dynamo_backend, f"{section}.dynamo_backend"
                 ).value
             except ValueError as err:
-                raise SectionError(str(err)) from None
+                raise ConfigError(str(err)) from None
 
 
 DEEPSPEED_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "impi", "slurm", "nossh")
@@ -300,7 +289,7 @@ class DeepSpeedConfig(Section):
     def validate(self, section: str) -> None:
         """Check stages, devices and the paths that go with them."""
         if self.zero_stage is not None and self.zero_stage not in ZERO_STAGES:
-            raise SectionError(
+            raise ConfigError(
                 f"{section}.zero_stage must be 0, 1, 2 or 3; got {self.zero_stage}. Use 2 or 3."
             )
         for name in ("offload_optimizer_device", "offload_param_device"):
@@ -308,7 +297,7 @@ class DeepSpeedConfig(Section):
             setattr(self, name, value)
             if value == "nvme" and not getattr(self, name.replace("device", "nvme_path")):
                 path_name = name.replace("device", "nvme_path")
-                raise SectionError(
+                raise ConfigError(
                     f"{section}.{name} is 'nvme', which needs {path_name}; got none. Pass "
                     f"--{path_name} /local/nvme/folder."
                 )
@@ -317,13 +306,13 @@ class DeepSpeedConfig(Section):
             and self.zero_stage is not None
             and self.zero_stage != 3
         ):
-            raise SectionError(
+            raise ConfigError(
                 f"{section}.offload_param_device needs ZeRO stage 3; got stage "
                 f"{self.zero_stage} with offload_param_device={self.offload_param_device!r}. "
                 "Use --zero_stage 3 or drop the parameter offload."
             )
         if self.gradient_accumulation_steps is not None and self.gradient_accumulation_steps < 1:
-            raise SectionError(
+            raise ConfigError(
                 f"{section}.gradient_accumulation_steps must be >= 1; got "
                 f"{self.gradient_accumulation_steps}. Use 1 for no accumulation."
             )
@@ -393,7 +382,7 @@ class FSDPConfig(Section):
     def validate(self, section: str) -> None:
         """Check names, and the options that exclude each other."""
         if self.fsdp_version is not None and self.fsdp_version not in (1, 2):
-            raise SectionError(
+            raise ConfigError(
                 f"{section}.fsdp_version must be 1 or 2; got {self.fsdp_version}. Use 2 for "
                 "fully_shard, 1 for FullyShardedDataParallel."
             )
@@ -407,7 +396,7 @@ class FSDPConfig(Section):
         if self.fsdp_version == 2:
             for name in _FSDP1_ONLY:
                 if getattr(self, name) is not None:
-                    raise SectionError(
+                    raise ConfigError(
                         f"{section}.{name} applies to FSDP1 only; got {getattr(self, name)!r} "
                         "with fsdp_version=2. Drop it (FSDP2 uses fsdp_reshard_after_forward) "
                         "or use fsdp_version=1."
@@ -416,13 +405,13 @@ class FSDPConfig(Section):
             None,
             "TRANSFORMER_BASED_WRAP",
         ):
-            raise SectionError(
+            raise ConfigError(
                 f"{section}.fsdp_transformer_layer_cls_to_wrap goes with TRANSFORMER_BASED_WRAP; "
                 f"got fsdp_auto_wrap_policy={self.fsdp_auto_wrap_policy!r}. Use "
                 "--fsdp_auto_wrap_policy TRANSFORMER_BASED_WRAP or drop the class list."
             )
         if self.fsdp_min_num_params is not None and self.fsdp_min_num_params < 1:
-            raise SectionError(
+            raise ConfigError(
                 f"{section}.fsdp_min_num_params must be >= 1; got {self.fsdp_min_num_params}. "
                 "Use e.g. 100000000."
             )
@@ -430,13 +419,13 @@ class FSDPConfig(Section):
             None,
             "SIZE_BASED_WRAP",
         ):
-            raise SectionError(
+            raise ConfigError(
                 f"{section}.fsdp_min_num_params goes with SIZE_BASED_WRAP; got "
                 f"fsdp_auto_wrap_policy={self.fsdp_auto_wrap_policy!r}. Use "
                 "--fsdp_auto_wrap_policy SIZE_BASED_WRAP or drop fsdp_min_num_params."
             )
         if self.fsdp_cpu_ram_efficient_loading and self.fsdp_sync_module_states is False:
-            raise SectionError(
+            raise ConfigError(
                 f"{section}.fsdp_cpu_ram_efficient_loading loads weights on rank 0 only, so the "
                 "other ranks need fsdp_sync_module_states; got fsdp_sync_module_states=false. "
                 "Set --fsdp_sync_module_states true."
@@ -477,12 +466,12 @@ class MegatronLMConfig(Section):
         for name in ("megatron_lm_tp_degree", "megatron_lm_pp_degree"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise SectionError(f"{section}.{name} must be >= 1; got {value}. Use 1 for none.")
+                raise ConfigError(f"{section}.{name} must be >= 1; got {value}. Use 1 for none.")
         if (
             self.megatron_lm_num_micro_batches is not None
             and self.megatron_lm_num_micro_batches < 1
         ):
-            raise SectionError(
+            raise ConfigError(
                 f"{section}.megatron_lm_num_micro_batches must be >= 1; got "
                 f"{self.megatron_lm_num_micro_batches}. Use 1 for none."
             )
@@ -546,7 +535,7 @@ class ParallelismSection(Section):
         for name in self.keys():
             value = getattr(self, name)
             if name.endswith("_size") and value is not None and value < 1:
-                raise SectionError(f"{section}.{name} must be >= 1; got {value}. Use 1 for none.")
+                raise ConfigError(f"{section}.{name} must be >= 1; got {value}. Use 1 for none.")
         for name, variable in (
             ("parallelism_config_cp_backend", env.ACCEL_PARALLELISM_CONFIG_CP_BACKEND),
             ("parallelism_config_sp_backend", env.ACCEL_PARALLELISM_CONFIG_SP_BACKEND),

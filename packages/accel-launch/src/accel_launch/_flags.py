@@ -12,14 +12,17 @@ import re
 import sys
 from typing import Any, NoReturn
 
+from accel_state.environment_variables import (
+    BACKWARD_PREFETCH,
+    OFFLOAD_DEVICES,
+    SHARDING_STRATEGIES,
+    STATE_DICT_TYPES,
+    WRAP_POLICIES,
+)
+
 from ._compat_flags import add_compat_arguments
 from ._engine_configs import (
     DEEPSPEED_LAUNCHERS,
-    FSDP_PREFETCH,
-    FSDP_SHARDING,
-    FSDP_STATE_DICT,
-    FSDP_WRAP,
-    OFFLOAD_DEVICES,
     DeepSpeedConfig,
     DynamoConfig,
     FSDPConfig,
@@ -34,10 +37,10 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "offload_optimizer_device": OFFLOAD_DEVICES,
     "offload_param_device": OFFLOAD_DEVICES,
     "deepspeed_multinode_launcher": DEEPSPEED_LAUNCHERS,
-    "fsdp_sharding_strategy": FSDP_SHARDING,
-    "fsdp_auto_wrap_policy": FSDP_WRAP,
-    "fsdp_backward_prefetch": FSDP_PREFETCH,
-    "fsdp_state_dict_type": FSDP_STATE_DICT,
+    "fsdp_sharding_strategy": SHARDING_STRATEGIES,
+    "fsdp_auto_wrap_policy": WRAP_POLICIES,
+    "fsdp_backward_prefetch": BACKWARD_PREFETCH,
+    "fsdp_state_dict_type": STATE_DICT_TYPES,
 }
 
 

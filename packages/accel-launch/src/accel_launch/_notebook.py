@@ -266,8 +266,12 @@ def _launch_elastic(
     where = f" on node {node_rank} of {num_nodes}" if num_nodes > 1 else ""
     print(f"Launching training on {num_processes} {device_type.upper()} processes{where}.")
     # The agent gives each process its rank, world size and rendezvous address; the rest of
-    # the contract is inherited from this process's environment.
-    with patch_environment(**{contract.ACCEL_MIXED_PRECISION: precision}):
+    # the contract is inherited from this process's environment, ACCEL_FORK_LAUNCHED included
+    # (read as PartialState.fork_launched).
+    forked = "1" if start_method == "fork" else "0"
+    with patch_environment(
+        **{contract.ACCEL_MIXED_PRECISION: precision, contract.ACCEL_FORK_LAUNCHED: forked}
+    ):
         elastic_launch(config=config, entrypoint=worker)(*args)
 
 

@@ -6,14 +6,17 @@ import os
 import shutil
 import subprocess
 
+from accel_state.environment_variables import (
+    BACKWARD_PREFETCH,
+    OFFLOAD_DEVICES,
+    SHARDING_STRATEGIES,
+    STATE_DICT_TYPES,
+    WRAP_POLICIES,
+)
+
 from ._config_file import LaunchConfig
 from ._engine_configs import (
     DEEPSPEED_LAUNCHERS,
-    FSDP_PREFETCH,
-    FSDP_SHARDING,
-    FSDP_STATE_DICT,
-    FSDP_WRAP,
-    OFFLOAD_DEVICES,
     DeepSpeedConfig,
     DynamoConfig,
     FSDPConfig,
@@ -255,15 +258,15 @@ def _ask_fsdp(ask: Prompter) -> FSDPConfig:
         )
     ]
     if fsdp.fsdp_version == 1:
-        fsdp.fsdp_sharding_strategy = FSDP_SHARDING[
-            ask.choose("Which sharding strategy?", FSDP_SHARDING)
+        fsdp.fsdp_sharding_strategy = SHARDING_STRATEGIES[
+            ask.choose("Which sharding strategy?", SHARDING_STRATEGIES)
         ]
     else:
         fsdp.fsdp_reshard_after_forward = ask.yes_no(
             "Free gathered parameters after forward (reshard_after_forward)?", True
         )
     fsdp.fsdp_offload_params = ask.yes_no("Offload parameters and gradients to CPU?", False)
-    fsdp.fsdp_auto_wrap_policy = FSDP_WRAP[ask.choose("Which auto wrap policy?", FSDP_WRAP)]
+    fsdp.fsdp_auto_wrap_policy = WRAP_POLICIES[ask.choose("Which auto wrap policy?", WRAP_POLICIES)]
     if fsdp.fsdp_auto_wrap_policy == "TRANSFORMER_BASED_WRAP":
         names = ask.ask(
             "Layer classes to wrap, comma-separated (none: the model's _no_split_modules)?", ""
@@ -274,15 +277,15 @@ def _ask_fsdp(ask: Prompter) -> FSDPConfig:
             "Minimum parameters per wrapped unit?", 100_000_000, whole, _positive
         )
     if fsdp.fsdp_version == 1:
-        fsdp.fsdp_backward_prefetch = FSDP_PREFETCH[
-            ask.choose("Which backward prefetch?", FSDP_PREFETCH)
+        fsdp.fsdp_backward_prefetch = BACKWARD_PREFETCH[
+            ask.choose("Which backward prefetch?", BACKWARD_PREFETCH)
         ]
         fsdp.fsdp_forward_prefetch = ask.yes_no("Prefetch the next all-gather in forward?", False)
         fsdp.fsdp_use_orig_params = ask.yes_no(
             "Let optimizers see the original parameters (use_orig_params)?", True
         )
-    fsdp.fsdp_state_dict_type = FSDP_STATE_DICT[
-        ask.choose("Which state dict type for checkpoints?", FSDP_STATE_DICT, default=2)
+    fsdp.fsdp_state_dict_type = STATE_DICT_TYPES[
+        ask.choose("Which state dict type for checkpoints?", STATE_DICT_TYPES, default=2)
     ]
     fsdp.fsdp_cpu_ram_efficient_loading = ask.yes_no(
         "Load pretrained weights on rank 0 only (CPU RAM efficient loading)?", True

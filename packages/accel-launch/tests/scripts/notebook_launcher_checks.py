@@ -33,6 +33,7 @@ def report(tag: str, **extra: object) -> None:
         "sum": total.item(),
         "same_process": os.getpid() == PARENT,
         "restart": os.environ.get("TORCHELASTIC_RESTART_COUNT"),
+        "fork_launched": PartialState().fork_launched,
         **extra,
     }
     (OUT / f"{tag}-{state.process_index}.json").write_text(json.dumps(row))

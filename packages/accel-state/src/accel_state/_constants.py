@@ -3,8 +3,8 @@ versions."""
 
 from __future__ import annotations
 
-from ._availability import _OPERATORS
-from ._env_contract import BACKWARD_PREFETCH, SHARDING_STRATEGIES, STATE_DICT_TYPES, WRAP_POLICIES
+from ._env._contract import BACKWARD_PREFETCH, SHARDING_STRATEGIES, STATE_DICT_TYPES, WRAP_POLICIES
+from ._machine._availability import _OPERATORS
 
 CUDA_DISTRIBUTED_TYPES = ["DEEPSPEED", "MULTI_GPU", "FSDP", "MEGATRON_LM", "TP"]
 """Distributed types whose processes each drive one CUDA device."""

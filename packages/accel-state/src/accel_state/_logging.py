@@ -9,7 +9,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from . import environment_variables as env
-from ._state import PartialState
+from ._process._partial_state import PartialState
 
 
 class MultiProcessAdapter(logging.LoggerAdapter):

@@ -41,7 +41,7 @@ def tqdm(*args: Any, main_process_only: bool = True, **kwargs: Any) -> Any:
         ) from None
     disable = bool(kwargs.pop("disable", False))
     if main_process_only and not disable:
-        from ._state import PartialState
+        from ._process._partial_state import PartialState
 
         disable = PartialState().local_process_index != 0
     return _tqdm(*args, disable=disable, **kwargs)

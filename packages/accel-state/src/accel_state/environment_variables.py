@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ._env_contract import (
+from ._env._contract import (
     BACKWARD_PREFETCH,
     DISTRIBUTED_TYPES,
     DYNAMO_BACKENDS,
@@ -88,7 +88,7 @@ ACCEL_FORK_LAUNCHED: Final = EnvironmentVariable(
     "ACCEL_FORK_LAUNCHED",
     "bool",
     fallbacks=("FORK_LAUNCHED",),
-    written_by="a launcher that forks the processes (a notebook launcher)",
+    written_by="``notebook_launcher`` (1 when it forks its processes, 0 when it spawns them)",
     read_by="``PartialState.fork_launched``",
 )
 """The processes were forked from one parent instead of started fresh."""
@@ -272,11 +272,11 @@ ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL: Final = EnvironmentVariable(
 
 # The FSDP, ParallelismConfig and Megatron-LM variables are declared in their own modules
 # (imported here, in this place, so that the contract and its docs table keep one order).
-from ._env_fsdp import *  # noqa: E402, F403 (the ACCEL_FSDP_* variables)
-from ._env_fsdp import __all__ as _FSDP_NAMES  # noqa: E402
-from ._env_megatron import *  # noqa: E402, F403 (the ACCEL_MEGATRON_LM_* variables)
-from ._env_megatron import __all__ as _MEGATRON_LM_NAMES  # noqa: E402
-from ._env_parallelism import (  # noqa: E402
+from ._env._fsdp_variables import *  # noqa: E402, F403 (the ACCEL_FSDP_* variables)
+from ._env._fsdp_variables import __all__ as _FSDP_NAMES  # noqa: E402
+from ._env._megatron_variables import *  # noqa: E402, F403 (the ACCEL_MEGATRON_LM_* variables)
+from ._env._megatron_variables import __all__ as _MEGATRON_LM_NAMES  # noqa: E402
+from ._env._parallelism_variables import (  # noqa: E402
     ACCEL_PARALLELISM_CONFIG_CP_BACKEND,
     ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY,
     ACCEL_PARALLELISM_CONFIG_CP_SIZE,
@@ -385,14 +385,6 @@ ACCEL_MAX_MACHINES: Final = EnvironmentVariable(
 """Most machines one launch may span (default 65536); a launch asking for more is refused
 before anything starts."""
 
-ACCEL_BIGMODEL_QUIET: Final = EnvironmentVariable(
-    "ACCEL_BIGMODEL_QUIET",
-    "bool",
-    written_by="the user",
-    read_by="accel-bigmodel (which reads it itself: it depends on no other accel package)",
-)
-"""Hide accel-bigmodel's loading progress bars."""
-
 ACCEL_AS_ACCELERATE: Final = EnvironmentVariable(
     "ACCEL_AS_ACCELERATE",
     "bool",
@@ -485,6 +477,5 @@ __all__ = [
     "ACCEL_MPI_FLAVOUR",
     "ACCEL_MAX_PROCESSES_PER_MACHINE",
     "ACCEL_MAX_MACHINES",
-    "ACCEL_BIGMODEL_QUIET",
     "ACCEL_AS_ACCELERATE",
 ]

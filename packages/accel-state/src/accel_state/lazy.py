@@ -27,10 +27,10 @@ def lazy_module(
 
     Args:
         namespace: The module's ``globals()``. A resolved name is cached there, so each name is
-            looked up once; a relative module path in ``exports`` (``"._memory"``) resolves
+            looked up once; a relative module path in ``exports`` (``"._machine._memory"``) resolves
             against the module's ``__package__``.
         exports: Maps each public name to the module that defines it, absolute
-            (``"accel_state"``) or relative (``"._memory"``).
+            (``"accel_state"``) or relative (``"._machine._memory"``).
         submodules: Names of the package's own submodules that attribute access imports on
             first use (``accel.utils.modeling`` without ``import accel.utils.modeling``).
         distribution: The installed distribution whose version ``__version__`` reads, on first

@@ -133,7 +133,7 @@ def reset_state() -> None:
         ...     yield
         ...     reset_state()
     """
-    from ._accelerator_state import AcceleratorState, GradientState
+    from ._process._accelerator_state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()

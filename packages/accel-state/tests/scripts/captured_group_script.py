@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 
 from accel_state import PartialState
-from accel_state._teardown import teardown_process_group
+from accel_state._process._teardown import teardown_process_group
 
 
 def gloo_threads() -> list[str]:

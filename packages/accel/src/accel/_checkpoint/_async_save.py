@@ -166,9 +166,7 @@ def start_async_save(
         hooks: The save-state pre-hooks.
         buffers: Host memory of the previous asynchronous saves, reused for this copy.
     """
-    engine = checkpointer.engine
-    if not engine.replicated_states:
-        engine.check_async_save()  # refuse before any process creates a folder
+    checkpointer.engine.check_async_save()  # refuse before any process creates a folder
     rendezvous = Rendezvous("save_state")
     stage = open_stage(plan, rendezvous)
     pool = buffers if buffers is not None else HostBuffers()

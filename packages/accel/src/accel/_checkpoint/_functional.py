@@ -16,7 +16,7 @@ import torch
 from accel_state import PartialState, ProjectConfiguration
 
 from .._engines._base import Engine
-from .._facade._registry import PreparedObjects
+from .._facade._prepared_objects import PreparedObjects
 from .._facade._unwrap import extract_model_from_parallel
 from ._checkpointer import Checkpointer
 from ._process_files import CommitPlan, save_checkpoint

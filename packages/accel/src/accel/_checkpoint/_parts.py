@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from accel_state import ProjectConfiguration
 
     from .._engines import Engine
-    from .._facade._registry import PreparedObjects
+    from .._facade._prepared_objects import PreparedObjects
 
 
 class Processes(Protocol):

@@ -197,22 +197,11 @@ def take_snapshot(
         else:
             snapshot.files.append((name, copy(state), kind))
 
-    engine = checkpointer.engine
     models = list(checkpointer.prepared.models)
     optimizers = list(checkpointer.prepared.optimizers)
-    if engine.replicated_states:
-        weights = [engine.model_state_dict(model) for model in models]
-    elif copy is not None:
-        # The engine copies its shards now and returns the writes for the background thread.
-        snapshot.jobs.append(engine.snapshot_sharded_states(models, optimizers, stage, copy))
-        weights = []
-    else:
-        # A sharding engine writes its own layout; every process takes part.
-        for i, model in enumerate(models):
-            engine.save_model_state(model, stage, i)
-        for i, opt in enumerate(optimizers):
-            engine.save_optimizer_state(opt, stage, i)
-        weights = []
+    states = checkpointer.engine.checkpoint_states(models, optimizers, stage, copy)
+    snapshot.jobs.extend(states.jobs)
+    weights = states.weights
     for hook in hooks:
         hook(models, weights, stage)
     schedulers = stateful(checkpointer.prepared.schedulers)
@@ -221,8 +210,8 @@ def take_snapshot(
     if is_writer(checkpointer):
         for i, state in enumerate(weights):
             add(weights_file_name(i, safe_serialization), state, "weights")
-        for i, opt in enumerate(optimizers if engine.replicated_states else []):
-            add(indexed_name(OPTIMIZER_NAME, "bin", i), engine.optimizer_state_dict(opt), "object")
+        for i, optimizer_state in enumerate(states.optimizers):
+            add(indexed_name(OPTIMIZER_NAME, "bin", i), optimizer_state(), "object")
         groups = ((SCHEDULER_NAME, schedulers), (SAMPLER_NAME, loaders))
         for stem, objects in groups:
             for i, obj in enumerate(objects):
@@ -241,7 +230,7 @@ def take_snapshot(
                 add(process_loader_file_name(i, rank), loader.state_dict(), what)
     add(f"{RNG_STATE_NAME}_{rank}.pkl", capture_rng_state(), "object")
     snapshot.counts = {
-        "models": len(weights) if engine.replicated_states else len(models),
+        "models": states.models,
         "optimizers": len(optimizers),
         "schedulers": len(schedulers),
         "dataloaders": len(loaders),

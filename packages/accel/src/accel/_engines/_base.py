@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 if TYPE_CHECKING:
     from ._context import EngineContext
+
+
+@dataclass
+class CheckpointStates:
+    """What an engine gives ``save_state`` for the models and optimizers of a run."""
+
+    weights: list[Any] = field(default_factory=list)
+    """Whole model state dicts, for the main process to write as model files (empty when the
+    engine wrote or snapshotted its own layout); the save hooks see them."""
+    optimizers: list[Callable[[], Any]] = field(default_factory=list)
+    """One function per optimizer returning its whole state, called by the process that
+    writes (empty when the engine saves its own layout)."""
+    jobs: list[Callable[[], None]] = field(default_factory=list)
+    """Background writes of shards already copied to host memory (asynchronous saves)."""
+    models: int = 0
+    """How many models the checkpoint holds (for its manifest)."""
 
 
 class Engine:
@@ -194,6 +212,33 @@ class Engine:
         has no layout of its own or ``input_dir`` holds none. Its files run no code unless
         ``trust_pickles``."""
         return False
+
+    def checkpoint_states(
+        self,
+        models: list[torch.nn.Module],
+        optimizers: list[Any],
+        output_dir: str,
+        copy: Callable[[Any], Any] | None = None,
+    ) -> CheckpointStates:
+        """The states of ``models`` and ``optimizers`` for a checkpoint, called on every
+        process: whole state dicts where every process holds them (:attr:`replicated_states`),
+        else this engine's own layout, written into ``output_dir`` now (``copy`` None) or
+        copied with ``copy`` and returned as background jobs.
+        """
+        if self.replicated_states:
+            return CheckpointStates(
+                weights=[self.model_state_dict(model) for model in models],
+                optimizers=[partial(self.optimizer_state_dict, opt) for opt in optimizers],
+                models=len(models),
+            )
+        if copy is not None:
+            job = self.snapshot_sharded_states(models, optimizers, output_dir, copy)
+            return CheckpointStates(jobs=[job], models=len(models))
+        for i, model in enumerate(models):
+            self.save_model_state(model, output_dir, i)
+        for i, opt in enumerate(optimizers):
+            self.save_optimizer_state(opt, output_dir, i)
+        return CheckpointStates(models=len(models))
 
     # ------------------------------------------------------- asynchronous saves (sharding engines)
     def check_async_save(self) -> None:

@@ -21,6 +21,7 @@ from accel_state import environment_variables as env
 
 from . import _ulysses as ulysses
 from ._base import Engine
+from ._deepspeed_config import AUTO_VALUE, complete_config
 from ._deepspeed_files import validate_folder
 from ._deepspeed_objects import (
     DeepSpeedEngineWrapper,
@@ -33,7 +34,6 @@ from ._deepspeed_objects import (
 if TYPE_CHECKING:
     from ._context import EngineContext
 
-AUTO_VALUE = "auto"
 CHECKPOINT_TAG = "deepspeed_model"
 """Name of the folder (DeepSpeed "tag") holding model ``i`` in a checkpoint: ``{tag}_{i}``."""
 
@@ -154,18 +154,14 @@ class DeepSpeedEngine(Engine):
         handler = self.context.state.parallelism_config.sp_handler
         fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
         adapted = ulysses.SequenceParallelLoader(loader, self.context.device, fixed)
-        registered = self.context.prepared.dataloaders
-        for i, item in enumerate(registered):
-            if item is loader:
-                registered[i] = adapted
+        if any(item is loader for item in self.context.prepared.dataloaders):
+            self.context.prepared.replace("loader", loader, adapted)
         return adapted
 
     def _initialize(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> Any:
         deepspeed = import_deepspeed()
-        from accel_state import AcceleratorState
-
-        plugin: DeepSpeedPlugin = AcceleratorState().deepspeed_plugin
-        config = self._complete_config(plugin, model, optimizer, scheduler)
+        plugin: DeepSpeedPlugin = self.context.state.deepspeed_plugin
+        config = complete_config(self.context, plugin, model, optimizer, scheduler, self.sp_size)
         kwargs: dict[str, Any] = {"model": model, "config_params": config}
         if isinstance(optimizer, DummyOptim):
             if "optimizer" not in config:
@@ -206,65 +202,6 @@ class DeepSpeedEngine(Engine):
             self._last_trainable = wrapper
         return engine, ds_optimizer, ds_scheduler
 
-    def _complete_config(
-        self, plugin: DeepSpeedPlugin, model: torch.nn.Module, optimizer: Any, scheduler: Any
-    ) -> dict[str, Any]:
-        """Fill the plugin's ``"auto"`` values from the Accelerator; raise on disagreement."""
-        acc = self.context
-        plugin.set_mixed_precision(acc.mixed_precision)
-        config = plugin.deepspeed_config
-        gas = acc.gradient_accumulation_steps
-        values: dict[str, Any] = {"gradient_accumulation_steps": gas}
-        micro = _micro_batch_size(acc, plugin)
-        if micro is None and config.get("train_micro_batch_size_per_gpu", AUTO_VALUE) == AUTO_VALUE:
-            if optimizer is not None:
-                raise ValueError(
-                    'the DeepSpeed config\'s train_micro_batch_size_per_gpu is "auto", filled '
-                    "from a prepared dataloader; got none prepared. Pass the training dataloader "
-                    "to the same prepare call, or write the batch size in the config."
-                )
-            micro = 1
-        # The processes of a sequence-parallel group read one batch together.
-        replicas = acc.num_processes // self.sp_size
-        if micro is not None:
-            values["train_micro_batch_size_per_gpu"] = micro
-            values["train_batch_size"] = micro * gas * replicas
-        elif isinstance(config.get("train_micro_batch_size_per_gpu"), int):
-            values["train_batch_size"] = config["train_micro_batch_size_per_gpu"] * gas * replicas
-        if plugin.gradient_clipping not in (None, AUTO_VALUE):
-            values["gradient_clipping"] = plugin.gradient_clipping
-        elif config.get("gradient_clipping", AUTO_VALUE) == AUTO_VALUE:
-            # DeepSpeed clips to 1.0 when the config is silent; no clipping unless asked for,
-            # as with the other engines.
-            config["gradient_clipping"] = 0.0
-        if config.get("sequence_parallel_size") == AUTO_VALUE:
-            values["sequence_parallel_size"] = self.sp_size
-        values.update(_bucket_sizes(model))
-        if isinstance(optimizer, DummyOptim):
-            opt_params = {"lr": optimizer.lr, "weight_decay": optimizer.weight_decay}
-            opt_params.update(optimizer.kwargs)
-            values.update({f"optimizer.params.{k}": v for k, v in opt_params.items()})
-        if isinstance(scheduler, DummyScheduler):
-            lr = optimizer.lr if isinstance(optimizer, DummyOptim) else None
-            params: dict[str, Any] = {
-                "warmup_min_lr": 0,
-                "warmup_max_lr": lr,
-                "warmup_num_steps": scheduler.warmup_num_steps,
-                "total_num_steps": scheduler.total_num_steps,
-            }
-            params.update(scheduler.kwargs)
-            values.update({f"scheduler.params.{k}": v for k, v in params.items()})
-        plugin.deepspeed_config_process(must_match=True, **values)
-        remaining = _auto_keys(config)
-        if remaining:
-            raise ValueError(
-                'every "auto" value of the DeepSpeed config must be filled from the '
-                f"Accelerator before deepspeed.initialize; got unfilled {remaining}. Write these "
-                "values in the config (or pass what fills them: DummyOptim/DummyScheduler "
-                "arguments, a dataloader, gradient_clipping)."
-            )
-        return config
-
     # ------------------------------------------------------------------ training loop
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
         inner: Any = model
@@ -285,9 +222,7 @@ class DeepSpeedEngine(Engine):
         wrapper.backward(loss, sync_gradients=self.context.gradient_state.sync_gradients, **kwargs)
 
     def _backward_wrapper(self) -> DeepSpeedEngineWrapper:
-        from accel_state import AcceleratorState
-
-        active = AcceleratorState().deepspeed_plugin
+        active = self.context.state.deepspeed_plugin
         wrapper = self._trainable_by_plugin.get(id(active)) or self._last_trainable
         if wrapper is None:
             raise RuntimeError(
@@ -468,46 +403,3 @@ def _reconcile_accumulation(context: EngineContext, plugin: DeepSpeedPlugin) -> 
             f"number of batches; got gradient_accumulation_steps={steps} in DeepSpeed and "
             f"{current} in the Accelerator. Set one of them, or make them equal."
         )
-
-
-def _micro_batch_size(context: EngineContext, plugin: DeepSpeedPlugin) -> int | None:
-    sizes = []
-    for loader in context.prepared.dataloaders:
-        total = getattr(loader, "total_batch_size", None)
-        if total:
-            sizes.append(max(1, int(total) // context.num_processes))
-        elif getattr(loader, "batch_size", None):
-            sizes.append(int(loader.batch_size))
-    if not sizes:
-        return None
-    return min(sizes) if plugin.is_train_batch_min else max(sizes)
-
-
-def _bucket_sizes(model: torch.nn.Module) -> dict[str, Any]:
-    """Bucket sizes for ``"auto"``: from the hidden size of a transformers-style config, else
-    DeepSpeed's defaults."""
-    config: Any = getattr(model, "config", None)
-    hidden = getattr(config, "hidden_size", None)
-    if hidden is None and isinstance(getattr(config, "hidden_sizes", None), (list, tuple)):
-        hidden = max(config.hidden_sizes)
-    if isinstance(hidden, int):
-        return {
-            "zero_optimization.reduce_bucket_size": hidden * hidden,
-            "zero_optimization.stage3_prefetch_bucket_size": int(0.9 * hidden * hidden),
-            "zero_optimization.stage3_param_persistence_threshold": 10 * hidden,
-        }
-    return {
-        "zero_optimization.reduce_bucket_size": 500_000_000,
-        "zero_optimization.stage3_prefetch_bucket_size": 50_000_000,
-        "zero_optimization.stage3_param_persistence_threshold": 100_000,
-    }
-
-
-def _auto_keys(config: dict[str, Any], prefix: str = "") -> list[str]:
-    found = []
-    for key, value in config.items():
-        if isinstance(value, dict):
-            found.extend(_auto_keys(value, f"{prefix}{key}."))
-        elif value == AUTO_VALUE:
-            found.append(prefix + key)
-    return found

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from .._checkpoint._checkpointer import Checkpointer
     from .._engines import Engine
-    from ._registry import PreparedObjects
+    from ._prepared_objects import PreparedObjects
 
 
 class AcceleratorCore:

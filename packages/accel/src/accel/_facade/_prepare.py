@@ -10,7 +10,7 @@ import torch
 from .._checkpoint._prewarm import arm_prewarm
 from ._fields import AcceleratorCore, fp8_backend_of
 from ._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
-from ._registry import Kind, PreparedObjects
+from ._prepared_objects import Kind, PreparedObjects
 from ._unwrap import extract_model_from_parallel
 
 # The marker ``prepare`` leaves on what it returns; the reference library's name, so code that

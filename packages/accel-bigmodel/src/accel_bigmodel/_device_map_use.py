@@ -1,0 +1,138 @@
+"""Using a device map: checking one against the model and this machine, the device a module
+is mapped to, the offload folder a map with ``"disk"`` needs, and turning a strategy name
+(``"auto"``, ``"balanced"`` ...) or one device into a map."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Union
+
+import torch
+from torch import nn
+
+from ._device_map import DEVICE_MAP_STRATEGIES, infer_auto_device_map
+from ._devices import DeviceMapError, check_device
+from ._memory_budget import DeviceKey, get_balanced_memory
+
+_MAP_FIX = "Use 'cpu', 'disk' (with an offload folder), a GPU listed here, or device_map='auto'."
+
+
+def check_device_map(
+    model: nn.Module, device_map: Mapping[str, Any], *, check_devices: bool = False
+) -> None:
+    """Checks a device map against the model (and, on request, this machine).
+
+    Every key must name a submodule or tensor of ``model``, and every parameter and buffer
+    must be covered. A map may be planned for another machine, so its devices are checked only
+    with ``check_devices=True`` (``dispatch_model`` and ``load_checkpoint_in_model``, which
+    move weights, do so): each value must then be a device that exists here (``"cpu"``,
+    ``"disk"``, ``"meta"``, GPU indices or names this machine has).
+
+    Args:
+        model: The model the map is for.
+        device_map: Module or tensor name -> device.
+        check_devices: Also check the devices against this machine.
+
+    Raises:
+        DeviceMapError: Naming the bad entries, the devices that exist, and the fix.
+    """
+    if not isinstance(device_map, Mapping):
+        raise DeviceMapError(
+            f"device_map must be a dict of module name -> device; got "
+            f"{type(device_map).__name__} {device_map!r}. {_MAP_FIX}"
+        )
+    for key, value in device_map.items() if check_devices else ():
+        check_device(value, f"device_map[{key!r}]", _MAP_FIX)
+    modules = dict(model.named_modules())
+    tensor_names = list(model.state_dict().keys())
+    known = set(modules) | set(tensor_names)
+    for name, _ in model.named_parameters(remove_duplicate=False):
+        known.add(name)
+    unknown = [k for k in device_map if k not in known]
+    if unknown:
+        sample = ", ".join(sorted(modules)[:8])
+        raise DeviceMapError(
+            f"Every device_map key must name a submodule or tensor of the model; {unknown} do not "
+            f"(some modules are: {sample}). Fix the names, or use device_map='auto'."
+        )
+    if "" in device_map:
+        return
+    uncovered = [t for t in tensor_names if mapped_device(device_map, t) is None]
+    if uncovered:
+        shown = ", ".join(uncovered[:10]) + (" ..." if len(uncovered) > 10 else "")
+        raise DeviceMapError(
+            f"A device_map must give a device to every parameter and buffer; {len(uncovered)} have "
+            f"none: {shown}. Add their modules to the device_map, or use device_map='auto'."
+        )
+
+
+def require_offload_folder(device_map: Mapping[str, Any], folder: Any, argument: str) -> None:
+    """Raises :class:`DeviceMapError` when ``device_map`` sends modules to ``"disk"`` but the
+    folder argument ``argument`` (``offload_folder`` / ``offload_dir``) is ``None``."""
+    if folder is not None:
+        return
+    disk = [k for k, v in device_map.items() if isinstance(v, str) and v == "disk"]
+    if disk:
+        shown = disk[:5] + (["..."] if len(disk) > 5 else [])
+        raise DeviceMapError(
+            f"Modules mapped to 'disk' need an offload folder; device_map sends {shown} to disk "
+            f"but {argument} is None. Pass {argument}='some/folder', or raise max_memory so "
+            "nothing goes to disk."
+        )
+
+
+def mapped_device(device_map: Mapping[str, Any], name: str) -> Any:
+    """Device of ``name`` under the longest matching ``device_map`` key, or ``None``."""
+    node = name
+    while True:
+        if node in device_map:
+            return device_map[node]
+        if not node:
+            return None
+        node = node.rsplit(".", 1)[0] if "." in node else ""
+
+
+def resolve_device_map(
+    model: nn.Module,
+    device_map: Any,
+    max_memory: Mapping[DeviceKey, Union[int, str]] | None,
+    no_split_module_classes: list[str] | None,
+    dtype: Union[str, torch.dtype, None],
+    offload_buffers: bool = False,
+) -> dict[str, Any] | None:
+    """Expands ``"auto"``/``"balanced"``/``"balanced_low_0"``/``"sequential"`` or a single
+    device into a device map, and checks it (see :func:`check_device_map`).
+
+    Raises:
+        DeviceMapError: On a device map or ``max_memory`` entry that cannot be used here.
+    """
+    if device_map is None:
+        return None
+    if isinstance(device_map, str) and device_map in DEVICE_MAP_STRATEGIES:
+        if device_map != "sequential":
+            max_memory = get_balanced_memory(
+                model,
+                max_memory=max_memory,
+                no_split_module_classes=no_split_module_classes,
+                dtype=dtype,
+                low_zero=device_map == "balanced_low_0",
+                check_devices=True,
+            )
+        return infer_auto_device_map(
+            model,
+            max_memory=max_memory,
+            no_split_module_classes=no_split_module_classes,
+            dtype=dtype,
+            offload_buffers=offload_buffers,
+            check_devices=True,
+        )
+    if isinstance(device_map, (str, torch.device, int)):
+        check_device(
+            device_map,
+            "device_map",
+            f"Use one of {DEVICE_MAP_STRATEGIES}, a device of this machine, or a dict like "
+            "{'': 'cpu'}.",
+        )
+        device_map = {"": device_map}
+    check_device_map(model, device_map, check_devices=True)
+    return dict(device_map)

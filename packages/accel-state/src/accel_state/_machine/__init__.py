@@ -1,0 +1,1 @@
+"""Devices and probes: the device family of this machine, hardware facts, which optional libraries and accelerators are available, XLA, the distributed types this version cannot run, and out-of-memory helpers."""

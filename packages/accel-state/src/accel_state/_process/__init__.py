@@ -1,0 +1,1 @@
+"""Process state: ``PartialState``, ``AcceleratorState`` and ``GradientState``, the process group's start and orderly end, process control, splitting inputs between processes, seeding, and the debug launcher."""
