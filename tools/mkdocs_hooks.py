@@ -6,6 +6,9 @@
   documents what ``accel`` defines and links every re-exported name to its package's page;
 - ``benchmarks/*.md`` and their charts: the committed results of ``benchmarks/results/``.
 
+Once every page is rendered, the Sphinx roles of the docstrings become links or code
+(``tools/docs_roles.py``).
+
 mkdocs loads this file through ``hooks:`` in ``mkdocs.yml``.
 """
 
@@ -18,11 +21,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from docs_roles import link_roles, roles_to_code  # noqa: E402
 from gen_cli_docs import render as render_cli  # noqa: E402
 
 # Page, package, title, one-line summary: the groups of the specification.
@@ -54,7 +59,7 @@ def _section_title(module_name: str, package_name: str) -> str:
         return "Constants and other names"
     doc = inspect.getdoc(importlib.import_module(module_name)) or module_name
     first = doc.strip().split("\n\n")[0].replace("\n", " ")
-    return first.split(". ")[0].rstrip(".")
+    return roles_to_code(first.split(". ")[0].rstrip("."))
 
 
 def _entries(package_name: str, names: list[str], section_level: int = 2) -> list[str]:
@@ -186,3 +191,21 @@ def on_files(files: Files, config: Any) -> Files:
     for file in benchmark_files(config):
         files.append(file)
     return files
+
+
+@event_priority(0)  # before autorefs (-50), which resolves the links written here
+def on_env(env: Any, config: Any, files: Files) -> Any:
+    """Turn the docstrings' Sphinx roles into links to documented objects, or code."""
+    autorefs = config.plugins["autorefs"]
+
+    def documented(identifier: str) -> bool:
+        try:
+            autorefs.get_item_url(identifier)
+        except KeyError:
+            return False
+        return True
+
+    for file in files:
+        if file.page is not None and file.page.content and ":" in file.page.content:
+            file.page.content = link_roles(file.page.content, documented)
+    return env
