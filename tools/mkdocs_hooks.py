@@ -6,7 +6,8 @@
   documents what ``accel`` defines and links every re-exported name to its package's page;
 - ``benchmarks/*.md`` and their charts: the committed results of ``benchmarks/results/``.
 
-Once every page is rendered, the Sphinx roles of the docstrings become links or code
+Each chart (an image alone on its line, ``![title](chart.png)``) links to its full-size file: the
+charts are drawn for the text column and saved at twice its resolution. Once every page is rendered, the Sphinx roles of the docstrings become links or code
 (``tools/docs_roles.py``).
 
 mkdocs loads this file through ``hooks:`` in ``mkdocs.yml``.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -191,6 +193,22 @@ def on_files(files: Files, config: Any) -> Files:
     for file in benchmark_files(config):
         files.append(file)
     return files
+
+
+CHART = re.compile(r"^!\[([^\]]*)\]\(([^)\s]+\.png)\)\s*$", re.MULTILINE)
+"""A chart of a page: an image alone on its line."""
+
+
+def link_charts(markdown: str) -> str:
+    """Each chart of ``markdown`` wrapped in a link to its own file (opened full size)."""
+    return CHART.sub(
+        r'[![\1](\2)](\2){ .chart-full-size title="Open the chart full size" }', markdown
+    )
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    """Link every chart of the page to its full-size image."""
+    return link_charts(markdown)
 
 
 @event_priority(0)  # before autorefs (-50), which resolves the links written here

@@ -139,3 +139,14 @@ def test_the_command_line_page_wraps_its_help_texts(site: Path) -> None:
     rule = css.split(".md-typeset .cli-help pre > code", 1)[1].split("}", 1)[0]
     assert "white-space: pre-wrap" in rule
     assert 'href="../stylesheets/extra.css"' in page
+
+
+def test_every_chart_opens_full_size(site: Path) -> None:
+    charts = 0
+    for name, page in _pages(site).items():
+        for image in re.finditer(r'<img alt="[^"]*" src="([^"]+\.png)"\s*/?>', page):
+            charts += 1
+            before = page[: image.start()]
+            link = re.search(r'<a class="chart-full-size" href="([^"]+)"[^>]*>$', before)
+            assert link is not None and link.group(1) == image.group(1), f"{name}: {image.group(0)}"
+    assert charts >= 49
