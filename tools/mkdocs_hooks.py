@@ -4,7 +4,13 @@
 - ``api/*.md``: one page per package, one entry per name of its ``__all__``, grouped by the
   private module that defines it (the module's docstring gives the heading); the facade's page
   documents what ``accel`` defines and links every re-exported name to its package's page;
-- ``benchmarks/*.md`` and their charts: the committed results of ``benchmarks/results/``.
+- ``benchmarks/*.md`` and their charts: the committed results of ``benchmarks/results/``;
+- ``repository.md``: the repository's README, its links to files outside ``docs/`` made to point
+  at the repository (``ACCEL_REPO_URL``) or written as paths when the build has no address.
+
+The header shows the version of ``accel-torch``. With ``ACCEL_REPO_URL`` set when building,
+``mkdocs.yml`` links the header to the repository and each page of ``docs/`` gets "edit this
+page" (``ACCEL_EDIT_URI``, ``edit/main/docs/`` by default).
 
 Each chart (an image alone on its line, ``![title](chart.png)``) links to its full-size file: the
 charts are drawn for the text column and saved at twice its resolution. Once every page is rendered, the Sphinx roles of the docstrings become links or code
@@ -16,6 +22,7 @@ mkdocs loads this file through ``hooks:`` in ``mkdocs.yml``.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import inspect
 import re
 import sys
@@ -182,8 +189,47 @@ def benchmark_files(config: Any) -> list[File]:
     return files
 
 
+NO_ADDRESS = """\
+!!! note "The repository"
+    The repository has no public address yet, so this site links to no repository page and
+    has no "edit this page" button: below is the repository's README, as the root of a clone
+    shows it. Paths are relative to that root. A build with `ACCEL_REPO_URL=<address>` links
+    the header to the repository and every guide to its source.
+"""
+
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s#]+)(#[^)\s]*)?\)")
+
+
+def readme_page(repo_url: str | None, branch: str = "main") -> str:
+    """The repository's README as a page of the site: links into ``docs/`` stay site links,
+    links to other files of the repository go to ``repo_url`` (or become their path)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+
+    def link(match: re.Match[str]) -> str:
+        text, target, anchor = match.group(1), match.group(2), match.group(3) or ""
+        if "://" in target:
+            return match.group(0)
+        if target.startswith("docs/"):
+            return f"[{text}]({target.removeprefix('docs/')}{anchor})"
+        if repo_url:
+            return f"[{text}]({repo_url.rstrip('/')}/blob/{branch}/{target}{anchor})"
+        return f"{text} (`{target}`)" if text.strip("`") != target else f"`{target}`"
+
+    page = _LINK.sub(link, readme)
+    return page if repo_url else page.replace("\n", "\n\n" + NO_ADDRESS + "\n", 1)
+
+
+def on_config(config: Any) -> Any:
+    """Show the version of accel-torch in the header and the footer of every page."""
+    version = importlib.metadata.version("accel-torch")
+    config.site_name = f"accel {version}"
+    config.copyright = f"accel {version} · Apache License 2.0"
+    return config
+
+
 def on_files(files: Files, config: Any) -> Files:
     """Add the generated pages to the site."""
+    files.append(File.generated(config, "repository.md", content=readme_page(config.repo_url)))
     files.append(File.generated(config, "cli.md", content=render_cli()))
     files.append(File.generated(config, "api/index.md", content=api_index()))
     files.append(File.generated(config, "api/accel.md", content=facade_page()))

@@ -150,3 +150,41 @@ def test_every_chart_opens_full_size(site: Path) -> None:
             link = re.search(r'<a class="chart-full-size" href="([^"]+)"[^>]*>$', before)
             assert link is not None and link.group(1) == image.group(1), f"{name}: {image.group(0)}"
     assert charts >= 49
+
+
+hooks = load_module("tools/mkdocs_hooks.py")
+
+
+def test_the_site_shows_the_version_and_the_repository(site: Path) -> None:
+    import importlib.metadata
+
+    version = importlib.metadata.version("accel-torch")
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert f"<title>accel {version}</title>" in home
+    assert f"accel {version} · Apache License 2.0" in home
+    assert 'href="repository/"' in home  # in the navigation
+    readme = _text((site / "repository" / "index.html").read_text(encoding="utf-8"))
+    if 'class="md-source"' in home:  # built with ACCEL_REPO_URL
+        assert "no public address" not in readme
+    else:
+        assert "The repository has no public address yet" in readme
+        assert "`packages/accel`" not in readme and "(packages/accel)" in readme
+
+
+def test_a_repository_address_links_the_header_and_each_guide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mkdocs.config import load_config
+
+    monkeypatch.setenv("ACCEL_REPO_URL", "https://example.org/team/accel")
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    assert config.repo_url == "https://example.org/team/accel"
+    assert config.edit_uri == "edit/main/docs/"
+    assert "content.action.edit" in config.theme["features"]
+    page = hooks.readme_page("https://example.org/team/accel")
+    assert "](https://example.org/team/accel/blob/main/ARCHITECTURE.md)" in page
+    assert "](migration.md)" in page  # a guide stays a link of the site
+    assert "no public address" not in page
+    monkeypatch.delenv("ACCEL_REPO_URL")
+    assert load_config(str(ROOT / "mkdocs.yml")).repo_url is None
+    assert "`ARCHITECTURE.md`" in hooks.readme_page(None)
