@@ -43,7 +43,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse
 
 HELP_FENCE = "```{.text .cli-help}"
 """Opens a ``--help`` block: wrapped by ``docs/stylesheets/extra.css``, not scrolled."""
-HELP_COLUMNS = "88"
+HELP_COLUMNS = "78"
 """The width ``--help`` is formatted at: about what the site's code font fits in its column."""
 
 
