@@ -1,8 +1,9 @@
 """Write the command line reference of the docs from the ``accel`` command's own parsers.
 
-The page lists every subcommand with its ``--help`` text exactly as the command prints it,
-then one table per group of ``accel launch`` flags (flag, default, meaning). The docs build
-calls :func:`render` through ``tools/mkdocs_hooks.py``, so the page never goes stale.
+The page lists every subcommand with its ``--help`` text exactly as the command prints it (in
+blocks of class ``cli-help``, which the site's stylesheet wraps at the column's width instead of
+scrolling sideways), then one table per group of ``accel launch`` flags (flag, default, meaning). The docs build
+calls ``render`` through ``tools/mkdocs_hooks.py``, so the page never goes stale.
 
 Usage:
     python tools/gen_cli_docs.py            # print the page
@@ -40,10 +41,16 @@ def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse
                     yield name, sub
 
 
+HELP_FENCE = "```{.text .cli-help}"
+"""Opens a ``--help`` block: wrapped by ``docs/stylesheets/extra.css``, not scrolled."""
+HELP_COLUMNS = "78"
+"""The width ``--help`` is formatted at: about what the site's code font fits in its column."""
+
+
 def _help(parser: argparse.ArgumentParser) -> str:
     """The ``--help`` text at a fixed width, whatever the terminal."""
     previous = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
+    os.environ["COLUMNS"] = HELP_COLUMNS
     try:
         return parser.format_help().rstrip()
     finally:
@@ -87,12 +94,12 @@ def flags_tables(parser: argparse.ArgumentParser) -> str:
 def render() -> str:
     """The whole command line reference page, as markdown."""
     root = build_parser()
-    parts = [INTRO, "## `accel`", "", "```text", _help(root), "```", ""]
+    parts = [INTRO, "## `accel`", "", HELP_FENCE, _help(root), "```", ""]
     launch = None
     for name, sub in _subparsers(root):
-        parts += [f"## `accel {name}`", "", "```text", _help(sub), "```", ""]
+        parts += [f"## `accel {name}`", "", HELP_FENCE, _help(sub), "```", ""]
         for child_name, child in _subparsers(sub):
-            parts += [f"### `accel {name} {child_name}`", "", "```text", _help(child), "```", ""]
+            parts += [f"### `accel {name} {child_name}`", "", HELP_FENCE, _help(child), "```", ""]
         if name == "launch":
             launch = sub
     if launch is not None:

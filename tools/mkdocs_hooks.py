@@ -4,7 +4,17 @@
 - ``api/*.md``: one page per package, one entry per name of its ``__all__``, grouped by the
   private module that defines it (the module's docstring gives the heading); the facade's page
   documents what ``accel`` defines and links every re-exported name to its package's page;
-- ``benchmarks/*.md`` and their charts: the committed results of ``benchmarks/results/``.
+- ``benchmarks/*.md`` and their charts: the committed results of ``benchmarks/results/``;
+- ``repository.md``: the repository's README, its links to files outside ``docs/`` made to point
+  at the repository (``ACCEL_REPO_URL``) or written as paths when the build has no address.
+
+The header shows the version of ``accel-torch``. With ``ACCEL_REPO_URL`` set when building,
+``mkdocs.yml`` links the header to the repository and each page of ``docs/`` gets "edit this
+page" (``ACCEL_EDIT_URI``, ``edit/main/docs/`` by default).
+
+Each chart (an image alone on its line, ``![title](chart.png)``) links to its full-size file: the
+charts are drawn for the text column and saved at twice its resolution. Once every page is rendered, the Sphinx roles of the docstrings become links or code
+(``tools/docs_roles.py``).
 
 mkdocs loads this file through ``hooks:`` in ``mkdocs.yml``.
 """
@@ -12,17 +22,21 @@ mkdocs loads this file through ``hooks:`` in ``mkdocs.yml``.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import inspect
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from docs_roles import link_roles, roles_to_code  # noqa: E402
 from gen_cli_docs import render as render_cli  # noqa: E402
 
 # Page, package, title, one-line summary: the groups of the specification.
@@ -54,7 +68,7 @@ def _section_title(module_name: str, package_name: str) -> str:
         return "Constants and other names"
     doc = inspect.getdoc(importlib.import_module(module_name)) or module_name
     first = doc.strip().split("\n\n")[0].replace("\n", " ")
-    return first.split(". ")[0].rstrip(".")
+    return roles_to_code(first.split(". ")[0].rstrip("."))
 
 
 def _entries(package_name: str, names: list[str], section_level: int = 2) -> list[str]:
@@ -175,8 +189,47 @@ def benchmark_files(config: Any) -> list[File]:
     return files
 
 
+NO_ADDRESS = """\
+!!! note "The repository"
+    The repository has no public address yet, so this site links to no repository page and
+    has no "edit this page" button: below is the repository's README, as the root of a clone
+    shows it. Paths are relative to that root. A build with `ACCEL_REPO_URL=<address>` links
+    the header to the repository and every guide to its source.
+"""
+
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s#]+)(#[^)\s]*)?\)")
+
+
+def readme_page(repo_url: str | None, branch: str = "main") -> str:
+    """The repository's README as a page of the site: links into ``docs/`` stay site links,
+    links to other files of the repository go to ``repo_url`` (or become their path)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+
+    def link(match: re.Match[str]) -> str:
+        text, target, anchor = match.group(1), match.group(2), match.group(3) or ""
+        if "://" in target:
+            return match.group(0)
+        if target.startswith("docs/"):
+            return f"[{text}]({target.removeprefix('docs/')}{anchor})"
+        if repo_url:
+            return f"[{text}]({repo_url.rstrip('/')}/blob/{branch}/{target}{anchor})"
+        return f"{text} (`{target}`)" if text.strip("`") != target else f"`{target}`"
+
+    page = _LINK.sub(link, readme)
+    return page if repo_url else page.replace("\n", "\n\n" + NO_ADDRESS + "\n", 1)
+
+
+def on_config(config: Any) -> Any:
+    """Show the version of accel-torch in the header and the footer of every page."""
+    version = importlib.metadata.version("accel-torch")
+    config.site_name = f"accel {version}"
+    config.copyright = f"accel {version} · Apache License 2.0"
+    return config
+
+
 def on_files(files: Files, config: Any) -> Files:
     """Add the generated pages to the site."""
+    files.append(File.generated(config, "repository.md", content=readme_page(config.repo_url)))
     files.append(File.generated(config, "cli.md", content=render_cli()))
     files.append(File.generated(config, "api/index.md", content=api_index()))
     files.append(File.generated(config, "api/accel.md", content=facade_page()))
@@ -186,3 +239,37 @@ def on_files(files: Files, config: Any) -> Files:
     for file in benchmark_files(config):
         files.append(file)
     return files
+
+
+CHART = re.compile(r"^!\[([^\]]*)\]\(([^)\s]+\.png)\)\s*$", re.MULTILINE)
+"""A chart of a page: an image alone on its line."""
+
+
+def link_charts(markdown: str) -> str:
+    """Each chart of ``markdown`` wrapped in a link to its own file (opened full size)."""
+    return CHART.sub(
+        r'[![\1](\2)](\2){ .chart-full-size title="Open the chart full size" }', markdown
+    )
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    """Link every chart of the page to its full-size image."""
+    return link_charts(markdown)
+
+
+@event_priority(0)  # before autorefs (-50), which resolves the links written here
+def on_env(env: Any, config: Any, files: Files) -> Any:
+    """Turn the docstrings' Sphinx roles into links to documented objects, or code."""
+    autorefs = config.plugins["autorefs"]
+
+    def documented(identifier: str) -> bool:
+        try:
+            autorefs.get_item_url(identifier)
+        except KeyError:
+            return False
+        return True
+
+    for file in files:
+        if file.page is not None and file.page.content and ":" in file.page.content:
+            file.page.content = link_roles(file.page.content, documented)
+    return env

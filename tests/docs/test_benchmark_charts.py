@@ -75,3 +75,57 @@ def test_committed_results_show_their_charts() -> None:
     for image in sorted(RESULTS.glob("*.png")):
         page = RESULTS / (re.sub(r"_\d+$", "", image.stem) + ".md")
         assert f"]({image.name})" in page.read_text(encoding="utf-8"), image.name
+
+
+LONG = """# Demo
+
+## Load of a checkpoint (us)
+
+| reader | page cache | time (us) | × cat |
+| --- | --- | ---: | ---: |
+| accel load_state(verify_checksums=False) | warm | 94 | 0.80x |
+| floor of a checked load: cat + one CRC-32 pass in memory | warm | 156 | 1.33x |
+| accelerate load_state (unchecked) | cold | 1944 | 1.27x |
+"""
+
+
+def test_a_chart_has_a_legend_units_and_whole_labels() -> None:
+    table = charts.tables(LONG.splitlines())[0]
+    figure = charts.figure(table)
+    try:
+        assert figure.get_size_inches()[0] == charts.FIGURE_WIDTH
+        axes = figure.get_axes()
+        assert [axis.get_xlabel() for axis in axes] == ["time (µs)", "× cat (ratio)"]
+        legend = axes[0].get_legend()
+        assert [text.get_text() for text in legend.get_texts()] == [
+            "accel",
+            "accelerate (the reference library)",
+            "baseline / floor",
+        ]
+        labels = [label.get_text() for label in axes[0].get_yticklabels()]
+        assert all("..." not in label and "…" not in label for label in labels), labels
+        assert "".join(labels[1].split()) == "floorofacheckedload:cat+oneCRC-32passinmemory·warm"
+        assert axes[0].get_title(loc="left") == "Load of a checkpoint (µs)"
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+
+
+def test_micro_seconds_are_written_us_nowhere() -> None:
+    assert charts.micro("accel (us)") == "accel (µs)"
+    assert charts.micro("plain (us/batch)") == "plain (µs/batch)"
+    assert charts.micro("users · bus") == "users · bus"
+
+
+def test_committed_charts_are_drawn_for_the_text_column() -> None:
+    """Laid out 7.5 in wide at 180 dpi: twice the site's 675 px column (cropped to what is
+    drawn), and never cut: a chart from an older helper (1458 px, labels cut) fails here."""
+    from PIL import Image
+
+    widths = {image.name: Image.open(image).size[0] for image in RESULTS.glob("*.png")}
+    assert widths
+    wrong = {name: width for name, width in widths.items() if not 1150 <= width <= 1450}
+    assert not wrong, f"redraw with: python benchmarks/_charts.py benchmarks/results/*.md {wrong}"
+    palette = {image.name for image in RESULTS.glob("*.png") if Image.open(image).mode != "P"}
+    assert not palette, palette

@@ -32,3 +32,18 @@ def test_every_subcommand_and_launch_flag_is_on_the_page() -> None:
     for flag in launch_flags:
         assert f"| `{flag}`" in page, flag
     assert "### `accel config default`" in page
+
+
+def test_no_help_text_shows_rest_markup() -> None:
+    """``--help`` is read in a terminal and on the site: no reST double backticks or roles."""
+    root = build_parser()
+    texts = {"accel": gen_cli_docs._help(root)}
+    for name, sub in gen_cli_docs._subparsers(root):
+        texts[f"accel {name}"] = gen_cli_docs._help(sub)
+        for child_name, child in gen_cli_docs._subparsers(sub):
+            texts[f"accel {name} {child_name}"] = gen_cli_docs._help(child)
+    marked = {
+        command: [line.strip() for line in text.splitlines() if "``" in line or ":class:" in line]
+        for command, text in texts.items()
+    }
+    assert not {command: lines for command, lines in marked.items() if lines}

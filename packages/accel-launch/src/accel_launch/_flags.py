@@ -163,7 +163,8 @@ _DOCS: dict[type, dict[str, str]] = {}
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """The docstring written under each field of a dataclass, by field name."""
+    """The docstring written under each field of a dataclass, by field name, as ``--help``
+    prints it (the docstrings' double backticks become single ones)."""
     if cls in _DOCS:
         return _DOCS[cls]
     tree = ast.parse(inspect.getsource(cls))
@@ -177,7 +178,8 @@ def field_docs(cls: type) -> dict[str, str]:
             and isinstance(following.value, ast.Constant)
             and isinstance(following.value.value, str)
         ):
-            docs[node.target.id] = " ".join(following.value.value.split())
+            text = " ".join(following.value.value.split())
+            docs[node.target.id] = text.replace("``", "`")
     _DOCS[cls] = docs
     return docs
 

@@ -1,0 +1,190 @@
+"""The built site as a reader sees it: no Sphinx role printed literally, no private sentinel in a
+signature, ``--help`` texts that wrap instead of scrolling sideways.
+
+The pages are read from ``build/site`` when it is newer than every file the build reads (the
+docs step of ``tools/test.sh`` builds it just before the tests); otherwise the site is built
+here, into a temporary folder.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docs_test_helpers import ROOT, load_module
+
+roles = load_module("tools/docs_roles.py")
+
+SOURCES = ("mkdocs.yml", "docs", "tools", "packages", "benchmarks/results")
+
+
+def _newest_source() -> float:
+    newest = 0.0
+    for name in SOURCES:
+        path = ROOT / name
+        files = [path] if path.is_file() else path.rglob("*")
+        for file in files:
+            if file.suffix in (".py", ".md", ".yml", ".css", ".png", ".toml") and file.is_file():
+                newest = max(newest, file.stat().st_mtime)
+    return newest
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    built = ROOT / "build" / "site"
+    index = built / "index.html"
+    if index.exists() and index.stat().st_mtime >= _newest_source():
+        return built
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out
+
+
+def _pages(site: Path) -> dict[str, str]:
+    return {
+        path.relative_to(site).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(site.rglob("*.html"))
+    }
+
+
+def _text(page: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def test_the_role_pattern_sees_every_form() -> None:
+    for left in (
+        ":meth:`prepare`",
+        ":class:<code>AlignDevicesHook</code>",
+        ":class:AlignDevicesHook",
+        ":py:func:&#96;gather&#96;",
+        ":exc:`ValueError`",
+    ):
+        assert roles.raw_roles(left), left
+    assert not roles.raw_roles("see https://example.org: a note, 12:30: done")
+
+
+def test_roles_become_links_or_code() -> None:
+    page = (
+        '<h3 id="accel_bigmodel.AlignDevicesHook">x</h3>'
+        '<h4 id="accel_bigmodel.AlignDevicesHook.fetch_weights">y</h4>'
+        "<p>See :meth:<code>init_hook</code>, :func:<code>~accel_data.skip_first_batches</code>"
+        " and :class:<code>Unknown</code>.</p>"
+        '<a title=":class:Hook">t</a>'
+    )
+    documented = {"accel_bigmodel.AlignDevicesHook.init_hook", "accel_data.skip_first_batches"}
+    out = roles.link_roles(page, documented.__contains__)
+    assert (
+        '<autoref identifier="accel_bigmodel.AlignDevicesHook.init_hook" optional>'
+        "<code>init_hook</code></autoref>"
+    ) in out
+    assert (
+        '<autoref identifier="accel_data.skip_first_batches" optional>'
+        "<code>skip_first_batches</code></autoref>"
+    ) in out
+    assert "<code>Unknown</code>." in out
+    assert '<a title="Hook">' in out
+    assert not roles.raw_roles(out)
+    assert roles.roles_to_code("Hooks: :class:`AlignDevicesHook`") == "Hooks: `AlignDevicesHook`"
+
+
+def test_no_page_prints_a_sphinx_role(site: Path) -> None:
+    left = {
+        name: [" ".join(found.split()) for found in roles.raw_roles(page)]
+        for name, page in _pages(site).items()
+    }
+    left = {name: found for name, found in left.items() if found}
+    assert not left, f"raw roles in the built pages (tools/docs_roles.py converts them): {left}"
+
+
+def test_roles_of_the_api_pages_link_to_their_targets(site: Path) -> None:
+    page = (site / "api" / "bigmodel" / "index.html").read_text(encoding="utf-8")
+    # AlignDevicesHook.init_hook's docstring names load_checkpoint_in_model with a role
+    assert re.search(
+        r'<a class="autorefs autorefs-internal"[^>]*href="#accel_bigmodel.load_checkpoint_in_model"',
+        page,
+    )
+
+
+def test_signatures_show_no_private_sentinel(site: Path) -> None:
+    private = re.compile(r"(\w+)(?:\s*:\s*[^=\n]{1,80}?)?\s=\s(_[A-Za-z]\w*)")
+    found = []
+    for name, page in _pages(site).items():
+        if not name.startswith("api/"):
+            continue
+        for signature in re.findall(
+            r'<div class="doc-signature[^"]*"[^>]*>(.*?)</div>', page, re.S
+        ):
+            found += [f"{name}: {m.group(0)}" for m in private.finditer(_text(signature))]
+        found += [f"{name}: {m.group(0)}" for m in private.finditer(_text(page))]
+    assert not found, "tools/griffe_defaults.py shows the effective default; add the sentinel there"
+    accel_page = _text((site / "api" / "accel" / "index.html").read_text(encoding="utf-8"))
+    assert "split_batches: bool = False" in accel_page
+
+
+def test_the_command_line_page_wraps_its_help_texts(site: Path) -> None:
+    page = (site / "cli" / "index.html").read_text(encoding="utf-8")
+    assert page.count('<div class="cli-help highlight">') >= 7  # accel and each subcommand
+    assert "``" not in _text(page)
+    css = (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    rule = css.split(".md-typeset .cli-help pre > code", 1)[1].split("}", 1)[0]
+    assert "white-space: pre-wrap" in rule
+    assert 'href="../stylesheets/extra.css"' in page
+
+
+def test_every_chart_opens_full_size(site: Path) -> None:
+    charts = 0
+    for name, page in _pages(site).items():
+        for image in re.finditer(r'<img alt="[^"]*" src="([^"]+\.png)"\s*/?>', page):
+            charts += 1
+            before = page[: image.start()]
+            link = re.search(r'<a class="chart-full-size" href="([^"]+)"[^>]*>$', before)
+            assert link is not None and link.group(1) == image.group(1), f"{name}: {image.group(0)}"
+    assert charts >= 49
+
+
+hooks = load_module("tools/mkdocs_hooks.py")
+
+
+def test_the_site_shows_the_version_and_the_repository(site: Path) -> None:
+    import importlib.metadata
+
+    version = importlib.metadata.version("accel-torch")
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert f"<title>accel {version}</title>" in home
+    assert f"accel {version} · Apache License 2.0" in home
+    assert 'href="repository/"' in home  # in the navigation
+    readme = _text((site / "repository" / "index.html").read_text(encoding="utf-8"))
+    if 'class="md-source"' in home:  # built with ACCEL_REPO_URL
+        assert "no public address" not in readme
+    else:
+        assert "The repository has no public address yet" in readme
+        assert "`packages/accel`" not in readme and "(packages/accel)" in readme
+
+
+def test_a_repository_address_links_the_header_and_each_guide(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mkdocs.config import load_config
+
+    monkeypatch.setenv("ACCEL_REPO_URL", "https://example.org/team/accel")
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    assert config.repo_url == "https://example.org/team/accel"
+    assert config.edit_uri == "edit/main/docs/"
+    assert "content.action.edit" in config.theme["features"]
+    page = hooks.readme_page("https://example.org/team/accel")
+    assert "](https://example.org/team/accel/blob/main/ARCHITECTURE.md)" in page
+    assert "](migration.md)" in page  # a guide stays a link of the site
+    assert "no public address" not in page
+    monkeypatch.delenv("ACCEL_REPO_URL")
+    assert load_config(str(ROOT / "mkdocs.yml")).repo_url is None
+    assert "`ARCHITECTURE.md`" in hooks.readme_page(None)
