@@ -33,7 +33,7 @@ def _split_batches() -> str:
 
 EFFECTIVE_DEFAULTS: dict[str, Callable[[], str]] = {
     # Left out, the data loader configuration decides (DataLoaderConfiguration's default).
-    "accel._accelerator.Accelerator.__init__(split_batches)": _split_batches,
+    "accel._facade._accelerator.Accelerator.__init__(split_batches)": _split_batches,
 }
 """``function path(parameter)`` -> the default shown, for parameters with a sentinel default."""
 
