@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -132,3 +133,14 @@ def test_floors_circles_and_back_up_imports(tool: ModuleType, tmp_path: Path) ->
 def test_a_document_without_markers_is_refused(tool: ModuleType) -> None:
     with pytest.raises(ValueError, match="import-graph:start"):
         tool.expected("# a page with no generated section\n")
+
+
+def test_the_type_stubs_of_the_lazy_namespaces_are_current() -> None:
+    """Each lazy namespace's ``.pyi`` stub is generated from its ``_EXPORTS`` table."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_reexports.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout

@@ -26,21 +26,19 @@ def test_every_exported_name_resolves(name):
 
 
 def _typing_surface(module_name: str) -> dict[str, str]:
-    """``{name: source module}`` of the ``if TYPE_CHECKING:`` imports of a lazy module."""
+    """``{name: source module}`` of the imports in a lazy module's generated type stub
+    (``tools/gen_reexports.py``), the submodules it opens left out."""
     module = importlib.import_module(module_name)
-    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    stub = Path(module.__file__).with_suffix(".pyi")
+    tree = ast.parse(stub.read_text(encoding="utf-8"))
     package = (
         module_name if module.__file__.endswith("__init__.py") else module_name.rpartition(".")[0]
     )
     surface: dict[str, str] = {}
     for node in tree.body:
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            for stmt in node.body:
-                assert isinstance(stmt, ast.ImportFrom), ast.dump(stmt)
-                source = importlib.util.resolve_name(
-                    "." * stmt.level + (stmt.module or ""), package
-                )
-                surface.update({alias.name: source for alias in stmt.names})
+        if isinstance(node, ast.ImportFrom) and not (node.level == 1 and node.module is None):
+            source = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            surface.update({alias.name: source for alias in node.names})
     return surface
 
 

@@ -5,8 +5,6 @@ Importing this package imports neither torch nor yaml: each name loads its modul
 so ``accel --version``, ``accel --help`` and ``accel env`` answer without paying for torch.
 """
 
-from typing import TYPE_CHECKING
-
 from accel_state.lazy import lazy_module as _lazy_module
 
 # Public name -> private module, loaded on first use.
@@ -48,33 +46,3 @@ __all__ = ["__version__", *_EXPORTS]
 
 
 __getattr__, __dir__ = _lazy_module(globals(), _EXPORTS, distribution="accel-launch")
-
-
-if TYPE_CHECKING:
-    from ._config_file import (
-        ConfigError,
-        LaunchConfig,
-        config_from_dict,
-        default_config_file,
-        load_config_file,
-        write_basic_config,
-    )
-    from ._engine_configs import DeepSpeedConfig, DynamoConfig, FSDPConfig, MegatronLMConfig
-    from ._merge import merge_fsdp_weights, merge_weights
-    from ._notebook import notebook_launcher
-    from ._reference_commands import launch_command, launch_command_parser
-    from ._resolve import LaunchPlan, child_environment, resolve
-    from ._sagemaker import (
-        SAGEMAKER_PARALLEL_EC2_INSTANCES,
-        SAGEMAKER_PYTHON_VERSION,
-        SAGEMAKER_PYTORCH_VERSION,
-        SAGEMAKER_TRANSFORMERS_VERSION,
-        SageMakerConfig,
-        build_estimator,
-        prepare_sagemager_args_inputs,
-    )
-    from ._to_fsdp2 import convert_to_fsdp2
-    from ._torchrun_env import (
-        prepare_multi_gpu_env,
-    )
-    from ._tpu import install_xla

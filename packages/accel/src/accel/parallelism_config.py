@@ -1,11 +1,7 @@
 """``accel.parallelism_config``: the names of the reference's ``accelerate.parallelism_config``
 (transformers' ``TrainingArguments`` imports ``ParallelismConfig`` from it)."""
 
-# ruff: noqa: F401 - the typing block re-exports names for type checkers
-
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
@@ -16,13 +12,3 @@ _EXPORTS = PATHS["accel.parallelism_config"]
 __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
-
-if TYPE_CHECKING:
-    from accel_state import (
-        DeepSpeedSequenceParallelConfig,
-        DistributedType,
-        ParallelismConfig,
-        TorchContextParallelConfig,
-        TorchTensorParallelConfig,
-        is_torch_version,
-    )

@@ -1,11 +1,7 @@
 """``accel.utils.offload``: the names of the reference's ``accelerate.utils.offload``, from the accel packages
 that own them."""
 
-# ruff: noqa: F401 - the typing block re-exports names for type checkers
-
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
@@ -16,14 +12,3 @@ _EXPORTS = PATHS["accel.utils.offload"]
 __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
-
-if TYPE_CHECKING:
-    from accel_bigmodel import (
-        OffloadedWeightsLoader,
-        PrefixedDataset,
-        extract_submodules_state_dict,
-        load_offloaded_weight,
-        offload_state_dict,
-        offload_weight,
-        save_offload_index,
-    )

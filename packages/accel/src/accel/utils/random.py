@@ -1,11 +1,7 @@
 """``accel.utils.random``: the names of the reference's ``accelerate.utils.random``, from the accel packages
 that own them."""
 
-# ruff: noqa: F401 - the typing block re-exports names for type checkers
-
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
@@ -16,22 +12,3 @@ _EXPORTS = PATHS["accel.utils.random"]
 __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
-
-if TYPE_CHECKING:
-    from accel_state import (
-        CUDA_DISTRIBUTED_TYPES,
-        AcceleratorState,
-        DistributedType,
-        RNGType,
-        is_hpu_available,
-        is_mlu_available,
-        is_musa_available,
-        is_neuron_available,
-        is_npu_available,
-        is_sdaa_available,
-        is_torch_xla_available,
-        is_xpu_available,
-        set_seed,
-        synchronize_rng_state,
-        synchronize_rng_states,
-    )

@@ -1,11 +1,7 @@
 """``accel.utils.tqdm``: the names of the reference's ``accelerate.utils.tqdm``, from the accel packages
 that own them."""
 
-# ruff: noqa: F401 - the typing block re-exports names for type checkers
-
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
@@ -16,10 +12,3 @@ _EXPORTS = PATHS["accel.utils.tqdm"]
 __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
-
-if TYPE_CHECKING:
-    from accel_state import (
-        PartialState,
-        is_tqdm_available,
-        tqdm,
-    )

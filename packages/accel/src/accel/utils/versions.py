@@ -1,11 +1,7 @@
 """``accel.utils.versions``: the names of the reference's ``accelerate.utils.versions``, from the accel packages
 that own them."""
 
-# ruff: noqa: F401 - the typing block re-exports names for type checkers
-
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from accel_state.lazy import lazy_module
 
@@ -16,10 +12,3 @@ _EXPORTS = PATHS["accel.utils.versions"]
 __all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_module(globals(), _EXPORTS)
-
-if TYPE_CHECKING:
-    from accel_state import (
-        STR_OPERATION_TO_FUNC,
-        compare_versions,
-        is_torch_version,
-    )
