@@ -144,3 +144,29 @@ def test_the_type_stubs_of_the_lazy_namespaces_are_current() -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr + done.stdout
+
+
+def test_no_module_is_over_500_lines_and_no_folder_over_25_modules() -> None:
+    """A module holds one job (500 lines at most); a folder of a package shows its job by
+    holding few enough modules to read at a glance (25 at most)."""
+    long = []
+    crowded = []
+    for src in sorted(ROOT.glob("packages/*/src")):
+        for path in sorted(src.rglob("*.py")):
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            if lines > 500:
+                long.append(f"{path.relative_to(ROOT)}: {lines} lines")
+        folders = {path.parent for path in src.rglob("*.py")}
+        for folder in sorted(folders):
+            count = len(list(folder.glob("*.py")))
+            if count > 25:
+                crowded.append(f"{folder.relative_to(ROOT)}: {count} modules")
+    for path in sorted(ROOT.glob("benchmarks/**/*.py")) + sorted(ROOT.glob("tools/**/*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > 500:
+            long.append(f"{path.relative_to(ROOT)}: {lines} lines")
+    assert not long, "split these modules by job (500 lines at most):\n" + "\n".join(long)
+    facade_and_state = [c for c in crowded if "/accel/src/" in c or "/accel-state/src/" in c]
+    assert not facade_and_state, "group these modules into subpackages by job:\n" + "\n".join(
+        facade_and_state
+    )

@@ -16,6 +16,7 @@ from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 from accel_state import environment_variables as contract
 
 from ._config_bounds import check_expansion, check_file_size, nested_too_deep
+from ._config_values import coerce
 from ._engine_configs import (
     SECTIONS,
     DeepSpeedConfig,
@@ -23,7 +24,6 @@ from ._engine_configs import (
     FSDPConfig,
     MegatronLMConfig,
     ParallelismSection,
-    coerce,
 )
 from ._errors import ConfigError
 from ._migrate import CONFIG_VERSION, IGNORED_KEYS, migrate

@@ -32,7 +32,7 @@ _EXPORTS = {
     "GradScalerKwargs": "._plugins._kwargs",
     "GradientAccumulationPlugin": "._plugins._shared",
     "GradientState": "._process._accelerator_state",
-    "HfDeepSpeedConfig": "._plugins._deepspeed_plugin",
+    "HfDeepSpeedConfig": "._plugins._deepspeed_json",
     "InitProcessGroupKwargs": "._plugins._kwargs",
     "KwargsHandler": "._plugins._kwargs",
     "ParallelismConfig": "._plugins._parallelism",

@@ -162,9 +162,11 @@ from ._objects import (
     merge_dicts as merge_dicts,
     recursive_getattr as recursive_getattr,
 )
+from ._plugins._deepspeed_json import (
+    HfDeepSpeedConfig as HfDeepSpeedConfig,
+)
 from ._plugins._deepspeed_plugin import (
     DeepSpeedPlugin as DeepSpeedPlugin,
-    HfDeepSpeedConfig as HfDeepSpeedConfig,
 )
 from ._plugins._fsdp_plugin import (
     FullyShardedDataParallelPlugin as FullyShardedDataParallelPlugin,

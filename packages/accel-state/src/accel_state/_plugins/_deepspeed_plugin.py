@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import environment_variables as env
 from .._env._contract import OFFLOAD_DEVICES, ZERO_STAGES
+from ._deepspeed_json import AUTO, HfDeepSpeedConfig, fill_match, raise_mismatches
 
 _FIELD_VARIABLES = {
     "gradient_accumulation_steps": env.ACCEL_GRADIENT_ACCUMULATION_STEPS,
@@ -31,145 +30,6 @@ _FIELD_VARIABLES = {
     "zero3_save_16bit_model": env.ACCEL_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL,
 }
 """Each field the launcher's environment fills, and its variable."""
-AUTO = "auto"
-
-
-class HfDeepSpeedConfig:
-    """Read access to a DeepSpeed config given as a dict or a JSON file path.
-
-    Dotted keys reach nested values: ``config.get_value("zero_optimization.stage")``.
-
-    Args:
-        config_file_or_dict: A dict (copied), or the path of a JSON file.
-    """
-
-    def __init__(self, config_file_or_dict: dict[str, Any] | str | os.PathLike[str]) -> None:
-        if isinstance(config_file_or_dict, dict):
-            config = copy.deepcopy(config_file_or_dict)
-        elif isinstance(config_file_or_dict, (str, os.PathLike)):
-            path = os.fspath(config_file_or_dict)
-            if not os.path.isfile(path):
-                raise ValueError(
-                    "a DeepSpeed config must be a dict or the path of an existing JSON file; "
-                    f"got {path!r}, which is not a file. Check the path."
-                )
-            with open(path, encoding="utf-8") as handle:
-                config = json.load(handle)
-        else:
-            raise TypeError(
-                "a DeepSpeed config must be a dict or the path of a JSON file; got "
-                f"{type(config_file_or_dict).__name__}. Pass a dict or a path."
-            )
-        self.config: dict[str, Any] = config
-
-    def find_config_node(self, ds_key_long: str) -> tuple[dict[str, Any] | None, str]:
-        """Return the dict holding the last part of ``ds_key_long`` and that last part."""
-        node: Any = self.config
-        *parents, key = ds_key_long.split(".")
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-            if node is None:
-                return None, key
-        return (node if isinstance(node, dict) else None), key
-
-    def get_value(self, ds_key_long: str, default: Any = None) -> Any:
-        """The value at ``ds_key_long`` (dotted), or ``default`` when absent."""
-        node, key = self.find_config_node(ds_key_long)
-        if node is None:
-            return default
-        return node.get(key, default)
-
-    def del_config_sub_tree(self, ds_key_long: str, must_exist: bool = False) -> None:
-        """Delete the sub-tree at ``ds_key_long``."""
-        node, key = self.find_config_node(ds_key_long)
-        if node is None or key not in node:
-            if must_exist:
-                raise ValueError(f"the DeepSpeed config has no {ds_key_long!r}; got {self.config}.")
-            return
-        del node[key]
-
-    def is_true(self, ds_key_long: str) -> bool:
-        """Whether the value is present and true (``"auto"`` counts as not set)."""
-        value = self.get_value(ds_key_long)
-        return value is not None and value != AUTO and bool(value)
-
-    def is_false(self, ds_key_long: str) -> bool:
-        """Whether the value is present and false."""
-        value = self.get_value(ds_key_long)
-        return value is not None and value != AUTO and not bool(value)
-
-    def is_auto(self, ds_key_long: str) -> bool:
-        """Whether the value is the string ``"auto"``."""
-        return self.get_value(ds_key_long) == AUTO
-
-    def get_zero_stage(self) -> int:
-        """The ZeRO stage (0 when the config has none)."""
-        stage = self.get_value("zero_optimization.stage", 0)
-        return 0 if stage == AUTO else int(stage)
-
-    def is_zero2(self) -> bool:
-        """Whether the config uses ZeRO stage 2."""
-        return self.get_zero_stage() == 2
-
-    def is_zero3(self) -> bool:
-        """Whether the config uses ZeRO stage 3."""
-        return self.get_zero_stage() == 3
-
-    def is_offload(self) -> bool:
-        """Whether optimizer states or parameters are offloaded to CPU or NVMe."""
-        return any(
-            self.get_value(f"zero_optimization.{part}.device") in ("cpu", "nvme")
-            for part in ("offload_optimizer", "offload_param")
-        )
-
-
-def fill_match(
-    config: HfDeepSpeedConfig,
-    ds_key_long: str,
-    value: Any,
-    mismatches: list[str],
-    must_match: bool = True,
-) -> None:
-    """Fill ``ds_key_long`` when it is ``"auto"``; else record a mismatch with ``value``.
-
-    Args:
-        config: The config being completed.
-        ds_key_long: Dotted key.
-        value: What the Accelerator / launcher says (None: nothing to fill or check).
-        mismatches: Receives one line per disagreement.
-        must_match: Record disagreements (False: only fill ``"auto"``).
-    """
-    node, key = config.find_config_node(ds_key_long)
-    if node is None or key not in node or value is None:
-        return
-    current = node[key]
-    if current == AUTO:
-        node[key] = value
-    elif must_match and not _same(current, value):
-        mismatches.append(f"- ds {ds_key_long}={current!r} vs accel {value!r}")
-
-
-def _same(config_value: Any, value: Any) -> bool:
-    if isinstance(value, bool) or isinstance(config_value, bool):
-        return bool(config_value) == bool(value)
-    if isinstance(value, (int, float)) and isinstance(config_value, (int, float)):
-        return float(config_value) == float(value)
-    if isinstance(value, (list, tuple)) and isinstance(config_value, (list, tuple)):
-        return len(value) == len(config_value) and all(
-            _same(a, b) for a, b in zip(config_value, value)
-        )
-    return config_value == value
-
-
-def _raise_mismatches(mismatches: list[str]) -> None:
-    if mismatches:
-        lines = "\n".join(mismatches)
-        raise ValueError(
-            "the DeepSpeed config must agree with the values given to the Accelerator, the "
-            "DeepSpeedPlugin and the launcher (a config never overrides them silently); got:\n"
-            f'{lines}\nMake each pair equal, or write "auto" in the config so that it takes '
-            "the Accelerator's value."
-        )
 
 
 def _dtype_of(precision: str) -> str:
@@ -341,7 +201,7 @@ class DeepSpeedPlugin:
                     _set(config.config, key, value)
                 continue
             fill_match(config, key, value, mismatches)
-        _raise_mismatches(mismatches)
+        raise_mismatches(mismatches)
         if self.gradient_accumulation_steps is None:
             gas = config.get_value("gradient_accumulation_steps")
             self.gradient_accumulation_steps = None if gas in (None, AUTO) else int(gas)
@@ -416,7 +276,7 @@ class DeepSpeedPlugin:
                 if len(mismatches) > before:
                     mismatches[-1] = mismatches[-1].replace(f"ds {key}=", f"ds {prefix}{key}=")
         if outermost:
-            _raise_mismatches(mismatches)
+            raise_mismatches(mismatches)
 
     def set_mixed_precision(self, mixed_precision: str) -> None:
         """Fill or check ``fp16.enabled`` / ``bf16.enabled`` against the Accelerator's precision.
@@ -447,7 +307,7 @@ class DeepSpeedPlugin:
                 f"- ds amp.enabled=True vs accel mixed_precision={mixed_precision!r} (apex AMP "
                 "is not supported; use fp16 or bf16)"
             )
-        _raise_mismatches(mismatches)
+        raise_mismatches(mismatches)
 
     def select(self, _from_accelerator_state: bool = False) -> None:
         """Mark this plugin as the active one (use ``AcceleratorState().select_deepspeed_plugin``)."""
