@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from accel_bigmodel import read_dcp_metadata_safely, safe_dcp_load, safe_torch_load
 
-from .._checkpoint._state_files import LOAD_STATE_OPT_IN, load_object
+from .._training_checkpoints._state_files import LOAD_STATE_OPT_IN, load_object
 
 MODEL_DIR = "pytorch_model_fsdp_{}"
 MODEL_FILE = "pytorch_model_fsdp_{}.safetensors"

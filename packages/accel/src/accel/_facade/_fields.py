@@ -22,8 +22,8 @@ if TYPE_CHECKING:
         ProjectConfiguration,
     )
 
-    from .._checkpoint._checkpointer import Checkpointer
     from .._engines import Engine
+    from .._training_checkpoints._checkpointer import Checkpointer
     from ._prepared_objects import PreparedObjects
 
 

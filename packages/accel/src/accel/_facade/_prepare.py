@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .._checkpoint._prewarm import arm_prewarm
+from .._training_checkpoints._prewarm import arm_prewarm
 from ._fields import AcceleratorCore, fp8_backend_of
 from ._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
 from ._prepared_objects import Kind, PreparedObjects

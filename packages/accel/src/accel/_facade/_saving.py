@@ -13,7 +13,7 @@ from typing import Any, Union
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from .._checkpoint._model_weights import save, save_model_files
+from .._training_checkpoints._model_weights import save, save_model_files
 from ._fields import AcceleratorCore
 
 

@@ -52,12 +52,12 @@ PATHS: dict[str, dict[str, str]] = {
     },
     "accel.checkpointing": {
         **_names(
-            "accel._checkpoint._state_files",
+            "accel._training_checkpoints._state_files",
             """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SAFE_WEIGHTS_NAME SCALER_NAME
                 SCHEDULER_NAME WEIGHTS_NAME""",
         ),
         **_names(
-            "accel._checkpoint._model_weights",
+            "accel._training_checkpoints._model_weights",
             """save""",
         ),
         **_names(
@@ -68,12 +68,12 @@ PATHS: dict[str, dict[str, str]] = {
                 is_xpu_available""",
         ),
         **_names(
-            "accel._checkpoint._functional",
+            "accel._training_checkpoints._functional",
             """SAMPLER_NAME load_accelerator_state load_custom_state
                 save_accelerator_state save_custom_state""",
         ),
         **_names(
-            "accel._checkpoint._torch_load",
+            "accel._training_checkpoints._torch_load",
             """load""",
         ),
         **_names(

@@ -122,15 +122,15 @@ PRECISION = _names(
 )
 
 CHECKPOINT = _names(
-    "accel._checkpoint._state_files",
+    "accel._training_checkpoints._state_files",
     """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_NAME
     SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME SAFE_WEIGHTS_INDEX_NAME""",
 )
-CHECKPOINT.update(_names("accel._checkpoint._state_files", "UnsafeCheckpointError"))
-CHECKPOINT.update(_names("accel._checkpoint._manifest", "CheckpointIntegrityError"))
-CHECKPOINT.update(_names("accel._checkpoint._manifest", "checkpoint_digest"))
-CHECKPOINT.update(_names("accel._checkpoint._rendezvous", "CheckpointSyncError"))
-CHECKPOINT.update(_names("accel._checkpoint._model_weights", "save"))
+CHECKPOINT.update(_names("accel._training_checkpoints._state_files", "UnsafeCheckpointError"))
+CHECKPOINT.update(_names("accel._training_checkpoints._manifest", "CheckpointIntegrityError"))
+CHECKPOINT.update(_names("accel._training_checkpoints._manifest", "checkpoint_digest"))
+CHECKPOINT.update(_names("accel._training_checkpoints._rendezvous", "CheckpointSyncError"))
+CHECKPOINT.update(_names("accel._training_checkpoints._model_weights", "save"))
 CHECKPOINT.update(_names("accel_bigmodel", "shard_checkpoint"))
 
 UNWRAP = _names("accel._facade._unwrap", "extract_model_from_parallel is_compiled_module")
@@ -182,8 +182,8 @@ STATE.update(
     )
 )
 PRECISION.update(_names("accel_precision", "get_grad_scaler get_mixed_precision_context_manager"))
-CHECKPOINT.update(_names("accel._checkpoint._functional", "SAMPLER_NAME"))
-CHECKPOINT.update(_names("accel._checkpoint._torch_load", "load"))
+CHECKPOINT.update(_names("accel._training_checkpoints._functional", "SAMPLER_NAME"))
+CHECKPOINT.update(_names("accel._training_checkpoints._torch_load", "load"))
 MODEL_PROBES = _names(
     "accel._facade._model_probes",
     "get_model_tp_size has_compiled_regions is_peft_model model_has_dtensor",
@@ -201,12 +201,12 @@ ERRORS = {
     **_names("accel_launch", "ConfigError"),
     **_names("accel_pipeline", "PipelineTraceError"),
     "AccelerateAlreadyImportedError": "accel._reexports._as_accelerate",
-    "AsyncSaveError": "accel._checkpoint._async_save",
-    "CheckpointIntegrityError": "accel._checkpoint._manifest",
-    "CheckpointSyncError": "accel._checkpoint._rendezvous",
-    "CheckpointWriteError": "accel._checkpoint._process_files",
-    "StateRefusedError": "accel._checkpoint._load",
-    "UnsafeCheckpointError": "accel._checkpoint._state_files",
+    "AsyncSaveError": "accel._training_checkpoints._async_save",
+    "CheckpointIntegrityError": "accel._training_checkpoints._manifest",
+    "CheckpointSyncError": "accel._training_checkpoints._rendezvous",
+    "CheckpointWriteError": "accel._training_checkpoints._process_files",
+    "StateRefusedError": "accel._training_checkpoints._load",
+    "UnsafeCheckpointError": "accel._training_checkpoints._state_files",
 }
 
 # Names at ``accel.*`` (seeds 002 and 004).
@@ -245,7 +245,7 @@ TOP_LEVEL: dict[str, str] = {
 }
 
 FSDP_API = _names(
-    "accel._checkpoint._fsdp_functions",
+    "accel._training_checkpoints._fsdp_functions",
     "save_fsdp_model load_fsdp_model save_fsdp_optimizer load_fsdp_optimizer",
 )
 FSDP_API.update(_names("accel_launch", "merge_fsdp_weights"))

@@ -43,7 +43,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.constants": {
         **_names(
-            "accel._checkpoint._state_files",
+            "accel._training_checkpoints._state_files",
             """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SAFE_WEIGHTS_INDEX_NAME
                 SAFE_WEIGHTS_NAME SCALER_NAME SCHEDULER_NAME WEIGHTS_INDEX_NAME
                 WEIGHTS_NAME""",
@@ -61,7 +61,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
                 FSDP_PYTORCH_VERSION FSDP_SHARDING_STRATEGY FSDP_STATE_DICT_TYPE""",
         ),
         **_names(
-            "accel._checkpoint._functional",
+            "accel._training_checkpoints._functional",
             """SAMPLER_NAME""",
         ),
         **_names(
@@ -162,11 +162,11 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.fsdp_utils": {
         **_names(
-            "accel._checkpoint._state_files",
+            "accel._training_checkpoints._state_files",
             """OPTIMIZER_NAME SAFE_WEIGHTS_NAME WEIGHTS_NAME""",
         ),
         **_names(
-            "accel._checkpoint._model_weights",
+            "accel._training_checkpoints._model_weights",
             """save""",
         ),
         **_names(
@@ -186,7 +186,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
             """is_peft_model""",
         ),
         **FSDP_API,
-        **_names("accel._checkpoint._fsdp_functions", "get_parameters_from_modules"),
+        **_names("accel._training_checkpoints._fsdp_functions", "get_parameters_from_modules"),
     },
     "accel.utils.imports": {
         **_names("accel_state", """USE_TORCH_XLA"""),
@@ -265,7 +265,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     },
     "accel.utils.modeling": {
         **_names(
-            "accel._checkpoint._state_files",
+            "accel._training_checkpoints._state_files",
             """SAFE_WEIGHTS_NAME WEIGHTS_INDEX_NAME WEIGHTS_NAME""",
         ),
         **_names(
@@ -354,7 +354,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
             """compile_regions""",
         ),
         **_names(
-            "accel._checkpoint._model_weights",
+            "accel._training_checkpoints._model_weights",
             """save""",
         ),
         **_names(
@@ -383,7 +383,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
             """get_model_tp_size has_compiled_regions has_repeated_blocks is_repeated_blocks model_has_dtensor""",
         ),
         **_names(
-            "accel._checkpoint._torch_load",
+            "accel._training_checkpoints._torch_load",
             """TORCH_SAFE_GLOBALS load""",
         ),
         **_names(
