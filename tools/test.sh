@@ -132,7 +132,7 @@ run_tests() {
     step "tests"
     ACCEL_SKIP_PASSED="$passed" PYTHONPATH="$PWD/tools/pytest_plugins" \
         uv run --no-sync pytest -p accel_run_once packages tests -q -p no:cacheprovider \
-        --ignore=tests/docs --ignore=tests/gpu  # tests/docs ran in the docs step, tests/gpu in the GPU check's
+        --durations=25 --ignore=tests/docs --ignore=tests/gpu  # tests/docs ran in the docs step, tests/gpu in the GPU check's
 }
 
 # The reference's own CPU test suite (its sdist's tests/), with its imports served by accel: a
