@@ -162,9 +162,9 @@ def test_index_without_weight_map_wrapper_loads_like_the_reference(tmp_path: Pat
 
 @pytest.mark.parametrize("fraction", [0.02, 0.05, 0.1, 0.2])
 def test_fallback_allocation_when_the_gpu_cannot_run_the_offloaded_layers(fraction: float):
-    # A GPU budget below the largest GPT-2 block: both libraries place the model on the CPU
-    # with fallback_allocation (accel refuses without it: "refuses an execution device too
-    # small" in migration-behaviour.md). GPU 0 is planned for, not used (check_devices=False).
+    # A GPU budget below the largest GPT-2 block: both libraries place the model on the CPU,
+    # with fallback_allocation or without; accel refuses with offload_to_disk=False (see
+    # migration-behaviour.md). GPU 0 is planned for, not used (check_devices=False).
     torch.manual_seed(0)
     model = _gpt2()
     total = reference.compute_module_sizes(model)[""]
@@ -180,7 +180,20 @@ def test_fallback_allocation_when_the_gpu_cannot_run_the_offloaded_layers(fracti
         warnings.simplefilter("ignore")
         theirs = reference.infer_auto_device_map(model, max_memory=memory, **kwargs)
     assert dict(ours) == dict(theirs) == {"": "cpu"}
+    plain = accel_bigmodel.infer_auto_device_map(
+        model, max_memory=memory, check_devices=False, no_split_module_classes=["GPT2Block"]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = reference.infer_auto_device_map(
+            model, max_memory=memory, no_split_module_classes=["GPT2Block"]
+        )
+    assert dict(plain) == dict(theirs) == {"": "cpu"}
     with pytest.raises(ValueError, match="largest offloaded layer"):
         accel_bigmodel.infer_auto_device_map(
-            model, max_memory=memory, check_devices=False, no_split_module_classes=["GPT2Block"]
+            model,
+            max_memory=memory,
+            check_devices=False,
+            no_split_module_classes=["GPT2Block"],
+            offload_to_disk=False,
         )

@@ -279,8 +279,9 @@ def infer_auto_device_map(
             map is planned for any machine (one with those GPUs); the functions that move
             weights check the devices.
         offload_to_disk: When the devices of ``max_memory`` cannot hold the whole model, map
-            the rest to ``"disk"`` (as the reference library does; loading it then needs an
-            offload folder). ``False`` refuses such a model with a ``ValueError`` instead.
+            the rest to ``"disk"``, and leave out a device too small to run the largest
+            offloaded layer (as the reference library does; loading then needs an offload
+            folder). ``False`` refuses such a model, or such a device, with a ``ValueError``.
 
     Returns:
         An ordered ``{module_name: device}`` dict covering every parameter and buffer.
@@ -311,6 +312,7 @@ def infer_auto_device_map(
             verbose,
             clean_result=False,
             fallback=fallback_allocation,
+            leave_out_small=offload_to_disk,
         )
     if not offload_buffers:
         _warn_offloaded_buffers(model, device_map, budget, dtype, special_dtypes)
@@ -364,6 +366,7 @@ def _infer(
     verbose: bool,
     clean_result: bool,
     fallback: bool = False,
+    leave_out_small: bool = False,
 ) -> dict[str, DeviceKey]:
     scan = scan_modules(model, dtype=dtype, special_dtypes=special_dtypes)
     sizes = scan.sizes
@@ -388,18 +391,27 @@ def _infer(
         need = _required_reserve(devices, largest, main)
     for device, amount in need.items():
         if device in budget and amount > budget[device]:
-            if fallback and len(budget) > 1:
-                # Fallback: leave out the device too small to run the offloaded layers.
+            if (fallback or leave_out_small) and len(budget) > 1:
+                # Leave out the device too small to run the offloaded layers (the reference
+                # library does the same when the rest may go to disk).
                 logger.info(
-                    "fallback_allocation: %r cannot hold the largest offloaded layer (%d > %d "
-                    "bytes); placing the model on the other devices.",
+                    "%r cannot hold the largest offloaded layer (%d > %d bytes); placing the "
+                    "model on the other devices.",
                     device,
                     amount,
                     budget[device],
                 )
                 rest = {d: v for d, v in budget.items() if d != device}
                 return _infer(
-                    model, rest, no_split, dtype, special_dtypes, verbose, clean_result, fallback
+                    model,
+                    rest,
+                    no_split,
+                    dtype,
+                    special_dtypes,
+                    verbose,
+                    clean_result,
+                    fallback,
+                    leave_out_small,
                 )
             raise ValueError(
                 f"The execution device must hold the largest offloaded layer; {device!r} has "
