@@ -86,3 +86,9 @@ def test_accel_test_command_on_two_processes():
     assert "accel test: 2 process(es) ready (MULTI_CPU, cpu); 4 checks" in result.stdout
     for check in ("state", "process_control", "split_between_processes", "collectives"):
         assert re.search(rf"accel test: ok   {check} \(\d+\.\d\ds\)", result.stdout), check
+
+
+def test_examples_readme_lists_every_example():
+    readme = (ROOT / "examples" / "README.md").read_text()
+    for script in sorted((ROOT / "examples").glob("*.py")):
+        assert f"[`{script.name}`]({script.name})" in readme, script.name
