@@ -207,7 +207,7 @@ def _report_failure(err: Any) -> int:
         reason = "see its traceback above"
     elif reason.startswith(PEER_STOPPED):
         reason = f"{reason[len(PEER_STOPPED) :]}; see the tracebacks above"
-    else:
+    elif failure.exitcode is not None and failure.exitcode > 0:  # from the process's error file
         reason = f"{reason}; its traceback is above, each line starting [rank {rank}]"
     if failure.exitcode == HANG_EXIT_CODE:
         reason = "stopped by the hang doctor; its report is above"

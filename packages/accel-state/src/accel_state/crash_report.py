@@ -61,6 +61,18 @@ def _summary(exc_type: type[BaseException], exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+def _where(tb: TracebackType | None) -> str:
+    """The frames of ``tb`` outside torch, outermost first, on one line."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(tb)
+        if f"{os.sep}torch{os.sep}" not in frame.filename
+    ]
+    return " > ".join(
+        f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}" for frame in frames
+    )
+
+
 def _write_error_file(message: str, callstack: str) -> None:
     """Write the launcher's error file in the format torchrun reads, when there is one."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
@@ -86,7 +98,7 @@ def report(
         print(
             f"[rank {rank}] stopped: a collective failed because another process stopped "
             f"first ({sign}); that process's traceback is above, and the launcher's last line "
-            "names it.",
+            f"names it. This process was at: {_where(tb)}",
             file=sys.stderr,
             flush=True,
         )
