@@ -22,6 +22,46 @@ def test_quicktour_on_two_processes():
     assert accuracy > 0.85, out
 
 
+def _epoch_accuracies(out: str, unit: str) -> list[float]:
+    """The accuracy of each ``epoch N: loss L, accuracy A on M <unit>`` line, in order."""
+    return [
+        float(a)
+        for a in re.findall(
+            rf"^epoch \d+: loss [\d.]+, accuracy ([\d.]+) on \d+ {unit}$", out, re.M
+        )
+    ]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(400)
+def test_cv_example_learns_the_digits_on_two_processes():
+    pytest.importorskip("sklearn", reason="the example reads scikit-learn's bundled digits")
+    out = run_command(
+        [*LAUNCH, "--cpu", "--num_processes", "2", str(ROOT / "examples/cv_example.py")],
+        timeout=360,
+    ).stdout
+    accuracies = _epoch_accuracies(out, "images")
+    assert len(accuracies) == 5, out  # one line per epoch, printed by the main process only
+    assert "on 359 images" in out  # every held-out image counted once by gather_for_metrics
+    assert accuracies[-1] > 0.9, out  # chance is 0.1
+    assert accuracies[-1] > accuracies[0], out
+
+
+@pytest.mark.multiprocess
+@pytest.mark.timeout(400)
+def test_nlp_example_learns_the_languages_on_two_processes():
+    pytest.importorskip("wordfreq", reason="the example reads wordfreq's bundled word lists")
+    out = run_command(
+        [*LAUNCH, "--cpu", "--num_processes", "2", str(ROOT / "examples/nlp_example.py")],
+        timeout=360,
+    ).stdout
+    accuracies = _epoch_accuracies(out, "words")
+    assert len(accuracies) == 5, out
+    assert "on 3213 words" in out
+    assert accuracies[-1] > 0.6, out  # chance is 0.2
+    assert accuracies[-1] > accuracies[0], out
+
+
 @pytest.mark.multiprocess
 def test_distributed_inference_on_two_processes():
     out = run_command(
@@ -46,3 +86,9 @@ def test_accel_test_command_on_two_processes():
     assert "accel test: 2 process(es) ready (MULTI_CPU, cpu); 4 checks" in result.stdout
     for check in ("state", "process_control", "split_between_processes", "collectives"):
         assert re.search(rf"accel test: ok   {check} \(\d+\.\d\ds\)", result.stdout), check
+
+
+def test_examples_readme_lists_every_example():
+    readme = (ROOT / "examples" / "README.md").read_text()
+    for script in sorted((ROOT / "examples").glob("*.py")):
+        assert f"[`{script.name}`]({script.name})" in readme, script.name

@@ -105,3 +105,45 @@ def test_each_package_has_a_changelog_fed_by_fragments(release):
         fragments = [p.name for p in (package / "changes").iterdir() if p.name != ".gitkeep"]
         kinds = {"added", "changed", "fixed", "removed"}
         assert all(name.split(".")[-2] in kinds for name in fragments), fragments
+
+
+def _git(root: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_a_first_release_is_one_only_when_nothing_was_released(release, tmp_path):
+    from packaging.version import Version
+
+    package = tmp_path / "packages" / "accel-collectives"
+    (package / "changes").mkdir(parents=True)
+    changelog = package / "CHANGELOG.md"
+    changelog.write_text(f"# Changelog\n{MARKER}\n\n## 0.1.0 (unreleased)\n\n- First release.\n")
+    (package / "changes" / "+first-release.added.md").write_text("First release: gathers.\n")
+    (package / "changes" / "+pad.fixed.md").write_text("Padding keeps the dtype.\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "commit", "-q", "--allow-empty", "-m", "start")
+    # Nothing released: no tag, and the CHANGELOG's only section was written by hand.
+    assert release.released_versions("accel-collectives", tmp_path) == []
+    assert release.release_label("accel-collectives", package, tmp_path) == (
+        [],
+        "(its first release: nothing released before, no accel-collectives-v* tag)",
+    )
+    assert release.first_release_fragments(package) == ["+first-release.added.md"]
+    # A tag, or a section towncrier wrote, is a release.
+    _git(tmp_path, "tag", "accel-collectives-v0.1.1")
+    _git(tmp_path, "tag", "accel-data-v0.3.0")  # another package's tag does not count
+    changelog.write_text(changelog.read_text() + "\n## accel-collectives 0.1.0 (2026-01-02)\n")
+    found = release.released_versions("accel-collectives", tmp_path)
+    assert found == [Version("0.1.0"), Version("0.1.1")]
+    # Released before: a fragment that announces a first release is refused, naming it.
+    with pytest.raises(release.ReleaseError, match=r"released before \(0.1.0, 0.1.1\).*\+first"):
+        release.release_label("accel-collectives", package, tmp_path)
+    (package / "changes" / "+first-release.added.md").unlink()
+    assert release.release_label("accel-collectives", package, tmp_path)[1] == "(after 0.1.1)"

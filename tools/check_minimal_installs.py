@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -260,12 +260,16 @@ def check(
     constraints: list[str],
     root: Path,
     record_passed: Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[bool, str]:
     """Return (ok, summary) for one package in one job.
+
+    ``progress`` gets one line as each step starts (the release tool prints them).
 
     With ``record_passed``, the tests that pass are appended to that file (see
     ``tools/pytest_plugins/accel_run_once.py``) so the workspace suite need not run them again.
     """
+    say = progress or (lambda line: None)
     uv = _uv()
     slug = f"{package}-{job.label.replace(' ', '-')}"
     workdir = root / slug
@@ -277,6 +281,7 @@ def check(
     base.write_text("\n".join(constraints) + "\n")
     resolution = ["--resolution", "lowest-direct"] if job.lowest else ["--constraint", str(base)]
     requirements = runtime_requirements(package, job, wheels_by_name)
+    say(f"installing {package} and its runtime dependencies in a fresh environment ({venv})")
     install = _run(
         [uv, "pip", "install", *NO_CONFIG, "--python", str(python), *resolution, *requirements]
     )
@@ -287,6 +292,7 @@ def check(
     run_dir.mkdir()
     module = package.replace("-", "_")
     # -I keeps the script's own folder off sys.path (tools/smoke/accel.py would hide `accel`).
+    say(f"importing {module}, then running its {len(_scripts(package))} smoke and example scripts")
     for script in [None, *_scripts(package)]:
         command = [
             str(python),
@@ -307,6 +313,7 @@ def check(
     frozen = _freeze(uv, python, workdir / "frozen.txt", [] if job.lowest else constraints)
     pinned = [uv, "pip", "install", *NO_CONFIG, "--python", str(python), "-c", str(frozen)]
     note = ""
+    say("installing the test dependencies")
     install = _run([*pinned, *test_requirements(package, wheels_by_name)])
     if install.returncode != 0 and job.lowest:
         # A test dependency may need a newer release than our lowest bound (transformers needs
@@ -333,6 +340,7 @@ def check(
         test_env["PYTHONPATH"] = str(PLUGINS)
         test_env[RECORD_PASSED] = str(record_passed)
         recorder = ["-p", "accel_run_once"]
+    say(f"running the tests of packages/{package}/tests (pytest, a few minutes)")
     result = _run(
         [
             str(python),

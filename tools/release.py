@@ -126,6 +126,61 @@ def sibling_range_errors(dist: str, version: Version, packages: Path) -> list[st
     return errors
 
 
+def released_versions(dist: str, root: Path) -> list[Version]:
+    """The versions of ``dist`` released before: its tags ``<dist>-vX.Y.Z`` in ``root``'s git
+    repository, and the sections towncrier wrote into its CHANGELOG (``## <dist> X.Y.Z (date)``)."""
+    found: set[Version] = set()
+    tags = subprocess.run(
+        ["git", "tag", "--list", f"{dist}-v*"], cwd=root, capture_output=True, text=True
+    )
+    for tag in tags.stdout.split() if tags.returncode == 0 else []:
+        try:
+            found.add(Version(tag.rsplit("-v", 1)[1]))
+        except InvalidVersion:
+            continue
+    changelog = root / "packages" / folders_by_distribution()[dist] / "CHANGELOG.md"
+    heading = re.compile(rf"^## {re.escape(dist)} (\S+) \(", re.MULTILINE)
+    for match in heading.finditer(changelog.read_text() if changelog.is_file() else ""):
+        try:
+            found.add(Version(match.group(1)))
+        except InvalidVersion:
+            continue
+    return sorted(found)
+
+
+def first_release_fragments(package: Path) -> list[str]:
+    """The news fragments of ``package`` that announce a first release."""
+    return sorted(
+        path.name
+        for path in (package / "changes").glob("*.md")
+        if path.read_text().lstrip().lower().startswith("first release")
+    )
+
+
+def release_label(
+    dist: str, package: Path, root: Path, check: bool = True
+) -> tuple[list[Version], str]:
+    """The versions released before and the words that follow the version in the release's
+    first line: ``(its first release: ...)`` only when nothing was released before.
+
+    Raises:
+        ReleaseError: with ``check``, when a news fragment announces a first release of a
+            package released before.
+    """
+    before = released_versions(dist, root)
+    announced = first_release_fragments(package)
+    if check and before and announced:
+        raise ReleaseError(
+            f"only a package's first release is its first; {dist} was released before "
+            f"({', '.join(map(str, before))}), and {', '.join(announced)} in "
+            f"packages/{package.name}/changes/ announces a first release. Reword it to say what "
+            "changed, or remove it."
+        )
+    if before:
+        return before, f"(after {before[-1]})"
+    return before, f"(its first release: nothing released before, no {dist}-v* tag)"
+
+
 def bump(pyproject: Path, version: Version) -> None:
     """Write ``version`` into the single ``version = "..."`` line of ``pyproject``."""
     text = pyproject.read_text()
@@ -137,8 +192,14 @@ def bump(pyproject: Path, version: Version) -> None:
     pyproject.write_text(VERSION_LINE.sub(f'version = "{version}"', text))
 
 
-def build_changelog(root: Path, folder: str, dist: str, version: Version, draft: bool) -> str:
-    """Build the package's news fragments into its CHANGELOG.md (only print them when ``draft``)."""
+def build_changelog(
+    root: Path, folder: str, dist: str, version: Version, draft: bool, unreleased: Version
+) -> str:
+    """Build the package's news fragments into its CHANGELOG.md (only print them when ``draft``).
+
+    ``unreleased`` is the version whose section was written by hand before any release
+    (``## 0.1.0 (unreleased)``): it joins the new version's section.
+    """
     package = root / "packages" / folder
     changelog = package / "CHANGELOG.md"
     fragments = list((package / "changes").glob("*.md"))
@@ -156,7 +217,7 @@ def build_changelog(root: Path, folder: str, dist: str, version: Version, draft:
         return result.stdout.split("\n\nLoading template", 1)[0].strip()
     # Notes written by hand for this version before fragments existed join its section.
     text = changelog.read_text()
-    handwritten = HANDWRITTEN.format(version=version)
+    handwritten = HANDWRITTEN.format(version=unreleased)
     if handwritten in text:
         changelog.write_text(text.replace(handwritten, "### Details", 1))
     return changelog.read_text()
@@ -222,14 +283,16 @@ def release(folder: str, wanted: str | None, dry_run: bool, tag: str | None, out
             "every sibling must accept the new version through its declared range:\n- "
             + "\n- ".join(errors)
         )
-    step(f"{dist} {current} -> {version}" + (" (dry run, on a copy)" if dry_run else ""))
+    before, label = release_label(dist, ROOT / "packages" / folder, ROOT, check=tag is None)
+    step(f"{dist} {current} -> {version} {label}" + (" (dry run, on a copy)" if dry_run else ""))
     with workspace_copy() if dry_run else _here() as root, tempfile.TemporaryDirectory() as tmp:
         if tag is None:
             bump(root / "packages" / folder / "pyproject.toml", version)
             if not dry_run:  # uv.lock records each workspace package's version
                 _run(["uv", "lock", "--quiet"], cwd=root)
             step("changelog")
-            print(build_changelog(root, folder, dist, version, draft=dry_run))
+            unreleased = version if before else current
+            print(build_changelog(root, folder, dist, version, dry_run, unreleased))
         step("build")
         files = build(root, folder, out, Path(tmp) / "siblings")
         if not all(f"-{version}" in p.name for p in files):
@@ -243,7 +306,14 @@ def release(folder: str, wanted: str | None, dry_run: bool, tag: str | None, out
         step("install alone in a fresh environment and run its tests")
         wheels = wheels_in(Path(tmp) / "siblings") | wheels_in(out)
         start = time.perf_counter()
-        ok, summary = check(folder, Job(sys.executable), wheels, workspace_constraints(), Path(tmp))
+        ok, summary = check(
+            folder,
+            Job(sys.executable),
+            wheels,
+            workspace_constraints(),
+            Path(tmp),
+            progress=lambda line: print(f"   {line}", flush=True),
+        )
         print(f"{'ok' if ok else 'FAIL'} {time.perf_counter() - start:.1f}s {summary}")
         if not ok:
             raise ReleaseError(f"{dist} {version} fails installed alone; fix it before releasing.")

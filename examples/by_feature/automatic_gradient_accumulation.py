@@ -23,6 +23,7 @@ from toy_task import (
     base_parser,
     checksum,
     compute_loss,
+    evaluate,
     parse,
     prepare_training,
     simulate_memory_limit,
@@ -38,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     accelerator = Accelerator(cpu=args.cpu, mixed_precision=args.mixed_precision)
 
     @find_executable_batch_size(starting_batch_size=args.observed_batch_size)
-    def train(batch_size: int) -> tuple[int, int, float]:
+    def train(batch_size: int) -> tuple[int, int, float, float]:
         accelerator.free_memory()
         if args.observed_batch_size % batch_size:
             raise ValueError(
@@ -47,7 +48,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             )
         steps = args.observed_batch_size // batch_size
         accelerator.gradient_accumulation_steps = steps
-        model, optimizer, train_loader, _ = prepare_training(accelerator, args, batch_size)
+        model, optimizer, train_loader, eval_loader = prepare_training(
+            accelerator, args, batch_size
+        )
         for _ in range(args.num_epochs):
             for batch in train_loader:
                 simulate_memory_limit(len(batch["labels"]), args.simulated_memory_limit)
@@ -56,14 +59,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     accelerator.backward(loss)
                     optimizer.step()
                     optimizer.zero_grad()
-        return batch_size, steps, checksum(model)
+        return batch_size, steps, checksum(model), evaluate(accelerator, model, eval_loader)[0]
 
-    batch_size, steps, weights = train()
+    batch_size, steps, weights, accuracy = train()
     accelerator.print(
         f"automatic gradient accumulation: batch size {batch_size} x {steps} accumulation "
-        f"steps, weight checksum {weights:.10f}"
+        f"steps, accuracy {accuracy:.4f}, weight checksum {weights:.10f}"
     )
-    return {"batch_size": batch_size, "accumulation_steps": steps, "checksum": weights}
+    return {
+        "batch_size": batch_size,
+        "accumulation_steps": steps,
+        "checksum": weights,
+        "accuracy": accuracy,
+    }
 
 
 if __name__ == "__main__":

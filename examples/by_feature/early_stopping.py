@@ -52,7 +52,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"accuracy {accuracy:.4f}",
         flush=True,
     )
-    return {"step": step, "planned": planned, "stopped": stopped, "triggered": triggered}
+    return {
+        "step": step,
+        "planned": planned,
+        "stopped": stopped,
+        "triggered": triggered,
+        "accuracy": accuracy,
+    }
 
 
 if __name__ == "__main__":

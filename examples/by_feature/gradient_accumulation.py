@@ -63,7 +63,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         accuracy, _ = evaluate(accelerator, model, eval_loader)
         accelerator.print(f"epoch {epoch}: accuracy {accuracy:.4f}")
 
-    result = {"optimizer_steps": optimizer_steps, "checksum": checksum(model)}
+    result = {
+        "optimizer_steps": optimizer_steps,
+        "checksum": checksum(model),
+        "accuracy": accuracy,
+    }
     accelerator.print(
         f"gradient accumulation: {optimizer_steps} optimizer steps, accuracy {accuracy:.4f}, "
         f"weight checksum {result['checksum']:.10f}"

@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"{args.local_sgd_steps}; largest spread between processes {largest_spread:.3g}, "
         f"final spread {final_spread:.3g}, accuracy {accuracy:.4f}"
     )
-    return {"largest_spread": largest_spread, "final_spread": final_spread}
+    return {"largest_spread": largest_spread, "final_spread": final_spread, "accuracy": accuracy}
 
 
 if __name__ == "__main__":

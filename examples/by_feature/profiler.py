@@ -16,7 +16,7 @@ from typing import Any
 
 from accel import Accelerator
 from accel.utils import ProfileKwargs
-from toy_task import base_parser, compute_loss, parse, prepare_training
+from toy_task import base_parser, compute_loss, evaluate, parse, prepare_training
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -35,7 +35,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     accelerator = Accelerator(
         cpu=args.cpu, mixed_precision=args.mixed_precision, kwargs_handlers=[profile_kwargs]
     )
-    model, optimizer, train_loader, _ = prepare_training(accelerator, args)
+    model, optimizer, train_loader, eval_loader = prepare_training(accelerator, args)
+    before, _ = evaluate(accelerator, model, eval_loader)
 
     steps = 2 + args.active_steps  # wait + warmup + active
     with accelerator.profile() as prof:
@@ -47,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             optimizer.zero_grad()
             prof.step()
 
+    after, _ = evaluate(accelerator, model, eval_loader)
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=5)
     accelerator.print(table)
     trace = os.path.join(args.output_dir, f"trace_rank_{accelerator.process_index}.json")
@@ -54,9 +56,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     top = max(operators, key=lambda event: event.self_cpu_time_total).key
     accelerator.print(
         f"profiler: recorded {args.active_steps} steps, busiest operator {top}, "
-        f"trace {os.path.basename(trace)} written: {os.path.isfile(trace)}"
+        f"trace {os.path.basename(trace)} written: {os.path.isfile(trace)}; accuracy "
+        f"{before:.4f} before the {steps} steps, {after:.4f} after"
     )
-    return {"trace": trace, "top": top}
+    return {"trace": trace, "top": top, "accuracy_before": before, "accuracy": after}
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 
 The data is generated, never downloaded: sequences of 15 tokens from a vocabulary of 64, and
 the label says whether more than half the tokens come from the lower half of the vocabulary.
+Each sequence leans to one half (it draws three tokens in four from it, on average), so that
+most labels are clear and the model gets above 90% accuracy within the few dozen steps a
+script trains; a guess scores about 50%.
 The model is built from a config (``ToyConfig``): token embeddings, a few residual MLP blocks,
 mean pooling and a linear head. It learns the rule in a few dozen steps on a CPU.
 
@@ -45,11 +48,14 @@ class ToyDataset(Dataset):
     def __init__(self, size: int, seed: int = 0, config: ToyConfig | None = None) -> None:
         config = config or ToyConfig()
         generator = torch.Generator().manual_seed(seed)
-        self.input_ids = torch.randint(
-            0, config.vocab_size, (size, config.seq_len), generator=generator
-        )
-        low = (self.input_ids < config.vocab_size // 2).sum(dim=1)
-        self.labels = (low > config.seq_len // 2).long()
+        half = config.vocab_size // 2
+        # The share of lower-half tokens a sequence leans to: 3/4 or 1/4, half of the time each.
+        leans_low = torch.rand(size, 1, generator=generator) < 0.5
+        share = torch.where(leans_low, 0.75, 0.25)
+        low = torch.rand(size, config.seq_len, generator=generator) < share
+        tokens = torch.randint(0, half, (size, config.seq_len), generator=generator)
+        self.input_ids = torch.where(low, tokens, tokens + half)
+        self.labels = (low.sum(dim=1) > config.seq_len // 2).long()
 
     def __len__(self) -> int:
         return len(self.labels)

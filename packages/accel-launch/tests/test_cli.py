@@ -205,3 +205,32 @@ def test_config_default_and_env(isolated_config_home):
     assert "left unchanged" in accel("config", "default").stdout
     env_out = accel("env").stdout
     assert "accel-launch" in env_out and "mixed_precision: bf16" in env_out
+
+
+@pytest.mark.multiprocess
+def test_a_rank_that_raises_is_reported_once_with_its_rank():
+    r = accel(
+        "launch",
+        "--num_processes",
+        "2",
+        str(SCRIPTS / "raise_in_step.py"),
+        check=False,
+        timeout=150,
+    )
+    output = r.stdout + r.stderr
+    assert r.returncode == 1, output
+    # rank 1's traceback, once, every line prefixed with its rank
+    assert output.count("Traceback (most recent call last):") == 1, output
+    assert "[rank 1] Traceback (most recent call last):" in r.stderr, output
+    assert "[rank 1]     training_step(state.process_index)" in r.stderr, output
+    assert "[rank 1] ValueError: bad batch on rank 1\n" in r.stderr, output
+    # rank 0's collective failed because rank 1 left: one line, not the backend's traceback
+    assert "GLHF" not in output and "RuntimeError" not in output, output
+    rank_0 = [line for line in r.stderr.splitlines() if line.startswith("[rank 0]")]
+    assert all(line.startswith("[rank 0] stopped: a collective failed") for line in rank_0), output
+    # the last line names the rank that raised (not the peer torchrun happened to see first)
+    assert r.stderr.strip().splitlines()[-1] == (
+        "accel launch: process of global rank 1 failed with exit code 1 (ValueError: bad batch "
+        "on rank 1; its traceback is above, each line starting [rank 1]); every other process "
+        "was stopped."
+    ), output

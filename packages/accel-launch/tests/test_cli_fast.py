@@ -203,7 +203,11 @@ def test_a_mistyped_command_or_flag_gets_the_closest_one_and_its_help(capsys):
     from accel_launch.cli import parse_args
 
     cases = [
-        (["lanch", "x.py"], "did you mean 'launch'?", "usage: accel --help lists the commands"),
+        (
+            ["lanch", "x.py"],
+            "did you mean 'launch'?",
+            "usage: accel launch --help lists its flags (accel --help lists the commands)",
+        ),
         (
             ["test", "--num-proceses", "1"],
             "--num-proceses: did you mean --num-processes?",
@@ -240,3 +244,66 @@ def test_estimate_memory_refuses_a_missing_model_before_importing_torch(model, s
     assert done.returncode != 0
     assert says in done.stderr and "config.json" in done.stderr, done.stderr
     assert "torch imported: False" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "lines"),
+    [
+        (
+            ["lanch", "x.py"],
+            [
+                "accel: error: argument command: invalid choice: 'lanch' (choose from 'launch', "
+                "'config', 'estimate-memory', 'merge-weights', 'to-fsdp2', 'tpu-config', 'env', "
+                "'test') (did you mean 'launch'?)",
+                "usage: accel launch --help lists its flags (accel --help lists the commands)",
+            ],
+        ),
+        (
+            ["config", "defualt"],
+            [
+                "accel config: error: argument subcommand: invalid choice: 'defualt' (choose from "
+                "'default', 'update', 'import') (did you mean 'default'?)",
+                "usage: accel config default --help lists its flags (accel config --help lists "
+                "the commands)",
+            ],
+        ),
+    ],
+)
+def test_a_mistyped_subcommand_points_at_the_help_of_the_one_meant(argv, lines):
+    done = run_command([sys.executable, "-m", "accel_launch.cli", *argv], timeout=120, check=False)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == lines, done.stderr
+
+
+def test_config_default_on_a_machine_without_accelerators_does_not_import_torch(tmp_path):
+    from accel_launch._device_files import accelerator_device_files
+
+    if accelerator_device_files() != []:
+        pytest.skip("this machine has accelerator device files: torch counts the devices")
+    target = tmp_path / "default_config.yaml"
+    code = (
+        "import sys\nfrom accel_launch.cli import main\n"
+        f"code = main(['config', 'default', '--config_file', {str(target)!r}])\n"
+        "print('torch imported:', 'torch' in sys.modules)\nsys.exit(code)"
+    )
+    done = run_command([sys.executable, "-c", code], timeout=120, check=True)
+    assert done.stdout.splitlines() == [f"accel config: wrote {target}", "torch imported: False"]
+    assert done.stderr == ""  # nothing to count: no progress line
+    written = yaml.safe_load(target.read_text())
+    assert written["use_cpu"] is True and written["distributed_type"] == "NO", written
+
+
+def test_accelerator_device_files_are_read_from_the_file_system(tmp_path):
+    import platform
+
+    from accel_launch._device_files import accelerator_device_files
+
+    if platform.system() != "Linux":
+        assert accelerator_device_files(tmp_path) is None  # only torch can tell there
+        return
+    assert accelerator_device_files(tmp_path) == []
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "nvidia0").write_text("")
+    (tmp_path / "dev" / "nvidiactl").write_text("")  # not a device: not counted
+    (tmp_path / "dev" / "kfd").write_text("")
+    assert accelerator_device_files(tmp_path) == ["dev/nvidia0", "dev/kfd"]

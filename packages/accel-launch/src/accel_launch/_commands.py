@@ -17,6 +17,7 @@ from ._config_file import (
     read_raw,
     write_basic_config,
 )
+from ._device_files import accelerator_device_files
 from ._env_cmd import env_command
 from ._errors import ConfigError
 from ._estimate_cmd import add_estimate_arguments, estimate_memory_command
@@ -284,6 +285,13 @@ def _merge_weights(args: argparse.Namespace) -> int:
 
 def _config_default(args: argparse.Namespace) -> int:
     target = Path(args.config_file) if args.config_file else default_config_file()
+    if not target.exists() and accelerator_device_files() != []:
+        print(
+            "accel config: counting this machine's accelerators (importing torch takes a few "
+            "seconds)...",
+            file=sys.stderr,
+            flush=True,
+        )
     written = write_basic_config(getattr(args, "mixed_precision", "no"), save_location=target)
     if written is False:
         print(f"accel config: {target} already exists; left unchanged (delete it to rewrite).")

@@ -17,6 +17,7 @@ from accel_state import environment_variables as contract
 
 from ._config_bounds import check_expansion, check_file_size, nested_too_deep
 from ._config_values import coerce
+from ._device_files import accelerator_device_files
 from ._engine_configs import (
     SECTIONS,
     DeepSpeedConfig,
@@ -359,10 +360,13 @@ def write_basic_config(
     target = Path(save_location) if save_location is not None else default_config_file()
     if target.exists():
         return False
-    import torch  # only to count devices, once something will be written
-
     precision = PrecisionType.parse(mixed_precision, "mixed_precision").value
     config = LaunchConfig(mixed_precision=precision)
+    if accelerator_device_files() == []:  # no driver: torch would find no device either
+        config.use_cpu = True
+        return config.validate().save(target)
+    import torch  # only to count devices, once something will be written
+
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
         count = torch.cuda.device_count()
         config.num_processes = count

@@ -92,8 +92,13 @@ class FlagParser(argparse.ArgumentParser):
         choice = re.match(r"argument \S+: invalid choice: '([^']*)'", message)
         if choice and subparsers is not None:
             close = difflib.get_close_matches(choice.group(1), list(subparsers.choices), n=1)
-            hint = f"did you mean '{close[0]}'?" if close else ""
-            return hint, f"usage: {self.prog} --help lists the commands"
+            if not close:
+                return "", f"usage: {self.prog} --help lists the commands"
+            meant = subparsers.choices[close[0]].prog
+            return (
+                f"did you mean '{close[0]}'?",
+                f"usage: {meant} --help lists its flags ({self.prog} --help lists the commands)",
+            )
         unknown = re.match(r"unrecognized arguments: (.*)", message)
         if not unknown:
             return None

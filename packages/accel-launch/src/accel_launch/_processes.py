@@ -18,6 +18,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from accel_state.crash_report import PEER_STOPPED
 from accel_state.hang_watchdog import HANG_EXIT_CODE
 
 from ._errors import ConfigError
@@ -170,12 +171,44 @@ def run_torchrun(argv: list[str], env: dict[str, Any], quiet: bool) -> int:
     return 0
 
 
+def _first_failure(err: Any) -> tuple[int, Any]:
+    """The rank that failed first and its failure.
+
+    A process whose collective failed because a peer stopped says so in its error file
+    (``PEER_STOPPED``): those are passed over when another process failed on its own, whatever
+    the order in which torchrun noticed them.
+    """
+    failures = dict(err.failures)
+    causes = {
+        rank: failure
+        for rank, failure in failures.items()
+        if not _message(failure).startswith(PEER_STOPPED)
+    }
+    if not causes:
+        return err.get_first_failure()
+    rank = min(causes, key=lambda r: (causes[r].timestamp, r))
+    return rank, causes[rank]
+
+
+def _message(failure: Any) -> str:
+    """The failure's one-line message: torchrun keeps an error file's ``message`` as written,
+    a text or (from ``torch.distributed.elastic``'s ``@record``) a dict holding the text."""
+    message = failure.message or ""
+    if isinstance(message, dict):
+        message = message.get("message", "")
+    return str(message)
+
+
 def _report_failure(err: Any) -> int:
-    rank, failure = err.get_first_failure()
-    reason = failure.message or ""
+    rank, failure = _first_failure(err)
+    reason = _message(failure)
     if not reason or reason.startswith("To enable traceback"):
         # torchrun's placeholder: the real traceback was printed by the process itself.
         reason = "see its traceback above"
+    elif reason.startswith(PEER_STOPPED):
+        reason = f"{reason[len(PEER_STOPPED) :]}; see the tracebacks above"
+    elif failure.exitcode is not None and failure.exitcode > 0:  # from the process's error file
+        reason = f"{reason}; its traceback is above, each line starting [rank {rank}]"
     if failure.exitcode == HANG_EXIT_CODE:
         reason = "stopped by the hang doctor; its report is above"
     if failure.exitcode is not None and failure.exitcode < 0:

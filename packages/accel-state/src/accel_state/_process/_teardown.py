@@ -24,6 +24,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from .. import crash_report
 from .. import environment_variables as env
 
 _registered = False
@@ -33,8 +34,19 @@ _previous_excepthook = sys.excepthook
 
 
 def _note_crash(exc_type, exc, tb):
+    """Note the crash (the closing barrier is skipped), then report it: in a group of several
+    processes, once and prefixed with the rank (see ``accel_state.crash_report``)."""
     global _crashed
     _crashed = True
+    if _previous_excepthook is sys.__excepthook__ and exc is not None:
+        try:
+            several = dist.is_initialized() and dist.get_world_size() > 1
+            rank = dist.get_rank() if several else 0
+        except Exception:
+            several, rank = False, 0
+        if several:
+            crash_report.report(rank, exc_type, exc, tb)
+            return
     _previous_excepthook(exc_type, exc, tb)
 
 
