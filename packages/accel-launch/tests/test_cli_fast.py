@@ -246,6 +246,46 @@ def test_estimate_memory_refuses_a_missing_model_before_importing_torch(model, s
     assert "torch imported: False" in done.stdout, done.stdout
 
 
+def test_estimate_memory_names_a_malformed_config_json_before_importing_torch(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "config.json").write_text('{"model_type": "llama", ')
+    code = (
+        "import sys\nfrom accel_launch.cli import main\n"
+        f"code = main(['estimate-memory', {str(tmp_path)!r}])\n"
+        "print('torch imported:', 'torch' in sys.modules)\nsys.exit(code)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert f"{str(tmp_path / 'config.json')!r} is not valid JSON" in done.stderr, done.stderr
+    assert "line 1, column" in done.stderr, done.stderr
+    assert "torch imported: False" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_estimate_memory_gives_one_line_for_a_config_transformers_refuses(tmp_path):
+    import subprocess
+    import sys
+
+    pytest.importorskip("transformers")
+    (tmp_path / "config.json").write_text(
+        '{"model_type": "llama", "hidden_size": 10, "num_attention_heads": 3, '
+        '"num_hidden_layers": 1, "intermediate_size": 8, "vocab_size": 32}'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "accel_launch.cli", "estimate-memory", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    (line,) = [x for x in done.stderr.splitlines() if "error:" in x]
+    assert "transformers refuses the config" in line and "config.json" in line, line
+    assert "hidden size" in line.lower(), line
+
+
 @pytest.mark.parametrize(
     ("argv", "lines"),
     [

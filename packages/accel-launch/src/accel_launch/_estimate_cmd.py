@@ -115,7 +115,10 @@ def library_noise_silenced() -> Iterator[None]:
 def _check_model_argument(model: str) -> None:
     """Refuse, before torch is imported, a model that is neither a local path nor a
     'module:Class' path (a Hub id, a typo): nothing is downloaded."""
-    if Path(model).exists() or ":" in model:
+    if Path(model).exists():
+        _check_config_json(Path(model))
+        return
+    if ":" in model:
         return
     hub = re.fullmatch(r"[\w.-]+/[\w.-]+", model) is not None
     what = (
@@ -128,6 +131,46 @@ def _check_model_argument(model: str) -> None:
         f"'package.module:Class' path; {model!r} {what}. Pass the folder holding the model's "
         "config.json (download the config first), or 'package.module:Class'."
     )
+
+
+def _config_file(path: Path) -> Path | None:
+    """The config.json a local model argument names (the file, or the one in the folder)."""
+    if path.is_dir():
+        return path / "config.json" if (path / "config.json").is_file() else None
+    return path if path.suffix == ".json" else None
+
+
+def _check_config_json(path: Path) -> None:
+    """Refuse, before torch is imported, a config.json that is not a JSON object, naming it."""
+    config = _config_file(path)
+    if config is None:
+        return
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            f"accel estimate-memory reads a model's config.json as JSON; {str(config)!r} is not "
+            f"valid JSON ({err.msg} at line {err.lineno}, column {err.colno}). Fix the file "
+            "(or write it again with config.save_pretrained)."
+        ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(
+            f"accel estimate-memory reads a model's config.json; {str(config)!r} cannot be "
+            f"read ({err}). Check the file and its permissions."
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"a model's config.json holds one JSON object; {str(config)!r} holds a "
+            f"{type(data).__name__}. Pass the config.json of a transformers model."
+        )
+
+
+def _innermost(err: BaseException) -> BaseException:
+    while err.__cause__ is not None or (
+        err.__context__ is not None and not err.__suppress_context__
+    ):
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return err
 
 
 def estimate_memory_command(args: argparse.Namespace) -> int:
@@ -167,5 +210,15 @@ def _built_model_rows(args: argparse.Namespace) -> list[Any]:
 
             built = _remote_code_model(args.model, args.trust_remote_code)
             return estimate_memory(args.model if built is None else built, dtypes=args.dtypes)
-    except (FileNotFoundError, ValueError, ImportError) as err:
+    except (FileNotFoundError, ImportError) as err:
         raise ConfigError(str(err)) from None
+    except Exception as err:  # transformers (or the class) refuses the config
+        config = _config_file(Path(args.model)) if Path(args.model).exists() else None
+        if config is None:
+            raise ConfigError(str(err)) from None
+        cause = _innermost(err)
+        text = " ".join(str(cause).split()) or type(cause).__name__
+        raise ConfigError(
+            f"transformers refuses the config {str(config)!r}: {text} "
+            "Fix that field of the file."
+        ) from None
