@@ -192,3 +192,6 @@ def test_submodule_lists_match_the_module_paths():
     assert sorted(accel._SUBMODULES) == sorted(top)
     under_utils = {p.split(".")[2] for p in PATHS if p.startswith("accel.utils.")}
     assert sorted(accel.utils._SUBMODULES) == sorted(under_utils)
+    test_utils = importlib.import_module("accel.test_utils")
+    under_test_utils = {p.split(".")[2] for p in PATHS if p.startswith("accel.test_utils.")}
+    assert sorted(test_utils._SUBMODULES) == sorted(under_test_utils | {"scripts"})

@@ -20,10 +20,9 @@ from types import ModuleType
 _PREFIX = "accelerate"
 _HELPERS = "accelerate.test_utils"
 # Reference module paths that accel does not have as modules: each is served by a module whose
-# names resolve in these accel modules, in order (``accelerate.accelerator.Accelerator`` is
-# ``accel.Accelerator``).
+# names resolve in these accel modules, in order (``accelerate.memory_utils.<name>`` is
+# looked up in ``accel.utils.memory``, then ``accel.utils``).
 _COMPOSED: dict[str, tuple[str, ...]] = {
-    "accelerate.accelerator": ("accel", "accel.utils"),
     "accelerate.memory_utils": ("accel.utils.memory", "accel.utils"),
     "accelerate.parallelism_config": ("accel",),
     "accelerate.utils.rich": ("accel.utils",),

@@ -32,6 +32,7 @@ _EXPORTS = {
     "merge_fsdp_weights": "._merge",
     "merge_weights": "._merge",
     "notebook_launcher": "._notebook",
+    "PrepareForLaunch": "._notebook",
     "resolve": "._resolve",
     "install_xla": "._tpu",
     "launch_command": "._reference_commands",

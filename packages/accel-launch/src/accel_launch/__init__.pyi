@@ -20,6 +20,7 @@ from ._merge import (
     merge_weights as merge_weights,
 )
 from ._notebook import (
+    PrepareForLaunch as PrepareForLaunch,
     notebook_launcher as notebook_launcher,
 )
 from ._reference_commands import (
@@ -60,6 +61,7 @@ __all__ = [
     "LaunchConfig",
     "LaunchPlan",
     "MegatronLMConfig",
+    "PrepareForLaunch",
     "SAGEMAKER_PARALLEL_EC2_INSTANCES",
     "SAGEMAKER_PYTHON_VERSION",
     "SAGEMAKER_PYTORCH_VERSION",

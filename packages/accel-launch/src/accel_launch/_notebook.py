@@ -41,6 +41,97 @@ class _Worker:
         return self.function(*args)
 
 
+# Distributed types whose processes are numbered by the launcher's index on this machine.
+_MULTI_PROCESS = frozenset(
+    "MULTI_CPU MULTI_GPU MULTI_MLU MULTI_MUSA MULTI_NPU MULTI_XPU MULTI_SDAA MULTI_HPU "
+    "MULTI_NEURON".split()
+)
+
+
+class PrepareForLaunch:
+    """A function made ready to run in a process started by ``torch.multiprocessing``
+    (``start_processes``/``spawn``), which calls it with the process's index first.
+
+    Called as ``prepared(index, *args)``, it gives the process its place in the run through the
+    environment, forgets any shared state inherited from the parent (the notebook launcher's
+    worker), then calls ``launcher(*args)``:
+
+    - multi-process types (``MULTI_CPU``, ``MULTI_GPU`` ...): ``LOCAL_RANK`` is ``index`` and
+      ``RANK`` is ``NPROC * NODE_RANK + index`` (``NPROC`` processes per machine, default 1;
+      ``NODE_RANK`` default 0);
+    - ``debug=True``: ``RANK`` and ``LOCAL_RANK`` are ``index``, and the gloo process group of
+      ``WORLD_SIZE`` processes is joined at once through ``MASTER_ADDR``/``MASTER_PORT``;
+    - always: ``ACCEL_FORK_LAUNCHED=1`` (read as ``PartialState().fork_launched``).
+
+    Args:
+        launcher: The function each process runs.
+        distributed_type: A ``DistributedType`` member or value (``"MULTI_CPU"``).
+        debug: Join a gloo group of CPU processes before calling ``launcher``.
+
+    Raises:
+        ValueError: ``distributed_type`` is not a distributed type.
+
+    Example:
+        >>> import torch.multiprocessing as mp
+        >>> prepared = PrepareForLaunch(train, distributed_type="MULTI_CPU")
+        >>> mp.start_processes(prepared, args=(config,), nprocs=2, start_method="fork")
+    """
+
+    def __init__(
+        self, launcher: Callable[..., Any], distributed_type: Any = "NO", debug: bool = False
+    ) -> None:
+        from accel_state import DistributedType
+
+        try:
+            self.distributed_type = DistributedType(
+                str(getattr(distributed_type, "value", distributed_type))
+            )
+        except ValueError:
+            raise ValueError(
+                "PrepareForLaunch: distributed_type must be one of "
+                f"{[member.value for member in DistributedType]}; got {distributed_type!r}. "
+                "Pass e.g. distributed_type='MULTI_CPU'."
+            ) from None
+        self.launcher = launcher
+        self.debug = debug
+
+    def __call__(self, index: int, *args: Any) -> Any:
+        import os
+
+        if self.debug:
+            self._join_debug_group(index)
+        elif self.distributed_type.value in _MULTI_PROCESS:
+            per_machine = int(os.environ.get("NPROC", 1))
+            machine = int(os.environ.get("NODE_RANK", 0))
+            os.environ["LOCAL_RANK"] = str(index)
+            os.environ["RANK"] = str(per_machine * machine + index)
+        os.environ[contract.ACCEL_FORK_LAUNCHED] = "1"
+        return _Worker(self.launcher)(*args)
+
+    @staticmethod
+    def _join_debug_group(index: int) -> None:
+        import os
+
+        import torch.distributed as dist
+
+        missing = [
+            name
+            for name in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+            if not os.environ.get(name)
+        ]
+        if missing:
+            raise RuntimeError(
+                "PrepareForLaunch(debug=True) joins a gloo group through the variables "
+                f"WORLD_SIZE, MASTER_ADDR and MASTER_PORT; {missing} are not set in process "
+                f"{index}. Set them before starting the processes, or use debug_launcher, "
+                "which sets them."
+            )
+        os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(index)
+        dist.init_process_group(
+            "gloo", rank=index, world_size=int(os.environ["WORLD_SIZE"]), init_method="env://"
+        )
+
+
 def _positive_int(name: str, value: object, example: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(
@@ -275,4 +366,4 @@ def _launch_elastic(
         elastic_launch(config=config, entrypoint=worker)(*args)
 
 
-__all__ = ["check_parent_can_fork", "notebook_launcher"]
+__all__ = ["PrepareForLaunch", "check_parent_can_fork", "notebook_launcher"]

@@ -18,9 +18,9 @@ __all__ = ["__version__", *sorted(_EXPORTS)]
 
 # The reference library's module paths, importable as attributes too (``accel.state``).
 _SUBMODULES = (
-    "big_modeling checkpointing data_loader hooks inference launchers local_sgd logging "
+    "accelerator big_modeling checkpointing data_loader hooks inference launchers local_sgd logging "
     "optimizer parallelism_config "
-    "scheduler state tracking utils"
+    "scheduler state test_utils tracking utils"
 ).split()
 
 __getattr__, __dir__ = lazy_module(

@@ -91,6 +91,7 @@ from accel_state import (
     synchronize_rng_states as synchronize_rng_states,
 )
 from . import (
+    accelerator as accelerator,
     big_modeling as big_modeling,
     checkpointing as checkpointing,
     data_loader as data_loader,
@@ -103,6 +104,7 @@ from . import (
     parallelism_config as parallelism_config,
     scheduler as scheduler,
     state as state,
+    test_utils as test_utils,
     tracking as tracking,
     utils as utils,
 )

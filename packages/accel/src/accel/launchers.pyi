@@ -2,6 +2,7 @@
 # Run `python tools/gen_reexports.py` after changing the table.
 
 from accel_launch import (
+    PrepareForLaunch as PrepareForLaunch,
     notebook_launcher as notebook_launcher,
 )
 from accel_state import (
@@ -23,6 +24,7 @@ __all__ = [
     "AcceleratorState",
     "PartialState",
     "PrecisionType",
+    "PrepareForLaunch",
     "are_libraries_initialized",
     "check_cuda_p2p_ib_support",
     "debug_launcher",

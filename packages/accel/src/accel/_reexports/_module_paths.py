@@ -3,15 +3,105 @@
 One map per module path (``accel.state``, ``accel.utils.modeling`` ...), each name pointing
 at the accel package that owns it. The modules at those paths are thin lazy re-exports of
 these maps; ``tests/test_module_paths.py`` keeps them honest against the reference. The maps of
-the ``accel.utils.*`` paths are in ``_utils_module_paths``.
+the ``accel.utils.*`` paths are in ``_utils_module_paths``, those of ``accel.test_utils.*``
+in ``_test_utils_module_paths``.
 """
 
 from __future__ import annotations
 
 from ._public_names import _names
+from ._test_utils_module_paths import TEST_UTILS_PATHS
 from ._utils_module_paths import UTILS_PATHS
 
 PATHS: dict[str, dict[str, str]] = {
+    "accel.accelerator": {
+        **_names(
+            "accel_precision",
+            """AORecipeKwargs FP8BackendType FP8RecipeKwargs MSAMPRecipeKwargs TERecipeKwargs
+                convert_model_to_fp8_ao convert_outputs_to_fp32 get_grad_scaler
+                get_mixed_precision_context_manager""",
+        ),
+        **_names(
+            "accel._facade._optimizer_wrappers",
+            """AcceleratedOptimizer AcceleratedScheduler""",
+        ),
+        **_names(
+            "accel._facade._accelerator",
+            """Accelerator""",
+        ),
+        **_names(
+            "accel_state",
+            """AcceleratorState AutocastKwargs DeepSpeedPlugin DistributedDataParallelKwargs
+                DistributedType DynamoBackend FSDP2_PYTORCH_VERSION FSDP_PYTORCH_VERSION
+                FullyShardedDataParallelPlugin GradScalerKwargs GradientAccumulationPlugin
+                GradientState InitProcessGroupKwargs KwargsHandler MegatronLMPlugin
+                PROFILE_PATTERN_NAME ParallelismConfig PartialState PrecisionType ProfileKwargs
+                ProjectConfiguration RNGType TorchDynamoPlugin TorchTensorParallelPlugin
+                check_os_kernel compare_versions get_logger get_pretty_name is_bf16_available
+                is_bitsandbytes_multi_backend_available is_deepspeed_available is_lomo_available
+                is_megatron_lm_available is_mlu_available is_msamp_available is_musa_available
+                is_npu_available is_torch_version is_torch_xla_available is_torchao_available
+                is_transformer_engine_available is_xpu_available parse_choice_from_env
+                release_memory wait_for_everyone""",
+        ),
+        **_names(
+            "accel_data",
+            """DataLoaderConfiguration DataLoaderDispatcher prepare_data_loader
+                skip_first_batches""",
+        ),
+        **_names(
+            "accel._engines._deepspeed_objects",
+            """DeepSpeedEngineWrapper DeepSpeedOptimizerWrapper DeepSpeedSchedulerWrapper
+                DummyOptim DummyScheduler""",
+        ),
+        **_names(
+            "accel_trackers",
+            """GeneralTracker LOGGER_TYPE_TO_CLASS LoggerType filter_trackers""",
+        ),
+        **_names(
+            "accel._training_checkpoints._state_files",
+            """MODEL_NAME SAFE_WEIGHTS_INDEX_NAME SAFE_WEIGHTS_NAME SCALER_NAME
+                WEIGHTS_INDEX_NAME WEIGHTS_NAME""",
+        ),
+        **_names(
+            "accel_bigmodel",
+            """SAFE_WEIGHTS_PATTERN_NAME WEIGHTS_PATTERN_NAME clean_state_dict_for_safetensors
+                get_state_dict_offloaded_model has_offloaded_params""",
+        ),
+        **_names(
+            "accel._facade._prepare",
+            """compile_regions""",
+        ),
+        **_names(
+            "accel._engines._deepspeed_helpers",
+            """compile_regions_deepspeed map_pytorch_optim_to_deepspeed""",
+        ),
+        **_names(
+            "accel._facade._unwrap",
+            """extract_model_from_parallel is_compiled_module""",
+        ),
+        **_names(
+            "accel_collectives",
+            """gather gather_object pad_across_processes recursively_apply reduce""",
+        ),
+        **_names(
+            "accel._facade._model_probes",
+            """get_model_tp_size model_has_dtensor""",
+        ),
+        **_names(
+            "accel._training_checkpoints._functional",
+            """load_accelerator_state load_custom_state save_accelerator_state
+                save_custom_state""",
+        ),
+        **_names(
+            "accel._training_checkpoints._fsdp_functions",
+            """load_fsdp_model load_fsdp_optimizer save_fsdp_model save_fsdp_optimizer""",
+        ),
+        **_names(
+            "accel._training_checkpoints._model_weights",
+            """save""",
+        ),
+    },
     "accel.parallelism_config": _names(
         "accel_state",
         """DeepSpeedSequenceParallelConfig DistributedType ParallelismConfig
@@ -157,7 +247,7 @@ PATHS: dict[str, dict[str, str]] = {
         ),
         **_names(
             "accel_launch",
-            """notebook_launcher""",
+            """PrepareForLaunch notebook_launcher""",
         ),
         **_names(
             "accel_state",
@@ -244,4 +334,5 @@ PATHS: dict[str, dict[str, str]] = {
         ),
     },
     **UTILS_PATHS,
+    **TEST_UTILS_PATHS,
 }

@@ -64,7 +64,7 @@ DEEPSPEED.update(
 LAUNCH = _names(
     "accel_launch", "write_basic_config prepare_sagemager_args_inputs prepare_multi_gpu_env"
 )
-LAUNCH.update(_names("accel_launch", "install_xla"))
+LAUNCH.update(_names("accel_launch", "install_xla PrepareForLaunch"))
 LAUNCH.update(_names("accel_state", "get_current_device_type"))
 
 FACADE = _names("accel._facade._accelerator", "Accelerator")

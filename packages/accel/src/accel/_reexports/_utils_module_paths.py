@@ -220,7 +220,8 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
     "accel.utils.launch": {
         **_names(
             "accel_launch",
-            """SageMakerConfig prepare_multi_gpu_env prepare_sagemager_args_inputs""",
+            """PrepareForLaunch SageMakerConfig prepare_multi_gpu_env
+                prepare_sagemager_args_inputs""",
         ),
         **_names(
             "accel_state",

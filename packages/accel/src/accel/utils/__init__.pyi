@@ -188,6 +188,7 @@ from accel_data import (
 )
 from accel_launch import (
     ConfigError as ConfigError,
+    PrepareForLaunch as PrepareForLaunch,
     install_xla as install_xla,
     merge_fsdp_weights as merge_fsdp_weights,
     prepare_multi_gpu_env as prepare_multi_gpu_env,
@@ -453,6 +454,7 @@ __all__ = [
     "PipelineTraceError",
     "PrecisionType",
     "PrefixedDataset",
+    "PrepareForLaunch",
     "ProfileKwargs",
     "ProjectConfiguration",
     "RNGType",

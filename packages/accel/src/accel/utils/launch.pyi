@@ -2,6 +2,7 @@
 # Run `python tools/gen_reexports.py` after changing the table.
 
 from accel_launch import (
+    PrepareForLaunch as PrepareForLaunch,
     SageMakerConfig as SageMakerConfig,
     prepare_multi_gpu_env as prepare_multi_gpu_env,
     prepare_sagemager_args_inputs as prepare_sagemager_args_inputs,
@@ -31,6 +32,7 @@ __all__ = [
     "DistributedType",
     "DynamoBackend",
     "PrecisionType",
+    "PrepareForLaunch",
     "SageMakerConfig",
     "SageMakerDistributedType",
     "compare_versions",
