@@ -219,6 +219,5 @@ def _built_model_rows(args: argparse.Namespace) -> list[Any]:
         cause = _innermost(err)
         text = " ".join(str(cause).split()) or type(cause).__name__
         raise ConfigError(
-            f"transformers refuses the config {str(config)!r}: {text} "
-            "Fix that field of the file."
+            f"transformers refuses the config {str(config)!r}: {text} Fix that field of the file."
         ) from None

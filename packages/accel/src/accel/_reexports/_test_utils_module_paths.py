@@ -9,7 +9,7 @@ from ._public_names import _names
 _HELPERS = "accel._test_helpers"
 
 _DEVICES = _names(
-    f"{_HELPERS}._devices", "device_count get_backend memory_allocated_func torch_device"
+    f"{_HELPERS}._test_device", "device_count get_backend memory_allocated_func torch_device"
 )
 _MARKERS = _names(f"{_HELPERS}._markers", "require_torch_min_version run_first skip slow")
 _REQUIRE_DEVICES = _names(

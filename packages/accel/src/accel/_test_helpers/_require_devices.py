@@ -25,8 +25,8 @@ from accel_state import (
     is_xpu_available,
 )
 
-from ._devices import device_count, torch_device
 from ._markers import requirement
+from ._test_device import device_count, torch_device
 
 _HERE = f"this machine's tests run on {torch_device} ({device_count} device(s))"
 

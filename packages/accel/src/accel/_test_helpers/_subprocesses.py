@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ._devices import device_count
+from ._test_device import device_count
 
 
 def get_launch_command(**kwargs: Any) -> list[str]:

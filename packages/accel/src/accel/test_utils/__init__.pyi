@@ -6,12 +6,6 @@ from accel._test_helpers._cases import (
     assert_exception as assert_exception,
     capture_call_output as capture_call_output,
 )
-from accel._test_helpers._devices import (
-    device_count as device_count,
-    get_backend as get_backend,
-    memory_allocated_func as memory_allocated_func,
-    torch_device as torch_device,
-)
 from accel._test_helpers._markers import (
     require_torch_min_version as require_torch_min_version,
     run_first as run_first,
@@ -66,6 +60,12 @@ from accel._test_helpers._subprocesses import (
     path_in_accelerate_package as path_in_accelerate_package,
     pytest_xdist_worker_id as pytest_xdist_worker_id,
     run_command as run_command,
+)
+from accel._test_helpers._test_device import (
+    device_count as device_count,
+    get_backend as get_backend,
+    memory_allocated_func as memory_allocated_func,
+    torch_device as torch_device,
 )
 from . import (
     examples as examples,
