@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from accel_state import AcceleratorState, GradientState, xla_mark_step, xla_model
+from accel_state import GradientState, xla_mark_step, xla_model
 
 from ._base import Engine
 
@@ -15,26 +15,32 @@ if TYPE_CHECKING:
     from ._context import EngineContext
 
 
-def reduce_xla_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
-    """Average the gradients of ``parameters`` across the replicas, in place (one all-reduce)."""
-    state = AcceleratorState()
-    if state.num_processes <= 1:
+def reduce_xla_gradients(parameters: Iterable[torch.nn.Parameter], num_processes: int) -> None:
+    """Average the gradients of ``parameters`` across the ``num_processes`` replicas, in place
+    (one all-reduce)."""
+    if num_processes <= 1:
         return
     grads = [p.grad for p in parameters if p.grad is not None]
     if grads:
-        xla_model().all_reduce("sum", grads, scale=1.0 / state.num_processes)
+        xla_model().all_reduce("sum", grads, scale=1.0 / num_processes)
 
 
-def xla_optimizer_step(optimizer: torch.optim.Optimizer, closure: Any = None) -> Any:
+def xla_optimizer_step(
+    optimizer: torch.optim.Optimizer,
+    closure: Any,
+    gradients: GradientState,
+    num_processes: int,
+) -> Any:
     """One optimizer step of an XLA replica.
 
     Gradients are averaged across the replicas (unless ``clip_grad_norm_`` already did it this
     step), the optimizer steps, and the lazy graph is cut and run (``mark_step``), as
     ``xm.optimizer_step`` followed by ``xm.mark_step`` do.
     """
-    gradients = GradientState()
     if not gradients.is_xla_gradients_synced:
-        reduce_xla_gradients(p for group in optimizer.param_groups for p in group["params"])
+        reduce_xla_gradients(
+            (p for group in optimizer.param_groups for p in group["params"]), num_processes
+        )
     gradients.is_xla_gradients_synced = False
     result = optimizer.step(closure) if closure is not None else optimizer.step()
     xla_mark_step()
@@ -82,8 +88,8 @@ class XLAEngine(Engine):
     ) -> torch.Tensor:
         """Average gradients across replicas first (the step then skips it), then clip."""
         params = list(parameters)
-        reduce_xla_gradients(params)
-        GradientState().is_xla_gradients_synced = True
+        reduce_xla_gradients(params, self.context.num_processes)
+        self.context.gradient_state.is_xla_gradients_synced = True
         return torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type)
 
 

@@ -99,10 +99,13 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
             return None
         if self.scaler is None:
             self._is_overflow = False
-            if AcceleratorState().distributed_type == DistributedType.XLA:
+            state = AcceleratorState()
+            if state.distributed_type == DistributedType.XLA:
                 from .._engines._xla import xla_optimizer_step
 
-                return xla_optimizer_step(self.optimizer, closure)
+                return xla_optimizer_step(
+                    self.optimizer, closure, self.gradient_state, state.num_processes
+                )
             return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
         scale_before = self.scaler.get_scale()
         result = (
