@@ -6,83 +6,52 @@ structure. Set ``ACCEL_DEBUG_MODE=1`` to check, before each collective, that eve
 passes compatible data.
 """
 
-from importlib.metadata import version as _version
+from __future__ import annotations
 
-from ._averaging import average_parameters
-from ._checks import CannotPadNestedTensorWarning, DistributedOperationException
-from ._decorators import chained_operation, verify_operation
-from ._nested import (
-    TensorInformation,
-    concatenate,
-    convert_to_fp32,
-    find_batch_size,
-    find_device,
-    get_data_structure,
-    get_shape,
-    honor_type,
-    ignorant_find_batch_size,
-    initialize_tensors,
-    is_namedtuple,
-    is_tensor_information,
-    is_torch_tensor,
-    listify,
-    pad_input_tensors,
-    recursively_apply,
-    send_to_device,
-    slice_tensors,
-)
-from ._ops import (
-    broadcast,
-    broadcast_object_list,
-    copy_tensor_to_devices,
-    gather,
-    gather_object,
-    reduce,
-)
-from ._padding import pad_across_processes
-from ._shapes import (
-    TENSOR_INT_TO_DTYPE,
-    TENSOR_TYPE_TO_INT,
-    gather_tensor_shape,
-    is_torch_xpu_tensor,
-)
+from accel_state.lazy import lazy_module as _lazy_module
 
-__version__ = _version("accel-collectives")
+# Public name -> the private module that defines it, loaded on first use: the one list of
+# this package's names (__all__ and the type stub beside this file are made from it).
+_EXPORTS = {
+    "average_parameters": "._averaging",
+    "CannotPadNestedTensorWarning": "._checks",
+    "DistributedOperationException": "._checks",
+    "chained_operation": "._decorators",
+    "verify_operation": "._decorators",
+    "TensorInformation": "._nested",
+    "concatenate": "._nested",
+    "convert_to_fp32": "._nested",
+    "find_batch_size": "._nested",
+    "find_device": "._nested",
+    "get_data_structure": "._nested",
+    "get_shape": "._nested",
+    "honor_type": "._nested",
+    "ignorant_find_batch_size": "._nested",
+    "initialize_tensors": "._nested",
+    "is_namedtuple": "._nested",
+    "is_tensor_information": "._nested",
+    "is_torch_tensor": "._nested",
+    "listify": "._nested",
+    "pad_input_tensors": "._nested",
+    "recursively_apply": "._nested",
+    "send_to_device": "._nested",
+    "slice_tensors": "._nested",
+    "broadcast": "._ops",
+    "broadcast_object_list": "._ops",
+    "copy_tensor_to_devices": "._ops",
+    "gather": "._ops",
+    "gather_object": "._ops",
+    "reduce": "._ops",
+    "pad_across_processes": "._padding",
+    "TENSOR_INT_TO_DTYPE": "._shapes",
+    "TENSOR_TYPE_TO_INT": "._shapes",
+    "gather_tensor_shape": "._shapes",
+    "is_torch_xpu_tensor": "._shapes",
+}
 
-__all__ = [
-    "CannotPadNestedTensorWarning",
-    "DistributedOperationException",
-    "TensorInformation",
-    "__version__",
-    "average_parameters",
-    "broadcast",
-    "broadcast_object_list",
-    "concatenate",
-    "convert_to_fp32",
-    "copy_tensor_to_devices",
-    "find_batch_size",
-    "find_device",
-    "gather",
-    "gather_object",
-    "get_data_structure",
-    "get_shape",
-    "honor_type",
-    "ignorant_find_batch_size",
-    "initialize_tensors",
-    "is_namedtuple",
-    "is_tensor_information",
-    "is_torch_tensor",
-    "listify",
-    "pad_across_processes",
-    "pad_input_tensors",
-    "recursively_apply",
-    "reduce",
-    "send_to_device",
-    "slice_tensors",
-    "TENSOR_INT_TO_DTYPE",
-    "TENSOR_TYPE_TO_INT",
-    "chained_operation",
-    "gather_tensor_shape",
-    "is_torch_xpu_tensor",
-    "verify_operation",
-]
+# Read from the installed metadata on first access.
+__version__: str
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS, distribution="accel-collectives")

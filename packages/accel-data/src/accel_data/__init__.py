@@ -5,39 +5,34 @@ gathers per-sample results without the samples repeated to even out the last ste
 ``skip_first_batches`` and the loaders' ``state_dict`` resume an epoch exactly where it stopped.
 """
 
-from importlib.metadata import version as _version
+from __future__ import annotations
 
-from ._adapter import DataLoaderAdapter, get_sampler
-from ._dispatcher_loader import DataLoaderDispatcher
-from ._even_batches import override_even_batches
-from ._iterable import IterableDatasetShard
-from ._loader_config import DataLoaderConfiguration
-from ._loaders import DataLoaderShard
-from ._metrics import gather_for_metrics
-from ._prepare_loader import prepare_data_loader
-from ._samplers import BatchSamplerShard, SeedableRandomSampler
-from ._skip import SkipBatchSampler, SkipDataLoader, skip_first_batches
-from ._state_mixin import DataLoaderStateMixin
-from ._xla_loader import MpDeviceLoaderWrapper
+from accel_state.lazy import lazy_module as _lazy_module
 
-__version__ = _version("accel-data")
+# Public name -> the private module that defines it, loaded on first use: the one list of
+# this package's names (__all__ and the type stub beside this file are made from it).
+_EXPORTS = {
+    "DataLoaderAdapter": "._adapter",
+    "get_sampler": "._adapter",
+    "DataLoaderDispatcher": "._dispatcher_loader",
+    "override_even_batches": "._even_batches",
+    "IterableDatasetShard": "._iterable",
+    "DataLoaderConfiguration": "._loader_config",
+    "DataLoaderShard": "._loaders",
+    "gather_for_metrics": "._metrics",
+    "prepare_data_loader": "._prepare_loader",
+    "BatchSamplerShard": "._samplers",
+    "SeedableRandomSampler": "._samplers",
+    "SkipBatchSampler": "._skip",
+    "SkipDataLoader": "._skip",
+    "skip_first_batches": "._skip",
+    "DataLoaderStateMixin": "._state_mixin",
+    "MpDeviceLoaderWrapper": "._xla_loader",
+}
 
-__all__ = [
-    "override_even_batches",
-    "BatchSamplerShard",
-    "DataLoaderAdapter",
-    "DataLoaderConfiguration",
-    "DataLoaderDispatcher",
-    "DataLoaderShard",
-    "DataLoaderStateMixin",
-    "IterableDatasetShard",
-    "MpDeviceLoaderWrapper",
-    "SeedableRandomSampler",
-    "SkipBatchSampler",
-    "SkipDataLoader",
-    "__version__",
-    "gather_for_metrics",
-    "get_sampler",
-    "prepare_data_loader",
-    "skip_first_batches",
-]
+# Read from the installed metadata on first access.
+__version__: str
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS, distribution="accel-data")

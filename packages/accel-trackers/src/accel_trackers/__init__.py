@@ -1,53 +1,65 @@
 """Experiment trackers (TensorBoard, W&B, Comet, DVCLive, MLflow, Aim, ClearML, SwanLab, Trackio) behind one small interface. Depends on no other accel package."""
 
-from importlib.metadata import version as _version
+from __future__ import annotations
 
-from ._aim import AimTracker
-from ._clearml import ClearMLTracker
-from ._comet import CometMLTracker
-from ._dvclive import DVCLiveTracker
-from ._mlflow import MLflowTracker
-from ._registry import (
-    LOGGER_TYPE_TO_CLASS,
-    filter_trackers,
-    get_available_trackers,
-    get_tracker_class,
-    is_tracker_available,
-    register_tracker,
-    register_tracker_class,
-)
-from ._set import TrackerSet, init_trackers, resolve_main_process
-from ._swanlab import SwanLabTracker
-from ._tensorboard import TensorBoardTracker
-from ._tracker_interface import GeneralTracker, LoggerType, NoOpTracker
-from ._trackio import TrackioTracker
-from ._values import flatten
-from ._wandb import WandBTracker
+from importlib import import_module as _import_module
+from typing import Any
 
-__version__ = _version("accel-trackers")
+# Public name -> the private module that defines it, loaded on first use: the one list of
+# this package's names (__all__ and the type stub beside this file are made from it).
+_EXPORTS = {
+    "AimTracker": "._aim",
+    "ClearMLTracker": "._clearml",
+    "CometMLTracker": "._comet",
+    "DVCLiveTracker": "._dvclive",
+    "MLflowTracker": "._mlflow",
+    "LOGGER_TYPE_TO_CLASS": "._registry",
+    "filter_trackers": "._registry",
+    "get_available_trackers": "._registry",
+    "get_tracker_class": "._registry",
+    "is_tracker_available": "._registry",
+    "register_tracker": "._registry",
+    "register_tracker_class": "._registry",
+    "TrackerSet": "._set",
+    "init_trackers": "._set",
+    "resolve_main_process": "._set",
+    "SwanLabTracker": "._swanlab",
+    "TensorBoardTracker": "._tensorboard",
+    "GeneralTracker": "._tracker_interface",
+    "LoggerType": "._tracker_interface",
+    "NoOpTracker": "._tracker_interface",
+    "TrackioTracker": "._trackio",
+    "flatten": "._values",
+    "WandBTracker": "._wandb",
+}
 
-__all__ = [
-    "LOGGER_TYPE_TO_CLASS",
-    "AimTracker",
-    "ClearMLTracker",
-    "CometMLTracker",
-    "DVCLiveTracker",
-    "GeneralTracker",
-    "LoggerType",
-    "MLflowTracker",
-    "NoOpTracker",
-    "SwanLabTracker",
-    "TensorBoardTracker",
-    "TrackerSet",
-    "TrackioTracker",
-    "WandBTracker",
-    "__version__",
-    "filter_trackers",
-    "flatten",
-    "get_available_trackers",
-    "get_tracker_class",
-    "init_trackers",
-    "is_tracker_available",
-    "register_tracker",
-    "resolve_main_process",
-]
+# Read from the installed metadata on first access.
+__version__: str
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        if name == "__version__":
+            from importlib.metadata import version
+
+            globals()[name] = version("accel-trackers")
+            return globals()[name]
+        raise AttributeError(_unknown(name))
+    value = getattr(_import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | {"__version__"})
+
+
+def _unknown(name: str) -> str:
+    from difflib import get_close_matches
+
+    close = get_close_matches(name, list(_EXPORTS), n=3)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"module 'accel_trackers' has no attribute {name!r}{hint}"
