@@ -206,8 +206,26 @@ def test_unknown_module_name_is_named(tmp_path):
             model, _checkpoint_without(tmp_path), {"body": "cpu", "heads": "cpu"}
         )
     message = str(info.value)
-    assert "['heads'] do not" in message and "some modules are: , body, head" in message
-    assert "Fix the names, or use device_map='auto'" in message
+    assert message.startswith("A device_map must give a device to every parameter and buffer")
+    assert "do not match any submodules or tensors of the model: ['heads']" in message
+    assert "(some modules are: body, head" in message
+    assert "fix their names. Add their modules to the device_map" in message
+
+
+def test_a_key_naming_nothing_warns_when_every_tensor_is_covered():
+    # The reference warns and goes on; the map is usable, the extra key places nothing.
+    model = Net()
+    device_map = {"body": "cpu", "head": "cpu", "heads": 1}
+    with pytest.warns(UserWarning) as record:
+        check_device_map(model, device_map)
+    (message,) = [str(w.message) for w in record]
+    assert message == (
+        "device_map keys do not match any submodules or tensors of the model: ['heads'] "
+        "(some modules are: body, head); they place nothing, as every parameter and buffer "
+        "has a device from the other keys. Fix or remove those keys."
+    )
+    dispatch_model(model, {"body": "cpu", "head": "cpu", "heads": "cpu"})
+    assert model(torch.ones(1, 4)).shape == (1, 2)
 
 
 def test_bad_main_device_is_named():

@@ -10,6 +10,7 @@ from bigmodel_helpers import checkpoint_state  # noqa: E402
 from accel_bigmodel import (  # noqa: E402
     compute_module_sizes,
     estimate_memory,
+    infer_auto_device_map,
     init_empty_weights,
     load_checkpoint_and_dispatch,
     write_safetensors,
@@ -72,3 +73,32 @@ def test_estimate_memory_from_config_json(tmp_path):
         model = transformers.AutoModelForCausalLM.from_config(_llama_config())
     assert rows[0].total_size == compute_module_sizes(model)[""]
     assert "LlamaDecoderLayer" not in rows[0].largest_layer_names[0]
+
+
+def test_tied_t5_embeddings_are_planned_together_across_two_gpus():
+    # T0pp's layout at a small size: the shared embedding is tied to the encoder's and the
+    # decoder's, the last of which comes after every encoder block; all three go with the first.
+    config = transformers.T5Config(
+        vocab_size=256,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=4,
+        num_heads=4,
+        feed_forward_proj="gated-gelu",
+        tie_word_embeddings=False,
+    )
+    with init_empty_weights():
+        model = transformers.AutoModelForSeq2SeqLM.from_config(config)
+    model.tie_weights()
+    special_dtypes = {n: torch.float32 for n, _ in model.named_parameters() if "wo" in n}
+    device_map = infer_auto_device_map(
+        model,
+        max_memory={0: 60_000, 1: 60_000, "cpu": 10**9},  # the model needs 214,912 bytes
+        no_split_module_classes=["T5Block"],
+        dtype=torch.float16,
+        special_dtypes=special_dtypes,
+    )
+    assert set(device_map.values()) == {0, 1, "cpu"}
+    tied = ("shared", "encoder.embed_tokens", "decoder.embed_tokens")
+    assert [device_map[name] for name in tied] == [0, 0, 0]

@@ -6,9 +6,14 @@ import itertools
 
 import pytest
 import torch
-from torch.utils.data import BatchSampler, SequentialSampler
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
-from accel_data import BatchSamplerShard, IterableDatasetShard, SeedableRandomSampler
+from accel_data import (
+    BatchSamplerShard,
+    IterableDatasetShard,
+    SeedableRandomSampler,
+    prepare_data_loader,
+)
 
 
 def _shards(n: int, bs: int, world: int, split: bool, even: bool, drop_last: bool):
@@ -87,10 +92,27 @@ def test_single_process_passes_batches_through() -> None:
     assert shard.remainder == 1
 
 
-def test_split_batches_rejects_a_batch_size_that_does_not_divide() -> None:
-    base = BatchSampler(SequentialSampler(range(7)), 3, False)
-    with pytest.raises(ValueError, match="multiple of the number of processes.*batch_size=3"):
-        BatchSamplerShard(base, 2, 0, split_batches=True)
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: BatchSamplerShard(
+            BatchSampler(SequentialSampler(range(7)), 3, False), 2, 0, split_batches=True
+        ),
+        lambda: IterableDatasetShard(range(7), 3, num_processes=2, split_batches=True),
+        lambda: prepare_data_loader(
+            DataLoader(range(7), batch_size=3), num_processes=2, process_index=0, split_batches=True
+        ),
+    ],
+    ids=["batch sampler", "iterable shard", "prepare_data_loader"],
+)
+def test_split_batches_rejects_a_batch_size_that_does_not_divide(build) -> None:
+    # The rule keeps the reference's wording ('round multiple'), then the values and the fix.
+    with pytest.raises(
+        ValueError,
+        match=r"round multiple of the number of processes; got batch_size=3, num_processes=2\. "
+        r"Use a ",
+    ):
+        build()
 
 
 def test_process_index_out_of_range_is_refused() -> None:

@@ -90,6 +90,28 @@ def test_invalid_settings_are_refused(build, message):
         build()
 
 
+@pytest.mark.parametrize(
+    "name", ["ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY", "PARALLELISM_CONFIG_CP_COMM_STRATEGY"]
+)
+def test_a_bad_handler_setting_leads_with_the_setting_and_its_value(monkeypatch, name):
+    # The reference's phrase first ('Invalid <field>: <value>'), then the rule and the fix.
+    with pytest.raises(ValueError) as info:
+        TorchContextParallelConfig("ring")
+    assert str(info.value) == (
+        "Invalid cp_comm_strategy: ring (TorchContextParallelConfig.cp_comm_strategy must be "
+        "one of ['allgather', 'alltoall']). Use 'allgather' or 'alltoall'."
+    )
+    with pytest.raises(ValueError, match=r"^Invalid sp_attn_implementation: eager \(.* Use 'sdpa'"):
+        DeepSpeedSequenceParallelConfig(sp_attn_implementation="eager")
+    monkeypatch.setenv(name, " ring ")
+    with pytest.raises(ValueError) as info:
+        ParallelismConfig(cp_size=2)
+    assert str(info.value) == (
+        f"Invalid cp_comm_strategy: ring (environment variable {name} must be one of "
+        "allgather, alltoall; got ' ring '. Set it to one of allgather, alltoall, or unset it.)"
+    )
+
+
 def test_hub_flash_attention_kernels_are_accepted():
     kernel = "kernels-community/flash-attn2"
     assert (

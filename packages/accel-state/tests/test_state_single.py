@@ -91,3 +91,43 @@ def test_set_seed_reproducible():
     synchronize_rng_state("torch")  # one process: nothing to synchronise, must not fail
     with pytest.raises(TypeError, match="int seed"):
         set_seed("1")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["ACCEL_TORCH_DEVICE", "ACCELERATE_TORCH_DEVICE"])
+def test_the_device_named_in_the_environment_replaces_the_picked_one(monkeypatch, name):
+    monkeypatch.setenv(name, "cpu:3")
+    assert PartialState().device == torch.device("cpu", 3)
+    assert AcceleratorState().device == torch.device("cpu", 3)
+
+
+def test_a_bad_device_in_the_environment_is_refused(monkeypatch):
+    monkeypatch.setenv("ACCELERATE_TORCH_DEVICE", "gpu:0")
+    with pytest.raises(ValueError) as info:
+        PartialState()
+    assert str(info.value) == (
+        "environment variable ACCELERATE_TORCH_DEVICE must name a torch device; got 'gpu:0'. "
+        "Set it to a device such as 'cuda:1' or 'cpu', or unset it to let the state pick one."
+    )
+    assert not PartialState._shared_state.get("_is_initialized")
+    monkeypatch.setenv("ACCELERATE_TORCH_DEVICE", "cuda:1")
+    with pytest.raises(ValueError, match=r"cpu=True .* ACCELERATE_TORCH_DEVICE names 'cuda:1'"):
+        PartialState(cpu=True)
+
+
+@pytest.mark.parametrize("cls", [PartialState, AcceleratorState])
+def test_reading_a_reset_state_names_the_reset(cls):
+    state = cls(cpu=True)
+    with pytest.raises(AttributeError) as info:
+        state.not_a_state_attribute  # noqa: B018
+    assert str(info.value) == f"'{cls.__name__}' object has no attribute 'not_a_state_attribute'"
+    cls._reset_state()
+    for name in ("num_processes", "is_main_process"):  # an attribute, a property reading one
+        with pytest.raises(AttributeError) as info:
+            getattr(state, name)
+        assert str(info.value) == (
+            f"`{cls.__name__}` object has no attribute `{name}`. This happens if "
+            f"`{cls.__name__}._reset_state()` was called and an `Accelerator` or `PartialState` "
+            f"was not reinitialized: create one (`{cls.__name__}()`) before reading the state."
+        )
+    state.something = "kept"
+    assert state.something == "kept"

@@ -137,6 +137,26 @@ def test_register_tracker_class_uses_the_class_name_and_builds_it(tmp_path):
         LOGGER_TYPE_TO_CLASS.pop("dir_recorder")
 
 
+def test_register_tracker_class_needs_the_directory_flag_set_by_the_class():
+    class _NoFlag(GeneralTracker):
+        name = "no_flag"
+
+    with pytest.raises(ValueError) as info:
+        register_tracker_class(_NoFlag)
+    assert str(info.value) == (
+        "A tracker class must set the class attribute `requires_logging_directory`; _NoFlag "
+        "does not. Add requires_logging_directory = True if it needs a logging directory, or "
+        "False otherwise."
+    )
+    assert "no_flag" not in LOGGER_TYPE_TO_CLASS
+
+    class _Inherited(_DirRecorder):  # the flag of its own base counts
+        name = "inherited_flag"
+
+    register_tracker_class(_Inherited)
+    LOGGER_TYPE_TO_CLASS.pop("inherited_flag")
+
+
 def test_instances_pass_through_and_classes_are_refused():
     inst = _Recorder("r")
     assert filter_trackers([inst]) == [inst]

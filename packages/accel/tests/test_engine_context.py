@@ -132,5 +132,10 @@ def test_checkpointer_saves_and_restores_from_its_inputs_alone(tmp_path):
         model.weight.zero_()
     assert checkpointer.load_state(None) == 12  # the step the checkpoint recorded
     assert counter.value == 7 and model.weight.abs().sum() > 0
-    with pytest.raises(ValueError, match=r"objects #0 \(object\) lack them"):
-        checkpointer.register_for_checkpointing(object())
+    with pytest.raises(ValueError) as info:  # indices are the arguments' own
+        checkpointer.register_for_checkpointing(object(), counter, 3)
+    assert str(info.value) == (
+        "register_for_checkpointing takes objects with state_dict() and load_state_dict() "
+        "methods; these arguments lack them:\n  - Item at index 0: object\n"
+        "  - Item at index 2: int\nAdd both methods, or save those objects yourself."
+    )

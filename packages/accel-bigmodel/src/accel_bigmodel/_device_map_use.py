@@ -4,6 +4,7 @@ is mapped to, the offload folder a map with ``"disk"`` needs, and turning a stra
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Union
 
@@ -22,8 +23,9 @@ def check_device_map(
 ) -> None:
     """Checks a device map against the model (and, on request, this machine).
 
-    Every key must name a submodule or tensor of ``model``, and every parameter and buffer
-    must be covered. A map may be planned for another machine, so its devices are checked only
+    Every parameter and buffer must be covered; a key that names no submodule or tensor of
+    ``model`` is named in the error when something is left uncovered, and in a ``UserWarning``
+    otherwise (it places nothing, as in the reference). A map may be planned for another machine, so its devices are checked only
     with ``check_devices=True`` (``dispatch_model`` and ``load_checkpoint_in_model``, which
     move weights, do so): each value must then be a device that exists here (``"cpu"``,
     ``"disk"``, ``"meta"``, GPU indices or names this machine has).
@@ -49,20 +51,32 @@ def check_device_map(
     for name, _ in model.named_parameters(remove_duplicate=False):
         known.add(name)
     unknown = [k for k in device_map if k not in known]
+    unknown_text = ""
     if unknown:
-        sample = ", ".join(sorted(modules)[:8])
-        raise DeviceMapError(
-            f"Every device_map key must name a submodule or tensor of the model; {unknown} do not "
-            f"(some modules are: {sample}). Fix the names, or use device_map='auto'."
+        sample = ", ".join(sorted(name for name in modules if name)[:8])
+        unknown_text = (
+            f"device_map keys do not match any submodules or tensors of the model: {unknown} "
+            f"(some modules are: {sample})"
         )
-    if "" in device_map:
-        return
-    uncovered = [t for t in tensor_names if mapped_device(device_map, t) is None]
+    uncovered = (
+        []
+        if "" in device_map
+        else [t for t in tensor_names if mapped_device(device_map, t) is None]
+    )
     if uncovered:
         shown = ", ".join(uncovered[:10]) + (" ..." if len(uncovered) > 10 else "")
+        also = f" Also, {unknown_text}: fix their names." if unknown else ""
         raise DeviceMapError(
             f"A device_map must give a device to every parameter and buffer; {len(uncovered)} have "
-            f"none: {shown}. Add their modules to the device_map, or use device_map='auto'."
+            f"none: {shown}.{also} Add their modules to the device_map, or use device_map='auto'."
+        )
+    if unknown:
+        # Every tensor has a device, so the map is usable: the extra keys place nothing.
+        warnings.warn(
+            f"{unknown_text}; they place nothing, as every "
+            "parameter and buffer has a device from the other keys. Fix or remove those keys.",
+            UserWarning,
+            stacklevel=2,
         )
 
 

@@ -52,8 +52,8 @@ class IterableDatasetShard(IterableDataset):
     ) -> None:
         if split_batches and batch_size % num_processes != 0:
             raise ValueError(
-                f"split_batches needs a batch size that is a multiple of the number of "
-                f"processes; got batch_size={batch_size}, num_processes={num_processes}. "
+                f"split_batches needs a batch size that is a round multiple of the number "
+                f"of processes; got batch_size={batch_size}, num_processes={num_processes}. "
                 f"Use a batch size of {math.ceil(batch_size / num_processes) * num_processes} "
                 "or split_batches=False."
             )

@@ -182,8 +182,8 @@ def prepare_data_loader(
 
     if split_batches and batch_size is not None and batch_size % num_processes != 0:
         raise ValueError(
-            f"split_batches needs a batch size that is a multiple of the number of processes; "
-            f"got batch_size={batch_size}, num_processes={num_processes}. Use a multiple of "
+            f"split_batches needs a batch size that is a round multiple of the number of "
+            f"processes; got batch_size={batch_size}, num_processes={num_processes}. Use a multiple of "
             f"{num_processes} or split_batches=False."
         )
 

@@ -75,6 +75,16 @@ ACCEL_USE_CPU: Final = EnvironmentVariable(
 )
 """Run on the CPU even when an accelerator is present."""
 
+ACCEL_TORCH_DEVICE: Final = EnvironmentVariable(
+    "ACCEL_TORCH_DEVICE",
+    "text",
+    fallbacks=("ACCELERATE_TORCH_DEVICE",),
+    written_by="the user",
+    read_by="``PartialState`` (when the state is created)",
+)
+"""The device of this process (``cuda:1``, ``cpu``), in place of the one the state would pick:
+any string ``torch.device`` accepts."""
+
 ACCEL_DEBUG_MODE: Final = EnvironmentVariable(
     "ACCEL_DEBUG_MODE",
     "bool",
@@ -432,6 +442,7 @@ __all__ = [
     "read_env",
     "ACCEL_MIXED_PRECISION",
     "ACCEL_USE_CPU",
+    "ACCEL_TORCH_DEVICE",
     "ACCEL_DEBUG_MODE",
     "ACCEL_FORK_LAUNCHED",
     "ACCEL_DISTRIBUTED_TYPE",

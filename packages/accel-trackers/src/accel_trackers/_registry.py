@@ -91,8 +91,8 @@ def register_tracker_class(tracker_class: type[GeneralTracker]) -> None:
             `requires_logging_directory` class attribute.
 
     Raises:
-        ValueError: If `tracker_class` is not a `GeneralTracker` subclass, has no name, or
-            its name is "all".
+        ValueError: If `tracker_class` is not a `GeneralTracker` subclass, has no name, its
+            name is "all", or it does not set `requires_logging_directory`.
     """
     if not (isinstance(tracker_class, type) and issubclass(tracker_class, GeneralTracker)):
         raise ValueError(
@@ -104,6 +104,18 @@ def register_tracker_class(tracker_class: type[GeneralTracker]) -> None:
         raise ValueError(
             f"A tracker class must set a class attribute `name` (a non-empty string other than "
             f"'all'); {tracker_class.__name__}.name is {name!r}. Add e.g. name = 'my_tracker'."
+        )
+    # GeneralTracker's default would silently build a tracker that needs a directory without
+    # one, so the class itself (or a base of its own) must say which it is.
+    if not any(
+        "requires_logging_directory" in vars(base)
+        for base in tracker_class.__mro__
+        if base is not GeneralTracker
+    ):
+        raise ValueError(
+            f"A tracker class must set the class attribute `requires_logging_directory`; "
+            f"{tracker_class.__name__} does not. Add requires_logging_directory = True if it "
+            "needs a logging directory, or False otherwise."
         )
     key = name.lower()
     if key in LOGGER_TYPE_TO_CLASS:

@@ -8,6 +8,7 @@ first; dimensions of size 1 are left out, except `dp_shard` next to `dp_replicat
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -79,12 +80,17 @@ class TorchContextParallelConfig:
     def __post_init__(self) -> None:
         variable = env.ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY
         if self.cp_comm_strategy is None:
-            self.cp_comm_strategy = env.read_env(variable, "allgather")
+            try:
+                self.cp_comm_strategy = env.read_env(variable, "allgather")
+            except ValueError as error:
+                names = (str(variable), *variable.fallbacks)
+                raw = next(os.environ[n] for n in names if os.environ.get(n, "").strip())
+                raise ValueError(f"Invalid cp_comm_strategy: {raw.strip()} ({error})") from None
         if self.cp_comm_strategy not in variable.choices:
             raise ValueError(
-                "TorchContextParallelConfig.cp_comm_strategy must be one of "
-                f"{list(variable.choices)}; got {self.cp_comm_strategy!r}. Use 'allgather' or "
-                "'alltoall'."
+                f"Invalid cp_comm_strategy: {self.cp_comm_strategy} "
+                f"(TorchContextParallelConfig.cp_comm_strategy must be one of "
+                f"{list(variable.choices)}). Use 'allgather' or 'alltoall'."
             )
 
 
@@ -126,10 +132,11 @@ class DeepSpeedSequenceParallelConfig:
             and not ("/" in attn and "flash-attn" in attn)
         ):
             raise ValueError(
-                "DeepSpeedSequenceParallelConfig.sp_attn_implementation must be one of "
-                f"{list(_SP_ATTN_BUILTIN)} or a hub flash-attention kernel "
-                f"('kernels-community/flash-attn2'); got {attn!r}. Use 'sdpa' or a "
-                "flash-attention kernel ('eager' and 'flex_attention' cannot split sequences)."
+                f"Invalid sp_attn_implementation: {attn} "
+                "(DeepSpeedSequenceParallelConfig.sp_attn_implementation must be one of "
+                f"{list(_SP_ATTN_BUILTIN)} or a hub flash-attention kernel such as "
+                "'kernels-community/flash-attn2'). Use 'sdpa' or a flash-attention kernel "
+                "('eager' and 'flex_attention' cannot split sequences)."
             )
 
 

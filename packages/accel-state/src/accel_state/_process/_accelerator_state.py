@@ -6,7 +6,25 @@ from typing import Any
 
 from .. import environment_variables as env
 from .._enums import DistributedType, PrecisionType
-from ._partial_state import PartialState
+from ._partial_state import _STATE_ATTRIBUTES, PartialState, missing_state_attribute
+
+_OWN_ATTRIBUTES = frozenset(
+    {
+        "_mixed_precision",
+        "deepspeed_plugins",
+        "device_mesh",
+        "dynamo_plugin",
+        "fsdp_plugin",
+        "megatron_lm_plugin",
+        "parallelism_config",
+        "torch_tp_plugin",
+    }
+)
+"""The attributes ``AcceleratorState.__init__`` sets itself (gone after ``_reset_state()``)."""
+_PROCESS_VIEW = _STATE_ATTRIBUTES | {
+    name for name, value in vars(PartialState).items() if isinstance(value, property)
+}
+"""What ``AcceleratorState`` reads from its ``PartialState``: attributes and properties."""
 
 
 class AcceleratorState:
@@ -83,11 +101,16 @@ class AcceleratorState:
         if name.startswith("__") or name == "_partial":
             raise AttributeError(name)
         partial = self.__dict__.get("_partial")
-        if partial is None:
+        if partial is None or not partial.initialized:
+            # This state (or the PartialState under it) was reset: say which.
+            cls = AcceleratorState if partial is None else PartialState
+            raise missing_state_attribute(cls, name, _PROCESS_VIEW | _OWN_ATTRIBUTES)
+        try:
+            return getattr(partial, name)
+        except AttributeError:
             raise AttributeError(
-                f"AcceleratorState has no attribute {name!r} before it is initialised"
-            )
-        return getattr(partial, name)
+                f"'AcceleratorState' object has no attribute '{name}'", name=name
+            ) from None
 
     @property
     def initialized(self) -> bool:

@@ -8,7 +8,7 @@ import functools
 import os
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -40,6 +40,25 @@ def _refuse_unsupported(distributed_type: DistributedType, family: str) -> None:
         raise NotImplementedError(message)
 
 
+def _device_from_environment(text: str, cpu: bool) -> torch.device:
+    """The device named by ``ACCEL_TORCH_DEVICE`` (or ``ACCELERATE_TORCH_DEVICE``)."""
+    names = (str(env.ACCEL_TORCH_DEVICE), *env.ACCEL_TORCH_DEVICE.fallbacks)
+    name = next(n for n in names if os.environ.get(n, "").strip())
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise ValueError(
+            f"environment variable {name} must name a torch device; got {text!r}. Set it to a "
+            "device such as 'cuda:1' or 'cpu', or unset it to let the state pick one."
+        ) from None
+    if cpu and device.type != "cpu":
+        raise ValueError(
+            f"The CPU was asked for (cpu=True or ACCEL_USE_CPU=1), but environment variable "
+            f"{name} names {text!r}. Unset one of the two."
+        )
+    return device
+
+
 class PartialState:
     """Singleton-like view of the distributed environment of this process.
 
@@ -49,6 +68,9 @@ class PartialState:
     an XLA replica: ``distributed_type`` XLA, an ``xla`` device, torch_xla's world size and
     ordinal. A 2-process torchrun on a CPU-only machine is a 2-process gloo run
     with no extra argument.
+
+    ``ACCEL_TORCH_DEVICE`` (or the reference's ``ACCELERATE_TORCH_DEVICE``), when set, names
+    the device instead of the one picked here.
 
     Args:
         cpu: Force the CPU even when an accelerator is present (also ``ACCEL_USE_CPU=1``).
@@ -123,6 +145,9 @@ class PartialState:
             self.device = default_device(cpu)
             if self.device.type == "mps":
                 os.environ["PYTORCH_ENABLE_MPS_FALLBACK"] = "1"
+        chosen = env.read_env(env.ACCEL_TORCH_DEVICE)
+        if chosen is not None:
+            self.device = _device_from_environment(chosen, cpu)
         self._is_initialized = True
 
     # ----------------------------------------------------------------- properties
@@ -282,3 +307,44 @@ class PartialState:
     def _reset_state(cls) -> None:
         """Forget the shared state (tests only; does not touch the process group)."""
         cls._shared_state.clear()
+
+    if not TYPE_CHECKING:  # for type checkers, every attribute stays declared or an error
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached when normal lookup fails: name what is missing and why.
+            raise missing_state_attribute(type(self), name, _STATE_ATTRIBUTES)
+
+
+_STATE_ATTRIBUTES = frozenset(
+    {
+        "_cpu",
+        "backend",
+        "debug",
+        "device",
+        "distributed_type",
+        "fork_launched",
+        "launcher",
+        "local_process_index",
+        "num_processes",
+        "num_processes_per_node",
+        "process_index",
+    }
+)
+"""The attributes ``PartialState.__init__`` sets (gone after ``_reset_state()``)."""
+
+
+def missing_state_attribute(cls: type, name: str, known: frozenset[str]) -> AttributeError:
+    """The error for attribute ``name`` that an instance of the shared-state class ``cls`` lacks.
+
+    An attribute the state's creation sets (or a property that reads one) is missing only
+    after ``cls._reset_state()``: the error says so and how to recreate the state. Any other
+    name gets Python's usual message.
+    """
+    if name in known or isinstance(getattr(cls, name, None), property):
+        return AttributeError(
+            f"`{cls.__name__}` object has no attribute `{name}`. This happens if "
+            f"`{cls.__name__}._reset_state()` was called and an `Accelerator` or `PartialState` "
+            f"was not reinitialized: create one (`{cls.__name__}()`) before reading the state.",
+            name=name,
+        )
+    return AttributeError(f"'{cls.__name__}' object has no attribute '{name}'", name=name)

@@ -81,3 +81,53 @@ def get_model_tp_size(model: torch.nn.Module) -> int | None:
         else getattr(distributed, "tp_size", None)
     )
     return int(value) if value is not None else None
+
+
+def check_quantized_placement(
+    model: torch.nn.Module, device: torch.device, distributed: bool
+) -> None:
+    """Refuse to train a bitsandbytes 8-bit or 4-bit model where its weights cannot train.
+
+    Such a model (``is_loaded_in_8bit`` / ``is_loaded_in_4bit``, placed by transformers with
+    an ``hf_device_map``) cannot move, so it is checked where it is: not over several devices
+    of a distributed run, not on another accelerator than this process's, and not offloaded to
+    the CPU (unless bitsandbytes' multi-backend build runs it there; never with an XPU) or to
+    disk.
+
+    Raises:
+        ValueError: naming the model's devices, the rule and the fix.
+    """
+    from accel_state import is_bitsandbytes_multi_backend_available, is_xpu_available
+
+    quantized = getattr(model, "is_loaded_in_8bit", False) or getattr(
+        model, "is_loaded_in_4bit", False
+    )
+    device_map = getattr(model, "hf_device_map", None)
+    if not quantized or not device_map:
+        return
+    devices = set(device_map.values())
+    shown = sorted(map(str, devices))
+    if len(devices) > 1 and distributed:
+        raise ValueError(
+            "An 8-bit or 4-bit model spread over several devices cannot train in a distributed "
+            f"run; its hf_device_map uses {shown}. Load it on one device per process "
+            "(device_map={'': process_index}), or run one process (naive pipeline parallelism)."
+        )
+    bnb_on_cpu = is_bitsandbytes_multi_backend_available()
+    cpu_in_map = "cpu" in devices and (not bnb_on_cpu or is_xpu_available())
+    if cpu_in_map or "disk" in devices:
+        raise ValueError(
+            "An 8-bit or 4-bit model cannot train with CPU or disk offload; its hf_device_map "
+            f"uses {shown}. Load it with every module on this process's accelerator "
+            f"(device_map={{'': {str(device)!r}}}), or with more accelerator memory."
+        )
+    if len(devices) == 1 and not (device.type == "cpu" and bnb_on_cpu):
+        (only,) = devices
+        index = only if isinstance(only, int) else torch.device(only).index
+        # A model on the first accelerator trains on a process whose device has no index.
+        if torch.device(device.type, index) != device and (device.index is not None or index):
+            raise ValueError(
+                "An 8-bit or 4-bit model must train on the device it was loaded on; it is on "
+                f"{only!r}, this process trains on {str(device)!r}. Load it with "
+                f"device_map={{'': {str(device)!r}}}."
+            )

@@ -9,6 +9,7 @@ import torch
 
 from .._training_checkpoints._prewarm import arm_prewarm
 from ._fields import AcceleratorCore, fp8_backend_of
+from ._model_probes import check_quantized_placement
 from ._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
 from ._prepared_objects import Kind, PreparedObjects
 from ._unwrap import extract_model_from_parallel
@@ -119,6 +120,7 @@ class PrepareMixin(AcceleratorCore):
             return model
         if device_placement is None:
             device_placement = self.device_placement
+        check_quantized_placement(model, self.state.device, self.state.num_processes > 1)
         self._prepared.add_model(model)
         registered = model
         if device_placement and not _has_device_map(model):

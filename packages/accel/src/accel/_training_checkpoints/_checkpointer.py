@@ -114,7 +114,7 @@ class Checkpointer:
             ValueError: naming every object that lacks ``state_dict`` or ``load_state_dict``.
         """
         invalid = [
-            f"#{i} ({type(obj).__name__})"
+            f"\n  - Item at index {i}: {type(obj).__name__}"
             for i, obj in enumerate(objects)
             if not (
                 callable(getattr(obj, "state_dict", None))
@@ -124,8 +124,8 @@ class Checkpointer:
         if invalid:
             raise ValueError(
                 "register_for_checkpointing takes objects with state_dict() and "
-                f"load_state_dict() methods; objects {', '.join(invalid)} lack them. Add both "
-                "methods, or save those objects yourself."
+                f"load_state_dict() methods; these arguments lack them:{''.join(invalid)}\n"
+                "Add both methods, or save those objects yourself."
             )
         self.prepared.add_custom_objects(*objects)
 
