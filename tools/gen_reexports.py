@@ -122,7 +122,10 @@ def stub(path: Path, dotted: str, call: ast.Call) -> str:
         lines.append("from . import (")
         lines += [f"    {name} as {name}," for name in submodules]
         lines.append(")")
-    if _keyword(call, "distribution") is not None or "__version__" in module.__dict__:
+    if _keyword(call, "distribution") is not None or "__version__" in (
+        *module.__dict__,
+        *module.__all__,
+    ):
         lines += ["", "__version__: str"]
     lines += ["", "__all__ = ["]
     lines += [f'    "{name}",' for name in sorted(module.__all__)]

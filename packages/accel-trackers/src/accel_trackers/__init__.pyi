@@ -51,6 +51,8 @@ from ._wandb import (
     WandBTracker as WandBTracker,
 )
 
+__version__: str
+
 __all__ = [
     "AimTracker",
     "ClearMLTracker",
