@@ -3,6 +3,7 @@ save still writing when the script ends. Nothing written by a failed save stays,
 checkpoints are kept, and a save in flight at a normal exit is committed (or the exit fails,
 naming it)."""
 
+import contextlib
 import errno
 import os
 import shutil
@@ -73,6 +74,26 @@ def test_full_disk_names_the_file_removes_the_partial_save_and_keeps_the_last(sm
     acc.load_state(first)
     for key, value in model.state_dict().items():
         assert torch.equal(value, saved[key]), key
+
+
+def test_a_disk_with_no_byte_left_fails_at_the_first_file_and_leaves_no_staging(small_disk):
+    # Found by the chaos soak (seed 95): with 0 bytes free, the staging folder can still be
+    # made but its marker cannot be written; that failure must read like any other full disk.
+    acc, _ = _prepared(small_disk, width=4)
+    filler = small_disk / "filler.bin"
+    with open(filler, "wb", buffering=0) as handle:
+        for chunk in (1 << 20, 4096):  # megabytes, then the last pages
+            with contextlib.suppress(OSError):
+                while handle.write(b"\0" * chunk):
+                    pass
+    assert shutil.disk_usage(small_disk).free < 4096
+    with pytest.raises(OSError) as caught:
+        acc.save_state(small_disk / "ckpt")
+    error = caught.value
+    assert error.errno == errno.ENOSPC
+    text = str(error)
+    assert str(small_disk / "ckpt") in text and "Free space on that disk" in text, text
+    assert sorted(os.listdir(small_disk)) == ["filler.bin"]  # no .partial folder is left
 
 
 def test_full_disk_during_an_asynchronous_write_reads_as_one_sentence_per_cause(small_disk):

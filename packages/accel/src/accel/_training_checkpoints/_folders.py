@@ -152,8 +152,14 @@ def prepare_staging(output_dir: str) -> str:
     if _is_own_staging(stage):
         shutil.rmtree(stage)
     os.makedirs(stage)
-    with open(os.path.join(stage, STAGING_MARKER), "w", encoding="utf-8") as handle:
-        json.dump({"target": os.path.basename(os.path.abspath(output_dir))}, handle)
+    try:
+        with open(os.path.join(stage, STAGING_MARKER), "w", encoding="utf-8") as handle:
+            json.dump({"target": os.path.basename(os.path.abspath(output_dir))}, handle)
+    except BaseException:
+        # The folder was made a moment ago by this call (a full disk can refuse its first
+        # file): leave nothing behind.
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
     return stage
 
 

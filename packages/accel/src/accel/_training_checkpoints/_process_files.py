@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._folders import (
+    STAGING_MARKER,
     check_target,
     checkpoints_in,
     commit,
@@ -351,8 +352,11 @@ def open_stage(plan: CommitPlan, rendezvous: Rendezvous) -> str:
             check_target(plan.output_dir)
             prepare_staging(plan.output_dir)
         except Exception as exc:
-            rendezvous.meet("enter", error=_describe(exc))
-            raise
+            named = _named(plan, exc, STAGING_MARKER)  # a full disk names the file it refused
+            rendezvous.meet("enter", error=_describe(named))
+            if named is exc:
+                raise
+            raise named from exc
     rendezvous.meet("enter")
     return staging_dir(plan.output_dir)
 
