@@ -34,7 +34,7 @@ HEADER = (
 ALLOWED_OWN = {"__all__", "__getattr__", "__dir__", "_EXPORTS", "__version__"}
 
 
-def lazy_modules() -> list[tuple[Path, str, ast.Call]]:
+def lazy_modules() -> list[tuple[Path, str, ast.Call | None]]:
     """Every module built with ``lazy_module``: its file, dotted name and the call."""
     found = []
     for path in sorted(ROOT.glob("packages/*/src/**/*.py")):
@@ -67,7 +67,7 @@ def lazy_modules() -> list[tuple[Path, str, ast.Call]]:
             parts = list(path.relative_to(src).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts = parts[:-1]
-            found.append((path, ".".join(parts), call or ast.Call(ast.Name("x"), [], [])))
+            found.append((path, ".".join(parts), call))
     return found
 
 
@@ -84,14 +84,16 @@ def own_public_names(path: Path) -> list[str]:
     return [n for n in names if not n.startswith("_") and n not in ALLOWED_OWN]
 
 
-def _keyword(call: ast.Call, name: str) -> object:
+def _keyword(call: ast.Call | None, name: str) -> object:
+    if call is None:  # a loader of the package's own: no lazy_module arguments
+        return None
     for keyword in call.keywords:
         if keyword.arg == name:
             return keyword.value
     return None
 
 
-def stub(path: Path, dotted: str, call: ast.Call) -> str:
+def stub(path: Path, dotted: str, call: ast.Call | None) -> str:
     """The stub text of one lazy module."""
     own = own_public_names(path)
     if own:
