@@ -160,9 +160,10 @@ def test_disk_without_offload_folder_is_an_error(tiny, tmp_path):
         load_checkpoint_in_model(_empty(), folder, device_map={"": "cpu", "blocks": "disk"})
 
 
-def test_device_map_naming_a_missing_module_is_an_error(tiny, tmp_path):
+def test_device_map_naming_a_missing_module_is_reported(tiny, tmp_path):
+    # every tensor is still covered ("" -> cpu): warned, as the reference does
     folder = save_safetensors_checkpoint(tiny, tmp_path / "ckpt")
-    with pytest.raises(ValueError, match="'decoder'"):
+    with pytest.warns(UserWarning, match="'decoder'"):
         load_checkpoint_in_model(_empty(), folder, device_map={"": "cpu", "decoder": "cpu"})
 
 

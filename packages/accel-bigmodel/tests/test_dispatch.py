@@ -89,7 +89,7 @@ def test_dispatch_errors(tiny, tmp_path):
     model = TinyLM()
     with pytest.raises(ValueError, match="offload_dir"):
         dispatch_model(model, {"": "cpu", "blocks": "disk"})
-    with pytest.raises(ValueError, match="'nope'"):
+    with pytest.warns(UserWarning, match="'nope'"):  # every tensor still covered by ""
         dispatch_model(model, {"": "cpu", "nope": "cpu"})
     with pytest.raises(ValueError, match="no device|none"):
         dispatch_model(TinyLM(), {"embed": "cpu"})

@@ -123,7 +123,7 @@ def test_get_launch_command_launches_two_real_processes() -> None:
     assert command[-3:] == ["--num_processes=2", "--cpu", "--monitor_interval=0.1"]
     assert "--debug" not in " ".join(command)
     result = execute_subprocess_async(
-        [*command, SCRIPTS / "test_utils_two_processes.py"], timeout=240, quiet=True, echo=False
+        [*command, SCRIPTS / "launched_by_test_utils.py"], timeout=240, quiet=True, echo=False
     )
     rows = sorted(
         (json.loads(line[4:]) for line in result.stdout if line.startswith("ROW ")),
