@@ -18,6 +18,7 @@ def test_the_core_declares_exactly_the_fields_the_accelerator_sets():
 def test_method_groups_derive_from_the_core_and_import_no_facade():
     groups = [base for base in Accelerator.__mro__[1:] if base.__name__.endswith("Mixin")]
     assert [group.__name__ for group in groups] == [
+        "StateViewMixin",
         "PrepareMixin",
         "TrainingMixin",
         "OpsMixin",

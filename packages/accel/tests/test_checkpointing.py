@@ -112,7 +112,7 @@ def test_registered_objects_scaler_step_and_rng(tmp_path):
     acc.load_state(out)
     assert counter.value == 41 and acc.step == 3
     assert torch.equal(torch.rand(3), expected)
-    with pytest.raises(ValueError, match=r"#1 \(int\)"):
+    with pytest.raises(ValueError, match=r"Item at index 1: int"):
         acc.register_for_checkpointing(Counter(), 5)
 
 
