@@ -89,8 +89,12 @@ def test_floors_circles_and_back_up_imports(tool: ModuleType, tmp_path: Path) ->
             "mid.py": "from . import base\n",
             # top imports mid at load time; inside a function it reaches nothing higher
             "top.py": "from .mid import x\n\ndef f():\n    from . import base\n",
-            # low reaches up the floors inside a function: a back-up import
+            # low imports top only inside a function, to stay lazy: it stands above top
             "low.py": "def g():\n    from .top import f\n",
+            # up imports down at load time, and down reaches back up inside a function to
+            # dodge the circle: a back-up import
+            "up.py": "from .down import d\n",
+            "down.py": "def d():\n    from .up import u\n",
             # a circle broken only by TYPE_CHECKING is still a circle
             "left.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .right import R\n",
             "right.py": "from .left import L\n",
@@ -104,6 +108,7 @@ def test_floors_circles_and_back_up_imports(tool: ModuleType, tmp_path: Path) ->
     assert sorted(package.files) == [
         "demo",
         "demo.base",
+        "demo.down",
         "demo.left",
         "demo.low",
         "demo.mid",
@@ -112,6 +117,7 @@ def test_floors_circles_and_back_up_imports(tool: ModuleType, tmp_path: Path) ->
         "demo.sub.deep",
         "demo.sub.other",
         "demo.top",
+        "demo.up",
     ]
     imports = tool.all_imports({"demo": package})
     kinds = {(i.source, i.target): i.kind for i in imports}
@@ -124,10 +130,11 @@ def test_floors_circles_and_back_up_imports(tool: ModuleType, tmp_path: Path) ->
     assert measured.floor["demo.mid"] == 1
     assert measured.floor["demo.top"] == 2
     assert measured.floor["demo.sub.deep"] == 3
-    assert measured.floor["demo.low"] == 0
-    assert [(i.source, i.target) for i in measured.back_up] == [("demo.low", "demo.top")]
-    assert measured.circles == [["demo.left", "demo.right"]]
-    assert measured.largest_folder == ("demo/", 7)
+    assert measured.floor["demo.low"] == 3
+    assert measured.floor["demo.up"] == measured.floor["demo.down"] == 0
+    assert [(i.source, i.target) for i in measured.back_up] == [("demo.down", "demo.up")]
+    assert measured.circles == [["demo.down", "demo.up"], ["demo.left", "demo.right"]]
+    assert measured.largest_folder == ("demo/", 9)
 
 
 def test_a_document_without_markers_is_refused(tool: ModuleType) -> None:

@@ -11,11 +11,13 @@ import statement is classified by where it sits:
 
 From those it derives, per package, over imports between its own modules:
 
-- **floors**: a module stands one floor above the highest module it imports at load time (a
-  module that imports none of its package's modules is on floor 0; modules in one load-time
-  circle share a floor);
-- **back-up imports**: deferred imports of a module on a higher floor than the importer (code
-  that reaches back up the floors when it runs, usually to dodge a circle);
+- **floors**: a module stands one floor above the highest module it imports, at load time or
+  deferred (a module that imports none of its package's modules is on floor 0; modules in one
+  circle of load-time and deferred imports share a floor);
+- **back-up imports**: deferred imports that close such a circle (code that reaches back up
+  the floors when it runs, to dodge a circle at load time); a deferred import of a module
+  that does not import the importer back only keeps a dependency lazy, and stands like any
+  other import;
 - **circles**: groups of modules that name each other through imports of any kind (a circle
   broken only by ``TYPE_CHECKING`` or by a function-level import is still a circle of the
   design);
@@ -229,7 +231,7 @@ def _components(graph: dict[str, set[str]]) -> dict[str, frozenset[str]]:
 def measure(package: Package, imports: list[Import]) -> Floors:
     """Floors, circles, back-up imports and the largest folder of one package."""
     modules = sorted(package.files)
-    graph = _graph(modules, imports, ("load",))
+    graph = _graph(modules, imports, ("load", "deferred"))
     component = _components(graph)
     floor: dict[str, int] = {}
 
@@ -251,8 +253,7 @@ def measure(package: Package, imports: list[Import]) -> Floors:
             for item in imports
             if item.kind == "deferred"
             and item.source in floor
-            and item.target in floor
-            and floor[item.target] > floor[item.source]
+            and item.target in component[item.source]
         }.values()
     )
     folders = Counter(package.files[m].parent for m in modules)
@@ -322,8 +323,9 @@ def render(packages: dict[str, Package] | None = None) -> str:
     lines += [
         "",
         "Inside each package, between its own modules: a module stands one floor above what "
-        "it imports at load time; a back-up import, inside a function, reaches a higher floor; "
-        "a circle is a group of modules naming each other through imports of any kind.",
+        "it imports, at load time or inside a function; a back-up import, inside a function, "
+        "closes a circle of such imports; a circle is a group of modules naming each other "
+        "through imports of any kind.",
         "",
         "| package | modules | largest folder | floors | circles | back-up imports |",
         "| --- | ---: | --- | ---: | ---: | ---: |",

@@ -1,6 +1,7 @@
 """Every documented name resolves at its documented path, with the documented signature."""
 
 import ast
+import ast
 import importlib
 import inspect
 import subprocess
@@ -56,6 +57,35 @@ def test_reference_module_paths_import_lazily():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_accelerator_loads_only_the_engine_and_checkpoint_code_a_run_uses():
+    # Importing and building a one-process Accelerator loads no other engine, no checkpoint
+    # writer or loader and no big-model code; the first save_state loads the writer.
+    code = (
+        "import sys, tempfile, torch\n"
+        "from accel import Accelerator\n"
+        "acc = Accelerator(cpu=True)\n"
+        "model, opt = acc.prepare(torch.nn.Linear(2, 2), torch.optim.SGD([torch.zeros(1)], 0.1))\n"
+        "def loaded():\n"
+        "    return sorted(m for m in sys.modules if m.startswith(('accel._engines.', "
+        "'accel._training_checkpoints.', 'accel_bigmodel')))\n"
+        "print(loaded())\n"
+        "acc.save_state(tempfile.mkdtemp())\n"
+        "print(loaded())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = (ast.literal_eval(line) for line in out.stdout.strip().splitlines())
+    assert before == [
+        "accel._engines._base",
+        "accel._engines._context",
+        "accel._engines._parallel_layout",
+        "accel._training_checkpoints._checkpointer",
+        "accel._training_checkpoints._parts",
+        "accel._training_checkpoints._prewarm",
+    ]
+    assert "accel._training_checkpoints._process_files" in after
+    assert "accel._engines._deepspeed" not in after and "accel._engines._fsdp" not in after
 
 
 def test_submodules_are_attributes_on_first_use():

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from accel_state import DeepSpeedPlugin
-from accel_state import environment_variables as env
 
 from . import _ulysses as ulysses
 from ._base import Engine
@@ -350,28 +349,6 @@ class DeepSpeedEngine(Engine):
         trust_pickles: bool = False,
     ) -> bool:
         return True  # restored (and its files checked) with its engine by load_model_state
-
-
-def resolve_deepspeed_plugins(plugin: Any, plugins: Any) -> dict[str, Any] | None:
-    """The named DeepSpeed plugins of the run (None without DeepSpeed)."""
-    if plugin is not None and plugins is not None:
-        raise ValueError(
-            "pass deepspeed_plugin or deepspeed_plugins, not both; got both. Put every plugin "
-            "in deepspeed_plugins={name: DeepSpeedPlugin(...)}."
-        )
-    given = plugins if plugins is not None else plugin
-    if given is None and env.read_env(env.ACCEL_USE_DEEPSPEED, False):
-        given = DeepSpeedPlugin()
-    if given is None:
-        return None
-    named = dict(given) if isinstance(given, dict) else {"default": given}
-    for name, value in named.items():
-        if not isinstance(value, DeepSpeedPlugin):
-            raise TypeError(
-                f"deepspeed plugins must be DeepSpeedPlugin instances; got {name!r}: "
-                f"{type(value).__name__}. Wrap the config: DeepSpeedPlugin(hf_ds_config=...)."
-            )
-    return named
 
 
 def _engine_class() -> Any:

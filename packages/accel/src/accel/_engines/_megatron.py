@@ -26,8 +26,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
-from accel_state import MegatronLMPlugin, unsupported_distributed_type
-from accel_state import environment_variables as env
+from accel_state import MegatronLMPlugin
 
 from ._ddp import DDPEngine
 from ._megatron_objects import (
@@ -83,37 +82,6 @@ _TRAIN_STEP_ARGS = ("eos_token_id", "reset_position_ids", "reset_attention_mask"
 """Keys of ``other_megatron_args`` the train steps read."""
 MODEL_FILE = "megatron_model_{}_tp_rank_{:02d}.safetensors"
 OPTIMIZER_FILE = "megatron_optimizer_{}_tp_rank_{:02d}.bin"
-
-
-def resolve_megatron_plugin(plugin: Any, other_engine: bool) -> MegatronLMPlugin | None:
-    """The Megatron-LM plugin of the run: the argument, else one built from the launcher's
-    ``ACCEL_MEGATRON_LM_*`` variables under ``ACCEL_USE_MEGATRON_LM=1``, else None.
-
-    Raises:
-        NotImplementedError: when megatron-core is not installed (the launcher's words).
-        ValueError: together with a DeepSpeed or FSDP plugin.
-        TypeError: for an argument that is not a ``MegatronLMPlugin``.
-    """
-    if plugin is not None:
-        asked = "megatron_lm_plugin set"
-    elif env.read_env(env.ACCEL_USE_MEGATRON_LM, False):
-        asked = f"{env.ACCEL_USE_MEGATRON_LM}=1 in the environment"
-    else:
-        return None
-    if plugin is not None and not isinstance(plugin, MegatronLMPlugin):
-        raise TypeError(
-            f"megatron_lm_plugin must be a MegatronLMPlugin; got {type(plugin).__name__}. Build "
-            "one with accel.utils.MegatronLMPlugin(...)."
-        )
-    message = unsupported_distributed_type("MEGATRON_LM", asked)
-    if message is not None:
-        raise NotImplementedError(message)
-    if other_engine:
-        raise ValueError(
-            "Megatron-LM, DeepSpeed and FSDP each own the model and cannot be combined; got a "
-            f"Megatron-LM plugin ({asked}) and a DeepSpeed or FSDP plugin. Pass only one."
-        )
-    return plugin if plugin is not None else MegatronLMPlugin()
 
 
 def check_plugin(plugin: MegatronLMPlugin) -> None:
@@ -318,27 +286,7 @@ def _prepared_optimizers(engine: MegatronLMEngine, dummy: MegatronLMDummySchedul
     ]
 
 
-def megatron_runs_distributed(plugin: MegatronLMPlugin | None, num_processes: int) -> bool:
-    """Whether the run is a Megatron-LM run (a plugin, on more than one process); one process
-    trains plainly, which only its degrees of 1 allow.
-
-    Raises:
-        ValueError: for a tensor-parallel degree larger than the number of processes.
-    """
-    if plugin is None:
-        return False
-    if int(plugin.tp_degree or 1) > num_processes:
-        raise ValueError(
-            f"tp_degree={plugin.tp_degree} splits each layer over more processes than the run "
-            f"has ({num_processes}). Launch at least {plugin.tp_degree} processes or lower "
-            "tp_degree."
-        )
-    return num_processes > 1
-
-
 __all__ = [
     "MegatronLMEngine",
     "check_plugin",
-    "megatron_runs_distributed",
-    "resolve_megatron_plugin",
 ]

@@ -1,15 +1,19 @@
-"""Which sharded layout a run uses: the ``Accelerator``'s FSDP, tensor-parallel and
-``ParallelismConfig`` arguments checked and filled from the launcher's environment, and whether
-the result makes the run an FSDP run."""
+"""Which engine and sharded layout a run uses: the ``Accelerator``'s DeepSpeed, Megatron-LM,
+FSDP, tensor-parallel and ``ParallelismConfig`` arguments checked and filled from the launcher's
+environment, and whether the result makes the run a DeepSpeed, Megatron-LM or FSDP run. Kept
+apart from the engines so that building an ``Accelerator`` imports only the engine it runs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from accel_state import (
+    DeepSpeedPlugin,
     FullyShardedDataParallelPlugin,
+    MegatronLMPlugin,
     ParallelismConfig,
     TorchTensorParallelPlugin,
+    unsupported_distributed_type,
 )
 from accel_state import environment_variables as env
 
@@ -89,3 +93,74 @@ def shards_data(
         parallelism_config is not None
         and (parallelism_config.dp_dim_names or parallelism_config.cp_enabled)
     )
+
+
+def resolve_deepspeed_plugins(plugin: Any, plugins: Any) -> dict[str, Any] | None:
+    """The named DeepSpeed plugins of the run (None without DeepSpeed)."""
+    if plugin is not None and plugins is not None:
+        raise ValueError(
+            "pass deepspeed_plugin or deepspeed_plugins, not both; got both. Put every plugin "
+            "in deepspeed_plugins={name: DeepSpeedPlugin(...)}."
+        )
+    given = plugins if plugins is not None else plugin
+    if given is None and env.read_env(env.ACCEL_USE_DEEPSPEED, False):
+        given = DeepSpeedPlugin()
+    if given is None:
+        return None
+    named = dict(given) if isinstance(given, dict) else {"default": given}
+    for name, value in named.items():
+        if not isinstance(value, DeepSpeedPlugin):
+            raise TypeError(
+                f"deepspeed plugins must be DeepSpeedPlugin instances; got {name!r}: "
+                f"{type(value).__name__}. Wrap the config: DeepSpeedPlugin(hf_ds_config=...)."
+            )
+    return named
+
+
+def resolve_megatron_plugin(plugin: Any, other_engine: bool) -> MegatronLMPlugin | None:
+    """The Megatron-LM plugin of the run: the argument, else one built from the launcher's
+    ``ACCEL_MEGATRON_LM_*`` variables under ``ACCEL_USE_MEGATRON_LM=1``, else None.
+
+    Raises:
+        NotImplementedError: when megatron-core is not installed (the launcher's words).
+        ValueError: together with a DeepSpeed or FSDP plugin.
+        TypeError: for an argument that is not a ``MegatronLMPlugin``.
+    """
+    if plugin is not None:
+        asked = "megatron_lm_plugin set"
+    elif env.read_env(env.ACCEL_USE_MEGATRON_LM, False):
+        asked = f"{env.ACCEL_USE_MEGATRON_LM}=1 in the environment"
+    else:
+        return None
+    if plugin is not None and not isinstance(plugin, MegatronLMPlugin):
+        raise TypeError(
+            f"megatron_lm_plugin must be a MegatronLMPlugin; got {type(plugin).__name__}. Build "
+            "one with accel.utils.MegatronLMPlugin(...)."
+        )
+    message = unsupported_distributed_type("MEGATRON_LM", asked)
+    if message is not None:
+        raise NotImplementedError(message)
+    if other_engine:
+        raise ValueError(
+            "Megatron-LM, DeepSpeed and FSDP each own the model and cannot be combined; got a "
+            f"Megatron-LM plugin ({asked}) and a DeepSpeed or FSDP plugin. Pass only one."
+        )
+    return plugin if plugin is not None else MegatronLMPlugin()
+
+
+def megatron_runs_distributed(plugin: MegatronLMPlugin | None, num_processes: int) -> bool:
+    """Whether the run is a Megatron-LM run (a plugin, on more than one process); one process
+    trains plainly, which only its degrees of 1 allow.
+
+    Raises:
+        ValueError: for a tensor-parallel degree larger than the number of processes.
+    """
+    if plugin is None:
+        return False
+    if int(plugin.tp_degree or 1) > num_processes:
+        raise ValueError(
+            f"tp_degree={plugin.tp_degree} splits each layer over more processes than the run "
+            f"has ({num_processes}). Launch at least {plugin.tp_degree} processes or lower "
+            "tp_degree."
+        )
+    return num_processes > 1

@@ -25,9 +25,13 @@ from accel_state import (
 from accel_state import environment_variables as env
 
 from .._engines import EngineContext, engine_class
-from .._engines._deepspeed import resolve_deepspeed_plugins
-from .._engines._megatron import megatron_runs_distributed, resolve_megatron_plugin
-from .._engines._parallel_layout import resolve_parallel_plugins, shards_data
+from .._engines._parallel_layout import (
+    megatron_runs_distributed,
+    resolve_deepspeed_plugins,
+    resolve_megatron_plugin,
+    resolve_parallel_plugins,
+    shards_data,
+)
 from .._training_checkpoints._checkpointer import Checkpointer
 from ._operations import OpsMixin
 from ._prepare import PrepareMixin

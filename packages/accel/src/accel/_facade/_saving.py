@@ -13,7 +13,6 @@ from typing import Any, Union
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from .._training_checkpoints._model_weights import save, save_model_files
 from ._fields import AcceleratorCore
 
 
@@ -207,6 +206,8 @@ class CheckpointingMixin(AcceleratorCore):
         shards of at most ``max_shard_size`` plus ``model.safetensors.index.json``. Tied
         weights are stored once. Call it on every process; the main process writes.
         """
+        from .._training_checkpoints._model_weights import save_model_files  # first save only
+
         state_dict = self.get_state_dict(model)
         save_model_files(
             state_dict,
@@ -218,6 +219,8 @@ class CheckpointingMixin(AcceleratorCore):
 
     def save(self, obj: Any, f: Any, safe_serialization: bool = False) -> None:
         """Save ``obj`` to ``f`` once per job (once per machine with ``save_on_each_node``)."""
+        from .._training_checkpoints._model_weights import save  # first save only
+
         save(
             obj,
             f,

@@ -18,25 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.hooks import RemovableHandle
 
-from ._async_save import AsyncCheckpoint, HostBuffers, start_async_save
-from ._load import load_checkpoint
 from ._parts import Processes
-from ._process_files import (
-    LATEST,
-    CommitPlan,
-    latest_checkpoint,
-    resolve_input_dir,
-    resolve_output_dir,
-    save_checkpoint,
-)
-from ._rendezvous import Rendezvous
 
+# The writer, the loader and their file formats are imported by the first save or load (in
+# the methods below), so that building an Accelerator that never checkpoints does not pay
+# for them.
 if TYPE_CHECKING:
     import torch
     from accel_state import ProjectConfiguration
 
     from .._engines import Engine
     from .._facade._prepared_objects import PreparedObjects
+    from ._async_save import AsyncCheckpoint, HostBuffers
     from ._manifest import Manifest
 
 _logger = logging.getLogger("accel.checkpointing")
@@ -169,6 +162,9 @@ class Checkpointer:
                 "save_state passes no extra arguments to the weight writer of this engine; got "
                 f"{sorted(save_model_func_kwargs)}. Remove them."
             )
+        from ._async_save import HostBuffers, start_async_save
+        from ._process_files import CommitPlan, resolve_output_dir, save_checkpoint
+
         if async_save is None:
             async_save = self.project_configuration.async_save
         self.wait_for_pending_save()
@@ -219,6 +215,10 @@ class Checkpointer:
             The training step the checkpoint recorded, or None when ``input_dir`` is
             ``"latest"`` and the project has no checkpoint yet (nothing was loaded).
         """
+        from ._load import load_checkpoint
+        from ._process_files import LATEST, latest_checkpoint, resolve_input_dir
+        from ._rendezvous import Rendezvous
+
         self.wait_for_pending_save()
         rendezvous = Rendezvous("load_state")
         latest = isinstance(input_dir, str) and input_dir == LATEST
@@ -265,6 +265,9 @@ class Checkpointer:
         Returns:
             The checkpoint's manifest.
         """
+        from ._load import load_checkpoint
+        from ._rendezvous import Rendezvous
+
         rendezvous = Rendezvous("load_state")
         return load_checkpoint(
             self, path, [], load_kwargs, model_kwargs, rendezvous, trust_pickles=trust_pickles

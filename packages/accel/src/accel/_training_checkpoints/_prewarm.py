@@ -22,10 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ._async_save import HostBuffers
-from ._process_files import is_writer
-from ._state_files import capture_rng_state, view_key
-
 if TYPE_CHECKING:
     from ._checkpointer import Checkpointer
 
@@ -38,6 +34,8 @@ def arm_prewarm(checkpointer: Checkpointer, optimizer: torch.optim.Optimizer) ->
     a background thread (once per run; only when the project saves asynchronously)."""
     if not checkpointer.project_configuration.async_save or checkpointer.prewarm_armed:
         return
+    from ._process_files import is_writer  # only a run that saves asynchronously needs it
+
     if not checkpointer.engine.replicated_states or not is_writer(checkpointer):
         return
     register = getattr(optimizer, "register_step_post_hook", None)
@@ -47,6 +45,8 @@ def arm_prewarm(checkpointer: Checkpointer, optimizer: torch.optim.Optimizer) ->
 
     def after_step(*_: Any) -> None:
         handle.remove()
+        from . import _async_save, _state_files  # noqa: F401  (loaded here, not on the thread)
+
         thread = threading.Thread(
             target=prewarm, args=(checkpointer,), name="accel-save-prewarm", daemon=True
         )
@@ -59,6 +59,9 @@ def arm_prewarm(checkpointer: Checkpointer, optimizer: torch.optim.Optimizer) ->
 def prewarm(checkpointer: Checkpointer) -> None:
     """Allocate (and touch every page of) one host buffer per tensor the next asynchronous
     save of ``checkpointer`` copies, and leave them free in its pool."""
+    from ._async_save import HostBuffers
+    from ._state_files import capture_rng_state, view_key
+
     try:
         if checkpointer.save_buffers is None:
             checkpointer.save_buffers = HostBuffers()
