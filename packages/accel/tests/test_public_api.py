@@ -1,7 +1,6 @@
 """Every documented name resolves at its documented path, with the documented signature."""
 
 import ast
-import ast
 import importlib
 import inspect
 import subprocess
