@@ -285,6 +285,19 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         reference=True,
     ),
     Benchmark(
+        "beyond_ram",
+        "bigmodel/bench_beyond_ram.py",
+        "bigmodel_beyond_ram.md",
+        short=("--short",),
+        full_only=(
+            "the full run writes a 30 GB checkpoint once (~/.cache/accel/beyond-ram-llama) and "
+            "reads most of it per token; even the short run starts four processes importing "
+            "transformers"
+        ),
+        reference=True,
+        timeout=6 * 3600.0,
+    ),
+    Benchmark(
         "bigmodel_offload_checks",
         "bigmodel/bench_offload_checks.py",
         "bigmodel_offload_cold.md",
