@@ -99,6 +99,16 @@ def versions(extra: Sequence[str] = ()) -> str:
     return ", ".join(parts)
 
 
+def status_bytes(field: str) -> int:
+    """A memory line of ``/proc/self/status`` in bytes (``VmRSS``, ``RssAnon``, ``VmHWM`` ...);
+    0 where the system has none."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def load_average() -> float:
     """The 1-minute load average (0.0 where the system does not report one)."""
     try:

@@ -29,7 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
-from _machine import evict, write_section  # noqa: E402  (benchmarks/_machine.py)
+from _machine import evict, status_bytes, write_section  # noqa: E402  (benchmarks/_machine.py)
 from _workers import run_worker_process  # noqa: E402  (benchmarks/_workers.py)
 from bench_offload_cold import read_bandwidth_two_streams  # noqa: E402
 
@@ -124,11 +124,7 @@ class AnonPeak:
 
     @staticmethod
     def now() -> int:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-        return 0
+        return status_bytes("RssAnon")
 
     def _run(self) -> None:
         while not self._stop.wait(0.02):

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _machine import COLD_SETTLE
+from _machine import COLD_SETTLE, status_bytes
 from _machine import evict as evict_files
 from _workers import run_worker_process
 
@@ -46,11 +46,7 @@ LIBRARIES = ("accel", "accelerate")
 
 
 def _rss() -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return status_bytes("VmRSS")
 
 
 def _peak() -> int:

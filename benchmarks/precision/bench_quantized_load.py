@@ -30,6 +30,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
+from _machine import status_bytes  # noqa: E402  (benchmarks/_machine.py)
 from _workers import run_worker_process  # noqa: E402  (benchmarks/_workers.py)
 
 VARIANTS = [
@@ -51,11 +52,7 @@ NAMES = {
 
 
 def _rss() -> int:
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+    return status_bytes("VmRSS")
 
 
 def write_checkpoint(folder: str, layers: int = 4, width: int = 2048) -> None:
