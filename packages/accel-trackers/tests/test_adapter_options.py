@@ -73,3 +73,38 @@ def test_mlflow_run_is_nested_when_the_variable_says_so(tmp_path, monkeypatch):
     run = client.get_run(nested_id)
     assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert run.info.status == "FINISHED"
+
+
+@needs("dvclive")
+def test_dvclive_logs_strings_as_metrics_and_skips_none(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DVCLIVE_LOGLEVEL", "ERROR")
+    from dvclive.utils import parse_metrics
+
+    tracker = DVCLiveTracker(dir=str(tmp_path / "live"), save_dvc_exp=False, dvcyaml=None)
+    values = {"loss": 0.1, "phase": "warmup", "missing": None}
+    tracker.log(values)
+    tracker.log(values, step=3)
+    tracker.finish()
+    logs, latest = parse_metrics(tracker.live)
+    assert latest == {"step": 3, "loss": 0.1, "phase": "warmup"}
+    phase = next(rows for path, rows in logs.items() if path.endswith("phase.tsv"))
+    assert [(row["step"], row["phase"]) for row in phase] == [("0", "warmup"), ("3", "warmup")]
+
+
+@needs("aim")
+def test_aim_repo_keyword_names_the_repository(tmp_path):
+    from aim import Repo
+
+    tracker = AimTracker("proj", repo=str(tmp_path / "repo"), system_tracking_interval=None)
+    assert tracker.logging_dir == str(tmp_path / "repo")
+    tracker.log({"loss": 0.5}, step=0)
+    run_hash = tracker.tracker.hash
+    tracker.finish()
+    assert list(Repo.from_path(str(tmp_path / "repo")).list_all_runs()) == [run_hash]
+
+
+def test_aim_repo_and_another_logging_dir_are_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"logging_dir='.*a' and repo='.*b'\. Pass only one"):
+        AimTracker("proj", logging_dir=tmp_path / "a", repo=tmp_path / "b")
+    assert AimTracker("proj", logging_dir=tmp_path, repo=tmp_path).logging_dir == str(tmp_path)
