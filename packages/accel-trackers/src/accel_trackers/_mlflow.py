@@ -39,7 +39,7 @@ def _tags(tags: dict[str, Any] | str | None, source: str) -> dict[str, Any] | No
     if not isinstance(parsed, dict):
         raise ValueError(
             f"MLflow tags ({source}) must be a dict or the JSON text of an object; got "
-            f"{tags!r}. Write them as e.g. '{{\"team\": \"vision\"}}'."
+            f'{tags!r}. Write them as e.g. \'{{"team": "vision"}}\'.'
         )
     return parsed
 
