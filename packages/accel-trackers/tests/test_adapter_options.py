@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from accel_trackers import AimTracker, DVCLiveTracker, MLflowTracker, init_trackers
+from accel_trackers import AimTracker, DVCLiveTracker, MLflowTracker
 
 
 def needs(module: str):
