@@ -131,3 +131,14 @@ def test_reading_a_reset_state_names_the_reset(cls):
         )
     state.something = "kept"
     assert state.something == "kept"
+
+
+def test_accelerator_state_is_built_again_after_its_partial_state_is_reset():
+    AcceleratorState(cpu=True, mixed_precision="bf16")
+    PartialState._reset_state()
+    assert PartialState._shared_state == {}
+    state = AcceleratorState(cpu=True, mixed_precision="no")  # no clash with the stale "bf16"
+    assert PartialState._shared_state != {} and state.num_processes == 1
+    assert state.mixed_precision == "no" and state.device == torch.device("cpu")
+    PartialState._reset_state()
+    assert AcceleratorState(cpu=True).mixed_precision == "no"  # the stale state is gone

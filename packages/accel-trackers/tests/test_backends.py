@@ -261,57 +261,6 @@ def test_aim_local_repo(tmp_path):
     assert "skip_me" not in series
 
 
-_CLEARML_FRAMEWORKS = (
-    "matplotlib tensorflow tensorboard pytorch xgboost scikit fastai lightgbm hydra "
-    "detect_repository tfdefines joblib megengine catboost gradio jsonargparse"
-).split()
-
-
-@needs("clearml")
-@pytest.mark.timeout(150)  # ClearML's own shutdown once hung past 300 s in a loaded full run
-def test_clearml_offline_session(tmp_path, monkeypatch):
-    monkeypatch.setenv("CLEARML_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("CLEARML_OFFLINE_MODE", "1")
-    trackers = init_trackers(
-        "clearml",
-        "proj",
-        config=CONFIG,
-        init_kwargs={
-            "clearml": {
-                "offline": True,
-                "task_name": "t1",
-                # No framework hooks, and no scan of the repository and its packages: that scan
-                # runs at close and, on a large workspace under load, outlasts the test.
-                "auto_connect_frameworks": dict.fromkeys(_CLEARML_FRAMEWORKS, False),
-                "auto_resource_monitoring": False,
-                "auto_connect_arg_parser": False,
-                "auto_connect_streams": False,
-            }
-        },
-    )
-    task = trackers.get("clearml", unwrap=True)
-    folder = str(task.get_offline_mode_folder())
-    _log_two_steps(trackers)
-    with zipfile.ZipFile(folder + ".zip") as zf:
-        task_json = json.loads(zf.read("task.json"))
-        events = [
-            e
-            for line in zf.read("metrics.jsonl").decode().splitlines()
-            if line.strip()
-            for e in json.loads(line)
-        ]
-    scalars = [
-        (e["metric"], e["variant"], e["iter"], e["value"])
-        for e in events
-        if e.get("type") == "training_stats_scalar"
-    ]
-    assert ("loss", "loss", 1, 1.5) in scalars and ("loss", "loss", 2, 0.5) in scalars
-    assert ("acc", "train", 2, 0.75) in scalars
-    hparams = task_json["hyperparams"]["hparams"]
-    assert hparams["lr"]["value"] == "0.5" and hparams["optimizer/name"]["value"] == "adamw"
-    assert task_json["project_name"] == "proj" and task_json["name"] == "t1"
-
-
 SWAN_CONFIG = {"lr": np.float32(0.5), "optimizer": {"name": "adamw"}, "scheduler": None}
 
 

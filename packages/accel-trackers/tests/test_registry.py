@@ -45,7 +45,13 @@ def test_explicit_names_and_enum_members_dedupe(tmp_path):
 def test_directory_backend_without_logging_dir_is_a_clear_error():
     if "tensorboard" not in get_available_trackers():
         pytest.skip("tensorboardX is not installed")
-    with pytest.raises(ValueError, match=r"'tensorboard'.*logging_dir is None.*logging_dir="):
+    # The reference's words come first (code that matches them keeps working), then the value
+    # and the fix.
+    with pytest.raises(
+        ValueError,
+        match=r"^Logging with `tensorboard` requires a `logging_dir`: .*'tensorboard'.*"
+        r"logging_dir is None.*logging_dir=",
+    ):
         filter_trackers("tensorboard")
 
 

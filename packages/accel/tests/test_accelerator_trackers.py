@@ -10,9 +10,16 @@ from accel_state import AcceleratorState, PartialState
 from accel import Accelerator
 from accel.tracking import (
     LOGGER_TYPE_TO_CLASS,
+    AimTracker,
+    ClearMLTracker,
+    CometMLTracker,
+    DVCLiveTracker,
     GeneralTracker,
+    MLflowTracker,
     SwanLabTracker,
+    TensorBoardTracker,
     TrackioTracker,
+    WandBTracker,
     on_main_process,
     register_tracker_class,
 )
@@ -108,3 +115,32 @@ def test_registered_tracker_class_is_usable_by_name_in_log_with():
     finally:
         LOGGER_TYPE_TO_CLASS.pop("registered_recorder")
         AcceleratorState._reset_state(reset_partial_state=True)
+
+
+_BUILT_BEFORE_THE_STATE = {
+    "tensorboard": lambda d: TensorBoardTracker(run_name="tb", logging_dir=d),
+    "wandb": lambda d: WandBTracker(run_name="wb", mode="offline", dir=d),
+    "trackio": lambda d: TrackioTracker(run_name="tio"),
+    "comet_ml": lambda d: CometMLTracker(run_name="comet", online=False),
+    "aim": lambda d: AimTracker(run_name="aim", repo=d),
+    "mlflow": lambda d: MLflowTracker(experiment_name="mlf", logging_dir=d),
+    "clearml": lambda d: ClearMLTracker(run_name="cml"),
+    "dvclive": lambda d: DVCLiveTracker(dir=d),
+    "swanlab": lambda d: SwanLabTracker(run_name="swan", mode="offline", log_dir=d),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BUILT_BEFORE_THE_STATE))
+def test_tracker_built_before_the_state_and_after_a_partial_reset(name, tmp_path):
+    # An Accelerator has run, then only its PartialState is reset (the reference's own test
+    # does this): the tracker is built with no process state, and the next Accelerator builds
+    # one from its own arguments.
+    Accelerator(cpu=True, mixed_precision="bf16")
+    PartialState._reset_state()
+    tracker = _BUILT_BEFORE_THE_STATE[name](str(tmp_path / "out"))
+    assert PartialState._shared_state == {}  # building a tracker reads no process state ...
+    assert not (tmp_path / "out").exists()  # ... and starts no run
+    accelerator = Accelerator(cpu=True, log_with=tracker)
+    assert PartialState._shared_state != {} and accelerator.num_processes == 1
+    assert accelerator.mixed_precision == "no"  # the reset state's "bf16" went with it
+    assert accelerator.trackers == [] and not (tmp_path / "out").exists()  # runs start later

@@ -31,7 +31,7 @@ class AimTracker(BackendTracker):
     Args:
         run_name: The run's name (and its experiment unless `experiment` is given).
         logging_dir: Directory of the Aim repository (created if missing).
-        **kwargs: Passed to `aim.Run`.
+        **kwargs: Passed to `aim.Run`; `repo` is another name for `logging_dir`.
     """
 
     name = "aim"
@@ -44,7 +44,13 @@ class AimTracker(BackendTracker):
     ) -> None:
         super().__init__()
         self.run_name = run_name
-        self.logging_dir = os.fspath(logging_dir)
+        repo = kwargs.pop("repo", None)
+        if repo is not None and os.fspath(logging_dir) not in (".", os.fspath(repo)):
+            raise ValueError(
+                "AimTracker takes the repository directory once: got logging_dir="
+                f"{os.fspath(logging_dir)!r} and repo={os.fspath(repo)!r}. Pass only one of them."
+            )
+        self.logging_dir = os.fspath(repo if repo is not None else logging_dir)
         self._kwargs = kwargs
 
     def _open(self) -> Any:

@@ -50,18 +50,21 @@ class DVCLiveTracker(BackendTracker):
         self._run.log_params(normalize(values, flat=False))
 
     def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
-        """Log numeric metrics for `step`, then advance DVCLive to the next step."""
+        """Log numbers and strings as metrics of `step`, then advance DVCLive to the next step.
+
+        None and values of other types are skipped with one warning per key.
+        """
         if not self._active():
             return
         if step is not None:
             self._run.step = step
         skipped = []
         for key, value in normalize(values).items():
-            if is_number(value):
+            if is_number(value) or isinstance(value, str):
                 self._run.log_metric(key, value, **kwargs)
             else:
                 skipped.append(key)
-        warn_once(self._warned, self.name, skipped, "DVCLive metrics must be numbers")
+        warn_once(self._warned, self.name, skipped, "DVCLive metrics are numbers or strings")
         self._run.next_step()
 
     def _close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,35 @@ from ._values import is_number, normalize, warn_once
 __all__ = ["MLflowTracker"]
 
 _PARAM_BATCH = 100
+_YES = ("y", "yes", "t", "true", "on", "1")
+_NO = ("n", "no", "f", "false", "off", "0")
+
+
+def _yes_no(text: str, variable: str) -> bool:
+    """The boolean that the yes/no word `text` of `variable` means."""
+    word = text.strip().lower()
+    if word in _YES or word in _NO:
+        return word in _YES
+    raise ValueError(
+        f"{variable} must be a yes/no word ({', '.join(_YES)} or {', '.join(_NO)}); got "
+        f"{text!r}. Set it to e.g. 'true' or 'false', or unset it."
+    )
+
+
+def _tags(tags: dict[str, Any] | str | None, source: str) -> dict[str, Any] | None:
+    """The tags given as a dict, or as the JSON text of one."""
+    if tags is None or isinstance(tags, dict):
+        return tags
+    try:
+        parsed = json.loads(tags)
+    except json.JSONDecodeError as err:
+        parsed = err
+    if not isinstance(parsed, dict):
+        raise ValueError(
+            f"MLflow tags ({source}) must be a dict or the JSON text of an object; got "
+            f'{tags!r}. Write them as e.g. \'{{"team": "vision"}}\'.'
+        )
+    return parsed
 
 
 class MLflowTracker(BackendTracker):
@@ -25,11 +55,16 @@ class MLflowTracker(BackendTracker):
         experiment_name: The MLflow experiment (created if missing); `MLFLOW_EXPERIMENT_NAME`
             overrides it.
         logging_dir: Local directory of the store (see above).
-        run_id: Resume this run instead of creating one.
-        tags: Tags of the run.
-        nested_run: Start the run nested in the active one.
+        run_id: Resume this run instead of creating one; `MLFLOW_RUN_ID` overrides it.
+        tags: Tags of the run, as a dict or its JSON text; `MLFLOW_TAGS` (JSON) overrides it.
+        nested_run: Start the run nested in the active one; `MLFLOW_NESTED_RUN` (a yes/no
+            word such as "true", "0", "off") overrides it.
         run_name: Name of the run.
         description: Description of the run.
+
+    Raises:
+        ValueError: If `MLFLOW_NESTED_RUN` is not a yes/no word, or the tags are not a JSON
+            object.
     """
 
     name = "mlflow"
@@ -42,7 +77,7 @@ class MLflowTracker(BackendTracker):
         experiment_name: str | None = None,
         logging_dir: str | os.PathLike[str] | None = None,
         run_id: str | None = None,
-        tags: dict[str, Any] | None = None,
+        tags: dict[str, Any] | str | None = None,
         nested_run: bool = False,
         run_name: str | None = None,
         description: str | None = None,
@@ -51,10 +86,16 @@ class MLflowTracker(BackendTracker):
         self.experiment_name = os.environ.get("MLFLOW_EXPERIMENT_NAME", experiment_name)
         self.logging_dir = os.fspath(logging_dir) if logging_dir is not None else None
         self._run_id = os.environ.get("MLFLOW_RUN_ID", run_id)
-        self._tags = tags
-        self._nested = nested_run
-        self._run_name = run_name
-        self._description = description
+        env_tags = os.environ.get("MLFLOW_TAGS")
+        self.tags = _tags(env_tags, "MLFLOW_TAGS") if env_tags is not None else _tags(tags, "tags")
+        """Tags of the run (None for none)."""
+        env_nested = os.environ.get("MLFLOW_NESTED_RUN")
+        self.nested_run = (
+            _yes_no(env_nested, "MLFLOW_NESTED_RUN") if env_nested is not None else bool(nested_run)
+        )
+        """Whether the run is started nested in the active one."""
+        self.run_name = run_name
+        self.description = description
 
     def _open(self) -> Any:
         mlflow = self._backend()
@@ -76,10 +117,10 @@ class MLflowTracker(BackendTracker):
         run = mlflow.start_run(
             run_id=self._run_id,
             experiment_id=experiment_id,
-            run_name=self._run_name,
-            nested=self._nested,
-            tags=self._tags,
-            description=self._description,
+            run_name=self.run_name,
+            nested=self.nested_run,
+            tags=self.tags,
+            description=self.description,
         )
         self._run_id = run.info.run_id
         return run

@@ -252,9 +252,9 @@ def filter_trackers(
             )
         if LOGGER_TYPE_TO_CLASS[key].requires_logging_directory and logging_dir is None:
             raise ValueError(
-                f"The {key!r} tracker writes to a directory, but logging_dir is None. Pass "
-                "logging_dir=... (or project_dir / ProjectConfiguration(logging_dir=...) "
-                "to Accelerator)."
+                f"Logging with `{key}` requires a `logging_dir`: the {key!r} tracker writes to "
+                "a directory, but logging_dir is None. Pass logging_dir=... (or project_dir / "
+                "ProjectConfiguration(logging_dir=...) to Accelerator)."
             )
     resolved: list[LoggerType | str | GeneralTracker] = [
         LoggerType(key) if key in _BUILTIN else key for key in names

@@ -67,6 +67,11 @@ class AcceleratorState:
         **kwargs: Any,
     ) -> None:
         self.__dict__ = self._shared_state
+        partial = self._shared_state.get("_partial")
+        if partial is not None and not partial.initialized:
+            # PartialState._reset_state() left this state without its process view: what was
+            # built on that view is stale, so this state is built again from these arguments.
+            self._shared_state.clear()
         if self._shared_state.get("_is_initialized"):
             if (
                 mixed_precision is not None
