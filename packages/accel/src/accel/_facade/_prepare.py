@@ -292,7 +292,8 @@ def _has_device_map(model: torch.nn.Module) -> bool:
 
 
 def _compile(model: torch.nn.Module, plugin: Any) -> torch.nn.Module:
-    kwargs = {k: v for k, v in plugin.to_dict().items() if v is not None}
+    skip = ("use_regional_compilation",)
+    kwargs = {k: v for k, v in plugin.to_dict().items() if v is not None and k not in skip}
     if plugin.use_regional_compilation:
         return compile_regions(model, **kwargs)
     return torch.compile(model, **kwargs)  # type: ignore[return-value]
