@@ -69,8 +69,8 @@ def _replicate_mesh(config: ParallelismConfig, device_type: str) -> DeviceMesh:
     )
     cp = ("cp",) if "cp" in names else ()
     mesh[("dp_replicate", "dp_shard")]._flatten("dp")
-    mesh[("dp_shard", *cp)]._flatten("dp_shard_cp")
-    mesh[("dp_replicate", "dp_shard", *cp)]._flatten("dp_cp")
+    mesh[("dp_shard",) + cp]._flatten("dp_shard_cp")
+    mesh[("dp_replicate", "dp_shard") + cp]._flatten("dp_cp")
     return mesh
 
 
