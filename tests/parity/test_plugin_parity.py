@@ -343,3 +343,33 @@ def test_parallelism_config_values(kwargs):
         assert mine.cp_handler.cp_comm_strategy == theirs.cp_handler.cp_comm_strategy
     if theirs.sp_handler is not None:
         assert vars(mine.sp_handler) == vars(theirs.sp_handler)
+
+
+@pytest.mark.parametrize(
+    ("environment", "kwargs"),
+    [
+        ({}, {}),
+        ({}, {"backend": "inductor", "disable": True, "use_regional_compilation": True}),
+        (
+            {
+                "ACCELERATE_DYNAMO_BACKEND": "aot_ts_nvfuser",
+                "ACCELERATE_DYNAMO_MODE": "max-autotune",
+            },
+            {},
+        ),
+        ({"ACCELERATE_DYNAMO_USE_FULLGRAPH": "true", "ACCELERATE_DYNAMO_USE_DYNAMIC": "1"}, {}),
+    ],
+)
+def test_dynamo_plugin_values(environment, kwargs, monkeypatch):
+    # The defaults to_kwargs compares against are those of an empty environment, so the
+    # values the environment gave count as set.
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    mine, theirs = _both("TorchDynamoPlugin", **kwargs)
+    assert mine.to_kwargs() == theirs.to_kwargs()
+    assert mine.to_dict() == theirs.to_dict()
+    # The accel name of a variable is read the same way as the reference's.
+    for name, value in environment.items():
+        monkeypatch.delenv(name)
+        monkeypatch.setenv(name.replace("ACCELERATE_", "ACCEL_"), value)
+    assert ours.TorchDynamoPlugin(**kwargs).to_kwargs() == theirs.to_kwargs()

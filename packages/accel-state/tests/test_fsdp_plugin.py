@@ -175,7 +175,7 @@ def test_parallelism_config_layout():
     assert config.sizes == {"dp_replicate": 1, "dp_shard": 2, "cp": 1, "sp": 1, "tp": 2}
     assert config.mesh_dim_names == ("dp_shard", "tp") and config.dp_dim_names == ("dp_shard",)
     hsdp = ParallelismConfig(dp_replicate_size=2, dp_shard_size=1)
-    assert hsdp.mesh_dim_names == ("dp_replicate", "dp_shard")
+    assert hsdp.mesh_dim_names == ("dp_replicate",)  # a dimension of size 1 is left out
     assert ParallelismConfig(tp_size=2, dp_shard_size=1).mesh_dim_names == ("tp",)
     with pytest.raises(ValueError, match=r"equal the number of processes \(4\)"):
         ParallelismConfig(dp_shard_size=3).validate(4)

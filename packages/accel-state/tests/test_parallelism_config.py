@@ -2,6 +2,7 @@
 validation, the refusal of sequence splitting, and the round trip through the environment."""
 
 import pytest
+import torch
 
 from accel_state import (
     DeepSpeedSequenceParallelConfig,
@@ -59,6 +60,38 @@ def test_sequence_dimensions_take_their_place_in_the_mesh():
     assert [sp.local_rank("sp", r) for r in range(4)] == [0, 1, 0, 1]
     with pytest.raises(ValueError, match=r"cp_size \* sp_size \* tp_size.*\(3\)"):
         ParallelismConfig(dp_shard_size=1, cp_size=2).validate(3)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "names", "shape"),
+    [
+        ((8, 1, 1, 1), ("dp_replicate",), (8,)),
+        ((2, 4, 1, 1), ("dp_replicate", "dp_shard"), (2, 4)),
+        ((1, 4, 2, 1), ("dp_shard", "tp"), (4, 2)),
+        ((1, 2, 2, 2), ("dp_shard", "cp", "tp"), (2, 2, 2)),
+        ((2, 2, 2, 2), ("dp_replicate", "dp_shard", "cp", "tp"), (2, 2, 2, 2)),
+        ((1, 1, 1, 4), ("cp",), (4,)),
+    ],
+)
+def test_mesh_keeps_the_dimensions_above_one_outermost_first(sizes, names, shape):
+    replicate, shard, tp, cp = sizes
+    config = ParallelismConfig(
+        dp_replicate_size=replicate, dp_shard_size=shard, tp_size=tp, cp_size=cp
+    )
+    assert config._get_mesh() == (names, shape)
+    assert config.mesh_dim_names == names
+    assert config.dp_dim_names == tuple(n for n in names if n.startswith("dp_"))
+    assert config.dp_cp_dim_names == tuple(n for n in names if n != "tp")
+    assert config.dp_shard_cp_dim_names == tuple(n for n in names if n in ("dp_shard", "cp"))
+
+
+def test_a_layout_of_one_process_has_no_mesh():
+    config = ParallelismConfig(dp_shard_size=1)
+    assert config._get_mesh() == () and config.mesh_dim_names == ()
+    assert config.dp_dim_names == config.dp_cp_dim_names == ()
+    # Nothing to lay out: no mesh, and no process group is started for it.
+    assert config.build_device_mesh("cpu") is None
+    assert not torch.distributed.is_initialized()
 
 
 @pytest.mark.parametrize(

@@ -229,8 +229,9 @@ def test_compile_and_regional_compile_unwrap():
 
     blocks = torch.nn.Module()
     blocks.layers = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(3)])
-    compile_regions(blocks, backend="eager")
-    assert all(layer._compiled_call_impl is not None for layer in blocks.layers)
+    compiled = compile_regions(blocks, backend="eager")
+    assert all(type(layer).__name__ == "OptimizedModule" for layer in compiled.layers)
+    assert acc.unwrap_model(compiled, keep_torch_compile=False) is blocks
 
 
 def test_skip_first_batches_keeps_settings():

@@ -20,8 +20,12 @@ class KwargsHandler:
         return copy.deepcopy({f.name: getattr(self, f.name) for f in fields(self)})  # type: ignore[arg-type]
 
     def to_kwargs(self) -> dict[str, Any]:
-        """The fields whose value differs from the default."""
-        default = self.__class__().to_dict()
+        """The fields whose value differs from the default (the value a handler built in an
+        empty environment holds, so a value read from a variable counts as set)."""
+        from .._env._launcher import clear_environment
+
+        with clear_environment():
+            default = self.__class__().to_dict()
         return {k: v for k, v in self.to_dict().items() if default[k] != v}
 
 

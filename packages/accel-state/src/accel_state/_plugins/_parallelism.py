@@ -3,7 +3,8 @@ sequence x tensor) and ``TorchTensorParallelPlugin``.
 
 ``ParallelismConfig.build_device_mesh`` lays the processes out on a ``torch`` ``DeviceMesh``
 whose dimensions are named ``dp_replicate``, ``dp_shard``, ``cp``, ``sp`` and ``tp`` (outermost
-first; dimensions of size 1 are left out, except `dp_shard` next to `dp_replicate`).
+first; dimensions of size 1 are left out), and joins some of them into the flattened dimensions
+``dp``, ``dp_shard_cp`` and ``dp_cp``.
 """
 
 from __future__ import annotations
@@ -359,23 +360,15 @@ class ParallelismConfig:
 
     @property
     def mesh_dim_names(self) -> tuple[str, ...]:
-        """Names of the mesh dimensions that are built: those of size > 1, plus ``dp_shard``
-        whenever ``dp_replicate`` is built (FSDP2 replicates over a 2-D mesh) or nothing else is.
-        """
-        sizes = self.sizes
-        names = tuple(
-            name
-            for name, size in sizes.items()
-            if size > 1 or (name == "dp_shard" and sizes["dp_replicate"] > 1)
-        )
-        return names or ("dp_shard",)
+        """Names of the mesh dimensions :meth:`build_device_mesh` builds: those of size > 1,
+        outermost first (empty when every size is 1)."""
+        return tuple(name for name, size in self.sizes.items() if size > 1)
 
     @property
     def dp_dim_names(self) -> tuple[str, ...]:
         """Mesh dimensions over which data is split (processes along them read different
-        batches)."""
-        names = tuple(n for n in ("dp_replicate", "dp_shard") if n in self.mesh_dim_names)
-        return names
+        batches); :meth:`build_device_mesh` joins them into the ``dp`` dimension."""
+        return tuple(n for n in ("dp_replicate", "dp_shard") if n in self.mesh_dim_names)
 
     @property
     def non_dp_dim_names(self) -> tuple[str, ...]:
@@ -386,13 +379,22 @@ class ParallelismConfig:
     def dp_shard_cp_dim_names(self) -> tuple[str, ...]:
         """Mesh dimensions FSDP shards the model over: ``dp_shard`` and ``cp`` (context-parallel
         processes hold shards too, and their gradients are averaged with the data-parallel
-        ones)."""
+        ones); :meth:`build_device_mesh` joins them into ``dp_shard_cp``."""
         return tuple(n for n in ("dp_shard", "cp") if n in self.mesh_dim_names)
 
     @property
     def dp_cp_dim_names(self) -> tuple[str, ...]:
-        """Mesh dimensions over which the loss (and so the gradients) is averaged."""
+        """Mesh dimensions over which the loss (and so the gradients) is averaged;
+        :meth:`build_device_mesh` joins them into ``dp_cp``."""
         return tuple(n for n in ("dp_replicate", "dp_shard", "cp") if n in self.mesh_dim_names)
+
+    def _get_mesh(self) -> tuple[tuple[str, ...], tuple[int, ...]] | tuple[()]:
+        """``(mesh_dim_names, mesh_shape)`` of the mesh :meth:`build_device_mesh` builds, or
+        ``()`` when every size is 1 (no mesh)."""
+        names = self.mesh_dim_names
+        if not names:
+            return ()
+        return names, tuple(self.sizes[name] for name in names)
 
     def validate(self, num_processes: int) -> None:
         """Check that the layout fits ``num_processes`` processes.
@@ -434,18 +436,41 @@ class ParallelismConfig:
                 return coordinate
         raise AssertionError("unreachable")
 
-    def build_device_mesh(self, device_type: str, num_processes: int | None = None) -> DeviceMesh:
-        """Build the ``DeviceMesh`` of this layout over the current process group.
+    def build_device_mesh(
+        self, device_type: str, num_processes: int | None = None
+    ) -> DeviceMesh | None:
+        """Build the ``DeviceMesh`` of this layout, with the joint dimensions ``dp``,
+        ``dp_shard_cp`` and ``dp_cp`` flattened from it (see the ``*_dim_names`` properties).
 
         Args:
             device_type: ``"cpu"``, ``"cuda"`` ...
-            num_processes: Checked against :attr:`total_size` (default: the world size).
+            num_processes: Checked against :attr:`total_size` (default: the world size of the
+                process group; with no group yet, ``torch``'s ``init_device_mesh`` starts one
+                from the launch environment and checks the size itself).
+
+        Returns:
+            The mesh, or None when every size is 1 or when DeepSpeed splits sequences
+            (``sp_size`` > 1: DeepSpeed builds its own groups).
         """
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
 
-        world = num_processes if num_processes is not None else dist.get_world_size()
-        self.validate(world)
-        names = self.mesh_dim_names
-        shape = tuple(self.sizes[name] for name in names)
-        return init_device_mesh(device_type, shape, mesh_dim_names=names)
+        if self.sp_backend == "deepspeed" and self.sp_enabled:
+            return None
+        if num_processes is None and dist.is_available() and dist.is_initialized():
+            num_processes = dist.get_world_size()
+        if num_processes is not None:
+            self.validate(num_processes)
+        layout = self._get_mesh()
+        if not layout:
+            return None
+        names, shape = layout
+        mesh = init_device_mesh(device_type, shape, mesh_dim_names=names)
+        for joint, name in (
+            (self.dp_dim_names, "dp"),
+            (self.dp_shard_cp_dim_names, "dp_shard_cp"),
+            (self.dp_cp_dim_names, "dp_cp"),
+        ):
+            if joint:
+                mesh[joint]._flatten(name)
+        return mesh

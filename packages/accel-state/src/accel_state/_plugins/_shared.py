@@ -73,15 +73,17 @@ class TorchDynamoPlugin(KwargsHandler):
         return self.backend is not DynamoBackend.NO and not self.disable
 
     def to_dict(self) -> dict[str, Any]:
-        """Arguments of ``torch.compile``."""
-        backend = self.backend.value.lower()  # type: ignore[union-attr]
-        return {
-            "backend": backend,
-            "mode": self.mode,
-            "fullgraph": self.fullgraph,
-            "dynamic": self.dynamic,
-            "options": self.options,
-        }
+        """Every field, with the backend as ``torch.compile`` names it (lower case)."""
+        config = super().to_dict()
+        config["backend"] = self.backend.value.lower()  # type: ignore[union-attr]
+        return config
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The ``torch.compile`` arguments that differ from their defaults
+        (``use_regional_compilation`` is not one of them)."""
+        kwargs = super().to_kwargs()
+        kwargs.pop("use_regional_compilation", None)
+        return kwargs
 
 
 @dataclass

@@ -280,6 +280,9 @@ class Engine:
 
 def _inner(engine: Engine, model: torch.nn.Module) -> torch.nn.Module:
     """The user's module inside compile and engine wrappers."""
-    if hasattr(model, "_orig_mod") and type(model).__name__ == "OptimizedModule":
+    original = model.__dict__.get("_orig_mod")  # where compile_regions keeps the model
+    if isinstance(original, torch.nn.Module):
+        model = original
+    elif hasattr(model, "_orig_mod") and type(model).__name__ == "OptimizedModule":
         model = model._orig_mod  # type: ignore[assignment]
     return engine.unwrap(model)

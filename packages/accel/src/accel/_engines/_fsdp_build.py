@@ -41,7 +41,36 @@ def build_mesh(
             config = ParallelismConfig(dp_replicate_size=world_size, dp_shard_size=1)
         else:
             config = ParallelismConfig(dp_shard_size=world_size)
+    config.validate(world_size)
+    if config.dp_replicate_enabled and not config.fsdp_enabled:
+        return _replicate_mesh(config, device_type)
     mesh = config.build_device_mesh(device_type, world_size)
+    if mesh is None:
+        raise ValueError(
+            f"FSDP needs a device mesh of {world_size} processes; the layout {config.sizes} "
+            "builds none. Give ParallelismConfig sizes whose product is the number of processes."
+        )
+    return mesh
+
+
+def _replicate_mesh(config: ParallelismConfig, device_type: str) -> DeviceMesh:
+    """The layout's mesh with a ``dp_shard`` dimension of size 1 kept after ``dp_replicate``.
+
+    ``fully_shard`` over a 1-D mesh shards; it replicates over the ``dp_replicate`` dimension
+    of a 2-D one, and FSDP1's hybrid strategies need both dimensions too. The joint
+    dimensions are the ones ``ParallelismConfig.build_device_mesh`` flattens.
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+
+    rest = tuple(n for n in config.mesh_dim_names if n != "dp_replicate")
+    names = ("dp_replicate", "dp_shard", *rest)
+    mesh = init_device_mesh(
+        device_type, tuple(config.sizes[n] for n in names), mesh_dim_names=names
+    )
+    cp = ("cp",) if "cp" in names else ()
+    mesh[("dp_replicate", "dp_shard")]._flatten("dp")
+    mesh[("dp_shard",) + cp]._flatten("dp_shard_cp")
+    mesh[("dp_replicate", "dp_shard") + cp]._flatten("dp_cp")
     return mesh
 
 

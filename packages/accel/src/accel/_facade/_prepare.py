@@ -9,7 +9,7 @@ import torch
 
 from .._training_checkpoints._prewarm import arm_prewarm
 from ._fields import AcceleratorCore, fp8_backend_of
-from ._model_probes import check_quantized_placement
+from ._model_probes import check_quantized_placement, has_repeated_blocks, is_repeated_blocks
 from ._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
 from ._prepared_objects import Kind, PreparedObjects
 from ._unwrap import extract_model_from_parallel
@@ -292,28 +292,51 @@ def _has_device_map(model: torch.nn.Module) -> bool:
 
 
 def _compile(model: torch.nn.Module, plugin: Any) -> torch.nn.Module:
-    kwargs = {k: v for k, v in plugin.to_dict().items() if v is not None}
+    skip = ("use_regional_compilation",)
+    kwargs = {k: v for k, v in plugin.to_dict().items() if v is not None and k not in skip}
     if plugin.use_regional_compilation:
         return compile_regions(model, **kwargs)
     return torch.compile(model, **kwargs)  # type: ignore[return-value]
 
 
 def compile_regions(module: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
-    """Compile each block of every ``nn.ModuleList`` in place instead of the whole module.
+    """Compile ``module`` region by region: each block of a list of repeated blocks on its
+    own, so the compiler compiles one block and reuses the graph for the others (a deep model
+    compiles in about the time of one block).
 
-    Repeated blocks share one compiled graph, so a deep model compiles in the time of one
-    block; modules outside the lists run eagerly.
+    Returns a new module and leaves ``module`` as it was. Along the path to each list of
+    repeated blocks the modules are shallow copies (they share the parameters, buffers and
+    hooks, and methods bound to ``module`` are bound to the copy); each block, and each other
+    submodule holding no repeated blocks, becomes ``torch.compile(submodule)``. ``module``
+    itself is compiled whole when it holds no repeated blocks. The new module keeps the
+    original as ``_orig_mod`` (``extract_model_from_parallel`` and ``unwrap_model`` return it).
 
     Args:
-        module: The model to compile (compiled whole when it holds no ``nn.ModuleList``).
+        module: The model to compile.
         **compile_kwargs: Arguments of ``torch.compile``.
+
+    Returns:
+        The regionally compiled module.
     """
-    found = False
-    for child in module.modules():
-        if isinstance(child, torch.nn.ModuleList):
-            for block in child:
-                block.compile(**compile_kwargs)
-                found = True
-    if not found:
-        module.compile(**compile_kwargs)
-    return module
+    compiled = _compile_region(module, compile_kwargs)
+    if "_orig_mod" not in compiled.__dict__:
+        compiled.__dict__["_orig_mod"] = module
+    return compiled
+
+
+def _compile_region(module: torch.nn.Module, compile_kwargs: dict[str, Any]) -> torch.nn.Module:
+    if is_repeated_blocks(module):
+        blocks = module.children()
+        compiled: list[Any] = [torch.compile(b, **compile_kwargs) for b in blocks]
+        return torch.nn.ModuleList(compiled)
+    if not has_repeated_blocks(module):
+        return torch.compile(module, **compile_kwargs)  # type: ignore[return-value]
+    copy = module.__class__.__new__(module.__class__)
+    copy.__dict__.update(module.__dict__)
+    for name, value in module.__dict__.items():
+        if isinstance(value, MethodType) and value.__self__ is module:
+            copy.__dict__[name] = MethodType(value.__func__, copy)
+    copy._modules = {}
+    for name, child in module.named_children():
+        copy.add_module(name, _compile_region(child, compile_kwargs))
+    return copy

@@ -18,6 +18,16 @@ def is_compiled_module(module: Any) -> bool:
     return optimized is not None and isinstance(module, optimized)
 
 
+def _compiled_by_regions(module: Any) -> bool:
+    """Whether ``module`` is what ``compile_regions`` returns for a model with repeated blocks:
+    a copy holding compiled submodules, with the original model as ``_orig_mod``."""
+    return (
+        isinstance(module, torch.nn.Module)
+        and isinstance(module.__dict__.get("_orig_mod"), torch.nn.Module)
+        and any(is_compiled_module(sub) for sub in module.modules())
+    )
+
+
 def _parallel_wrappers() -> tuple[type, ...]:
     """The wrapper classes that hold the model as ``.module``; only already-imported engines."""
     wrappers: list[type] = [torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel]
@@ -64,7 +74,7 @@ def extract_model_from_parallel(
         >>> extract_model_from_parallel(ddp) is model
         True
     """
-    compiled = model if is_compiled_module(model) else None
+    compiled = model if is_compiled_module(model) or _compiled_by_regions(model) else None
     inner: Any = model._orig_mod if compiled is not None else model
     wrappers = _parallel_wrappers()
     while isinstance(inner, wrappers):
@@ -74,6 +84,9 @@ def extract_model_from_parallel(
     if not keep_fp32_wrapper and ORIGINAL_FORWARD in inner.__dict__:
         inner.forward = inner.__dict__.pop(ORIGINAL_FORWARD)
     if compiled is not None and keep_torch_compile:
-        compiled._orig_mod = inner
+        if is_compiled_module(compiled):
+            compiled._orig_mod = inner
+        else:
+            compiled.__dict__["_orig_mod"] = inner
         return compiled
     return inner
