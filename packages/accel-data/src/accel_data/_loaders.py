@@ -25,6 +25,7 @@ from ._iterable import IterableDatasetShard
 from ._position_check import check_position_state
 from ._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
 from ._state_mixin import DataLoaderStateMixin
+from ._stateful import BaseLoaderView, loader_class
 
 _STATE_VERSION = 1
 
@@ -91,6 +92,17 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
     use_stateful_dataloader: bool
     # Skipped batches of a sharded map-style loader are dropped as indices (never loaded).
     _skip_by_index = True
+    _stateful_mixin = "loader"
+    _position_format = False
+    """A stateful loader's ``state_dict`` is its position with torchdata's state inside (set by
+    ``prepare_data_loader``), rather than torchdata's state alone (a loader built directly)."""
+    base_dataloader = BaseLoaderView()
+    """The loader that loads the batches: this one (the reference's adapters wrap one)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # use_stateful_dataloader=True builds the subclass that is also torchdata's
+        # StatefulDataLoader; __init__ then runs with the same arguments.
+        return super().__new__(loader_class(cls, args, kwargs))
 
     def _init_position(self, iteration: int = 0) -> None:
         self.end_of_dataloader = False
