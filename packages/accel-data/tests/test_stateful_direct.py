@@ -118,7 +118,7 @@ def test_mid_epoch_state_equals_torchdata_and_resumes_like_it(kind: str, num_wor
 @pytest.mark.parametrize("kind", ["shard", "dispatcher", "skip"])
 def test_state_at_the_last_batch_starts_a_new_epoch(kind: str) -> None:
     loader = _build(kind, 0)
-    for batch in loader:
+    for _ in loader:
         if loader.end_of_dataloader:
             state = loader.state_dict()
     assert state["_iterator_finished"] is True and state["_num_yielded"] == 10

@@ -344,8 +344,10 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         rng_types: Generators synchronised from the main process at the start of each pass.
         synchronized_generator: The generator of ``"generator"`` in ``rng_types``.
         skip_batches: Batches skipped at the start of the first pass only.
-        use_stateful_dataloader: Set by ``prepare_data_loader``, which builds the stateful
-            variant (on torchdata's ``StatefulDataLoader``) when asked; it records the choice.
+        use_stateful_dataloader: Build the loader on torchdata's ``StatefulDataLoader``
+            (``pip install "accel-data[stateful]"``): it is then an instance of it, and its
+            ``state_dict()`` is torchdata's state after the batches yielded (built by
+            ``prepare_data_loader``: the position with that state under ``dataloader_state``).
         _drop_last: ``drop_last`` of the original DataLoader, reported as ``drop_last``.
         _non_blocking: Move batches with ``non_blocking=True``.
         torch_device_mesh: Must be None: pass a mesh to ``prepare_data_loader``, which decides

@@ -67,7 +67,7 @@ def _flag_position(cls: type) -> int | None:
     # Index of use_stateful_dataloader among the positional arguments of cls.__init__.
     names = [
         p.name
-        for p in inspect.signature(cls.__init__).parameters.values()
+        for p in inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ][1:]
     return names.index("use_stateful_dataloader") if "use_stateful_dataloader" in names else None
@@ -245,7 +245,8 @@ def stateful_class(base: type) -> type:
     mixin it needs in ``_stateful_mixin`` (``"loader"`` or ``"skip"``).
     """
     loader_base = stateful_loader_base()
-    mixin = _StatefulSkipMixin if base._stateful_mixin == "skip" else _StatefulLoaderMixin
+    skip = getattr(base, "_stateful_mixin", "loader") == "skip"
+    mixin = _StatefulSkipMixin if skip else _StatefulLoaderMixin
     return type(
         f"Stateful{base.__name__}",
         (mixin, base, loader_base),
