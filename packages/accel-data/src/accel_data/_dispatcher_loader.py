@@ -62,8 +62,10 @@ class DataLoaderDispatcher(_PreparedLoaderMixin, DataLoader):
         dataset: The dataset (read by the main process only).
         split_batches: Each batch of the loader is the global batch, cut in equal parts.
         skip_batches: Steps skipped at the start of the first pass only.
-        use_stateful_dataloader: Set by ``prepare_data_loader``, which builds the stateful
-            variant (on torchdata's ``StatefulDataLoader``) when asked; it records the choice.
+        use_stateful_dataloader: Build the loader on torchdata's ``StatefulDataLoader``
+            (``pip install "accel-data[stateful]"``): it is then an instance of it, and its
+            ``state_dict()`` is torchdata's state after the batches yielded (built by
+            ``prepare_data_loader``: the position with that state under ``dataloader_state``).
         _drop_last: ``drop_last`` of the original DataLoader.
         _non_blocking: Move batches with ``non_blocking=True``.
         slice_fn: ``slice_fn(batch, slice, process_index, num_processes)`` returning the part of

@@ -25,6 +25,7 @@ from ._iterable import IterableDatasetShard
 from ._position_check import check_position_state
 from ._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
 from ._state_mixin import DataLoaderStateMixin
+from ._stateful import BaseLoaderView, loader_class
 
 _STATE_VERSION = 1
 
@@ -91,6 +92,17 @@ class _PreparedLoaderMixin(DataLoaderStateMixin):
     use_stateful_dataloader: bool
     # Skipped batches of a sharded map-style loader are dropped as indices (never loaded).
     _skip_by_index = True
+    _stateful_mixin = "loader"
+    _position_format = False
+    """A stateful loader's ``state_dict`` is its position with torchdata's state inside (set by
+    ``prepare_data_loader``), rather than torchdata's state alone (a loader built directly)."""
+    base_dataloader = BaseLoaderView()
+    """The loader that loads the batches: this one (the reference's adapters wrap one)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # use_stateful_dataloader=True builds the subclass that is also torchdata's
+        # StatefulDataLoader; __init__ then runs with the same arguments.
+        return super().__new__(loader_class(cls, args, kwargs))
 
     def _init_position(self, iteration: int = 0) -> None:
         self.end_of_dataloader = False
@@ -332,8 +344,10 @@ class DataLoaderShard(_PreparedLoaderMixin, DataLoader):
         rng_types: Generators synchronised from the main process at the start of each pass.
         synchronized_generator: The generator of ``"generator"`` in ``rng_types``.
         skip_batches: Batches skipped at the start of the first pass only.
-        use_stateful_dataloader: Set by ``prepare_data_loader``, which builds the stateful
-            variant (on torchdata's ``StatefulDataLoader``) when asked; it records the choice.
+        use_stateful_dataloader: Build the loader on torchdata's ``StatefulDataLoader``
+            (``pip install "accel-data[stateful]"``): it is then an instance of it, and its
+            ``state_dict()`` is torchdata's state after the batches yielded (built by
+            ``prepare_data_loader``: the position with that state under ``dataloader_state``).
         _drop_last: ``drop_last`` of the original DataLoader, reported as ``drop_last``.
         _non_blocking: Move batches with ``non_blocking=True``.
         torch_device_mesh: Must be None: pass a mesh to ``prepare_data_loader``, which decides

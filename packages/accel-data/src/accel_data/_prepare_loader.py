@@ -16,7 +16,6 @@ from ._iterable import IterableDatasetShard
 from ._loaders import DataLoaderShard
 from ._mesh import mesh_data_ranks
 from ._samplers import BatchSamplerShard, SeedableRandomSampler
-from ._stateful import stateful_class
 from ._xla_loader import MpDeviceLoaderWrapper
 
 
@@ -212,8 +211,7 @@ def prepare_data_loader(
             kwargs.update(batch_size=batch_size, drop_last=dataloader.drop_last)
         else:
             kwargs["batch_sampler"] = batch_sampler
-        dispatcher = stateful_class(DataLoaderDispatcher) if use_stateful_dataloader else None
-        return (dispatcher or DataLoaderDispatcher)(
+        dispatcher = DataLoaderDispatcher(
             dataset,
             split_batches=split_batches,
             use_stateful_dataloader=use_stateful_dataloader,
@@ -226,6 +224,8 @@ def prepare_data_loader(
             process_index=process_index,
             **kwargs,
         )
+        dispatcher._position_format = True  # save the position around torchdata's state
+        return dispatcher
 
     # ----------------------------------------------------------------------- sharding
     if iterable:
@@ -258,9 +258,8 @@ def prepare_data_loader(
             even_batches=even_batches,
         )
         loader_kwargs = dict(settings, batch_sampler=shard)
-    shard_class = stateful_class(DataLoaderShard) if use_stateful_dataloader else DataLoaderShard
     on_xla = target_device is not None and torch.device(target_device).type == "xla"
-    loader = shard_class(
+    loader = DataLoaderShard(
         dataset,
         device=None if on_xla else target_device,
         rng_types=rng_types,
@@ -270,6 +269,7 @@ def prepare_data_loader(
         _non_blocking=non_blocking,
         **loader_kwargs,
     )
+    loader._position_format = True  # save the position around torchdata's state
     if on_xla:
         # torch_xla's loader moves the batches (ahead of use) and marks a step per batch.
         return MpDeviceLoaderWrapper(loader, torch.device(str(target_device)))

@@ -18,6 +18,7 @@ from ._loaders import DataLoaderShard, _set_loader_attribute, check_skip_count
 from ._prepare_loader import loader_settings
 from ._samplers import batch_sampler_length
 from ._state_mixin import DataLoaderStateMixin
+from ._stateful import BaseLoaderView, loader_class
 
 
 class SkipBatchSampler(BatchSampler):
@@ -61,10 +62,21 @@ class SkipDataLoader(DataLoaderStateMixin, DataLoader):
     Args:
         dataset: The dataset.
         skip_batches: Batches discarded at the start of the next pass.
-        use_stateful_dataloader: Must be False: this loader keeps no position; prepared loaders
-            (``prepare_data_loader``, then ``skip_first_batches``) carry ``state_dict``.
+        use_stateful_dataloader: Build the loader on torchdata's ``StatefulDataLoader``
+            (``pip install "accel-data[stateful]"``): it is then an instance of it, and its
+            ``state_dict()`` is torchdata's state after the batches yielded so far (the skipped
+            ones count), which ``load_state_dict`` continues from.
         **kwargs: DataLoader arguments.
     """
+
+    _stateful_mixin = "skip"
+    base_dataloader = BaseLoaderView()
+    """The loader that loads the batches: this one (the reference's adapters wrap one)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # use_stateful_dataloader=True builds the subclass that is also torchdata's
+        # StatefulDataLoader; __init__ then runs with the same arguments.
+        return super().__new__(loader_class(cls, args, kwargs))
 
     def __init__(
         self,
@@ -73,16 +85,16 @@ class SkipDataLoader(DataLoaderStateMixin, DataLoader):
         use_stateful_dataloader: bool = False,
         **kwargs: Any,
     ) -> None:
-        if use_stateful_dataloader:
-            raise ValueError(
-                "SkipDataLoader keeps no position to save; got use_stateful_dataloader=True. "
-                "Prepare the loader with prepare_data_loader (its loaders carry state_dict / "
-                "load_state_dict) and skip with skip_first_batches."
-            )
         super().__init__(dataset, **kwargs)
         self.skip_batches = check_skip_count(skip_batches)
-        self.use_stateful_dataloader = False
+        self.use_stateful_dataloader = bool(use_stateful_dataloader)
         self.gradient_state = GradientState()
+
+    def _capture_state(self) -> None:
+        """Record the iterator's state before the next batch is fetched (stateful loader)."""
+
+    def _finish_pass(self) -> None:
+        """Forget the state recorded during the pass (stateful loader)."""
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         skip, self.skip_batches = self.skip_batches, 0
@@ -91,11 +103,13 @@ class SkipDataLoader(DataLoaderStateMixin, DataLoader):
             batches = itertools.islice(super().__iter__(), skip, None)
             current = next(batches, _DONE)
             while current is not _DONE:
+                self._capture_state()
                 following = next(batches, _DONE)
                 if following is _DONE:
                     self.end_of_dataloader = True
                 yield current
                 current = following
+            self._finish_pass()
         finally:
             self.end()
 
