@@ -58,7 +58,9 @@ def test_unsupported_type_is_refused():
         split_inputs(42, 2, 0, False)
 
 
-@pytest.mark.parametrize(("length", "apply_padding"), [(4, False), (3, False), (3, True), (4, True)])
+@pytest.mark.parametrize(
+    ("length", "apply_padding"), [(4, False), (3, False), (3, True), (4, True)]
+)
 def test_datasets_dataset_is_split_with_select(length, apply_padding):
     datasets = pytest.importorskip("datasets")
     data = datasets.Dataset.from_list([{"k": v} for v in range(length)])

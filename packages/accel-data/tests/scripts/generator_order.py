@@ -33,5 +33,7 @@ mine = [b.tolist() for b in prepared]
 torch.distributed.all_gather_object(parts, mine)
 steps = [a + b for a, b in zip(parts[0], parts[1], strict=True)]
 generator.manual_seed(42)
-plain = [b.tolist() for b in DataLoader(list(range(32)), batch_size=8, shuffle=True, generator=generator)]
+plain = [
+    b.tolist() for b in DataLoader(list(range(32)), batch_size=8, shuffle=True, generator=generator)
+]
 print(f"rank {rank}: reseeded: {'ok' if steps == plain else f'FAIL {steps} != {plain}'}")
