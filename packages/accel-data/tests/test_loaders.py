@@ -235,3 +235,25 @@ def test_prepare_refuses_split_batches_that_do_not_divide() -> None:
 def test_prepare_refuses_what_is_not_a_dataloader() -> None:
     with pytest.raises(TypeError, match="needs a torch.utils.data.DataLoader; got list"):
         prepare_data_loader([1, 2, 3])  # type: ignore[arg-type]
+
+
+def test_shuffle_follows_the_callers_generator_after_prepare() -> None:
+    """Reseeding the DataLoader's generator after ``prepare`` sets the next pass's order.
+
+    The two shards of a batch-8 loader, read step by step, give the batches of a plain batch-16
+    loader whose generator has the same seed (the reference's 2-process training check).
+    """
+    generator = torch.Generator()
+    baseline_loader = DataLoader(list(range(64)), batch_size=16, shuffle=True, generator=generator)
+    generator.manual_seed(42)
+    baseline = [[b.tolist() for b in baseline_loader] for _ in range(2)]
+    shards = []
+    for rank in range(2):
+        generator.manual_seed(7)
+        loader = DataLoader(list(range(64)), batch_size=8, shuffle=True, generator=generator)
+        prepared = prepare_data_loader(loader, num_processes=2, process_index=rank)
+        generator.manual_seed(42)
+        shards.append([[b.tolist() for b in prepared] for _ in range(2)])
+    for epoch in range(2):
+        steps = [a + b for a, b in zip(shards[0][epoch], shards[1][epoch], strict=True)]
+        assert steps == baseline[epoch]

@@ -28,3 +28,13 @@ def test_prepare_data_loader_shards_by_device_mesh_on_two_processes() -> None:
         r"rank \d: mesh (tp|dp_shard): (ok|[^\n]*?(?=rank \d: |\n|$))", result.stdout
     )
     assert sorted(lines) == sorted([("tp", "ok"), ("dp_shard", "ok")] * 2), result.stdout
+
+
+@pytest.mark.multiprocess
+def test_shuffle_follows_the_callers_generator_on_two_processes() -> None:
+    result = run_distributed(SCRIPTS / "generator_order.py", num_processes=2, timeout=180)
+    # The two processes' lines may interleave without a newline between them.
+    lines = re.findall(
+        r"rank \d: (seeded apart|reseeded): (ok|[^\n]*?(?=rank \d: |\n|$))", result.stdout
+    )
+    assert sorted(lines) == sorted([("seeded apart", "ok"), ("reseeded", "ok")] * 2), result.stdout

@@ -1,3 +1,5 @@
+from __future__ import annotations
+
 import pytest
 import torch
 
@@ -54,3 +56,38 @@ def test_dict_with_unequal_lengths_is_refused():
 def test_unsupported_type_is_refused():
     with pytest.raises(TypeError, match="list, tuple, dict"):
         split_inputs(42, 2, 0, False)
+
+
+@pytest.mark.parametrize(
+    ("length", "apply_padding"), [(4, False), (3, False), (3, True), (4, True)]
+)
+def test_datasets_dataset_is_split_with_select(length, apply_padding):
+    datasets = pytest.importorskip("datasets")
+    data = datasets.Dataset.from_list([{"k": v} for v in range(length)])
+    shares = [split_inputs(data, 2, rank, apply_padding) for rank in range(2)]
+    assert all(isinstance(share, datasets.Dataset) for share in shares)
+    values = [list(share["k"]) for share in shares]
+    if apply_padding:
+        assert [len(v) for v in values] == [2, 2]
+        assert values[1][-1] == length - 1
+    assert sum(values, [])[:length] == list(range(length))
+
+
+class _Rows:
+    """A sized table with ``select(indices)``, the protocol a ``datasets.Dataset`` follows."""
+
+    def __init__(self, rows: list[int]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def select(self, indices: list[int]) -> _Rows:
+        return _Rows([self.rows[i] for i in indices])
+
+
+def test_selectable_table_is_split_and_padded_with_its_last_row():
+    assert split_inputs(_Rows([0, 1, 2]), 2, 0, False).rows == [0, 1]
+    assert split_inputs(_Rows([0, 1, 2]), 2, 1, False).rows == [2]
+    assert split_inputs(_Rows([0, 1, 2]), 2, 1, True).rows == [2, 2]
+    assert split_inputs(_Rows([0]), 2, 1, True).rows == [0]

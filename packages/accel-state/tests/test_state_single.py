@@ -121,7 +121,10 @@ def test_reading_a_reset_state_names_the_reset(cls):
         state.not_a_state_attribute  # noqa: B018
     assert str(info.value) == f"'{cls.__name__}' object has no attribute 'not_a_state_attribute'"
     cls._reset_state()
-    for name in ("num_processes", "is_main_process"):  # an attribute, a property reading one
+    # An attribute, and a property reading one (AcceleratorState's process control outlives
+    # its reset: see the test below).
+    names = ("num_processes", "is_main_process" if cls is PartialState else "device")
+    for name in names:
         with pytest.raises(AttributeError) as info:
             getattr(state, name)
         assert str(info.value) == (
@@ -142,3 +145,19 @@ def test_accelerator_state_is_built_again_after_its_partial_state_is_reset():
     assert state.mixed_precision == "no" and state.device == torch.device("cpu")
     PartialState._reset_state()
     assert AcceleratorState(cpu=True).mixed_precision == "no"  # the stale state is gone
+
+
+def test_accelerator_state_controls_processes_after_its_reset(capsys):
+    state = AcceleratorState(cpu=True)
+    AcceleratorState._reset_state()
+    assert state.is_main_process and state.is_local_main_process and state.is_last_process
+    assert state.use_distributed is False and state.fork_launched is False
+    state.wait_for_everyone()
+    with state.main_process_first(), state.local_main_process_first():
+        state.print("inside")
+    with state.split_between_processes([1, 2, 3]) as share:
+        assert share == [1, 2, 3]
+    state.destroy_process_group()
+    assert capsys.readouterr().out == "inside\n"
+    with pytest.raises(AttributeError, match="AcceleratorState._reset_state"):
+        state.device  # noqa: B018

@@ -45,6 +45,12 @@ def _agreed_seed(local_seed: int) -> int:
     return local_seed
 
 
+def _agree_state(generator: torch.Generator) -> None:
+    # Every process must shuffle alike; the main process's generator state wins.
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        generator.set_state(broadcast_object(generator.get_state()))
+
+
 def _draw_seed(generator: torch.Generator | None) -> int:
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
@@ -54,8 +60,9 @@ def _order_sampler(
 ) -> tuple[Any, torch.Generator | None]:
     """A sampler whose order is the same on every process and can be replayed.
 
-    A ``RandomSampler`` becomes a ``SeedableRandomSampler`` (``use_seedable_sampler``) or gets a
-    generator of its own, seeded alike on every process; other samplers are kept.
+    A ``RandomSampler`` becomes a ``SeedableRandomSampler`` (``use_seedable_sampler``); otherwise
+    it keeps the caller's generator (its state copied from the main process) or, without one,
+    gets a generator of its own, seeded alike on every process. Other samplers are kept.
     """
     if type(sampler) is not RandomSampler:
         if isinstance(sampler, SeedableRandomSampler) and data_seed is None:
@@ -74,8 +81,13 @@ def _order_sampler(
             data_seed=seed,
         )
         return seedable, None
+    if sampler.generator is not None:
+        # The order follows the caller's generator, as in a plain DataLoader: reseeding it after
+        # prepare sets the next pass's order. Every process starts from the main one's state.
+        _agree_state(sampler.generator)
+        return sampler, sampler.generator
     generator = torch.Generator()
-    generator.manual_seed(_agreed_seed(_draw_seed(sampler.generator)))
+    generator.manual_seed(_agreed_seed(_draw_seed(None)))
     new = RandomSampler(
         sampler.data_source,
         replacement=sampler.replacement,

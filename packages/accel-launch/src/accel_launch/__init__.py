@@ -15,6 +15,7 @@ _EXPORTS = {
     "SAGEMAKER_TRANSFORMERS_VERSION": "._sagemaker",
     "SageMakerConfig": "._sagemaker",
     "build_estimator": "._sagemaker",
+    "hyperparameters": "._sagemaker",
     "prepare_sagemager_args_inputs": "._sagemaker",
     "prepare_multi_gpu_env": "._torchrun_env",
     "ConfigError": "._config_file",

@@ -39,6 +39,7 @@ from ._sagemaker import (
     SAGEMAKER_TRANSFORMERS_VERSION as SAGEMAKER_TRANSFORMERS_VERSION,
     SageMakerConfig as SageMakerConfig,
     build_estimator as build_estimator,
+    hyperparameters as hyperparameters,
     prepare_sagemager_args_inputs as prepare_sagemager_args_inputs,
 )
 from ._to_fsdp2 import (
@@ -73,6 +74,7 @@ __all__ = [
     "config_from_dict",
     "convert_to_fsdp2",
     "default_config_file",
+    "hyperparameters",
     "install_xla",
     "launch_command",
     "launch_command_parser",

@@ -25,6 +25,22 @@ _PROCESS_VIEW = _STATE_ATTRIBUTES | {
     name for name, value in vars(PartialState).items() if isinstance(value, property)
 }
 """What ``AcceleratorState`` reads from its ``PartialState``: attributes and properties."""
+_PROCESS_CONTROL = frozenset(
+    {
+        "destroy_process_group",
+        "fork_launched",
+        "is_last_process",
+        "is_local_main_process",
+        "is_main_process",
+        "local_main_process_first",
+        "main_process_first",
+        "print",
+        "split_between_processes",
+        "use_distributed",
+        "wait_for_everyone",
+    }
+)
+"""Process control that ``AcceleratorState`` asks of ``PartialState()`` even after its reset."""
 
 
 class AcceleratorState:
@@ -106,6 +122,9 @@ class AcceleratorState:
         if name.startswith("__") or name == "_partial":
             raise AttributeError(name)
         partial = self.__dict__.get("_partial")
+        if name in _PROCESS_CONTROL and (partial is None or not partial.initialized):
+            # Process control outlives a reset of this state: it is the process group's.
+            return getattr(PartialState(), name)
         if partial is None or not partial.initialized:
             # This state (or the PartialState under it) was reset: say which.
             cls = AcceleratorState if partial is None else PartialState

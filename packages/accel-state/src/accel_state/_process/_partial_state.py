@@ -228,7 +228,8 @@ class PartialState:
     def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
         """Give each process its contiguous share of ``inputs`` inside a ``with`` block.
 
-        Lists, tuples, tensors and dicts of equal-length values are split; the first
+        Lists, tuples, tensors, dicts of equal-length values and ``datasets.Dataset`` tables
+        (any sized object with ``select(indices)``, split with it) are split; the first
         ``len % num_processes`` processes get one item more. With ``apply_padding`` every share
         is padded to the same length with the input's last item, so results can be gathered
         (drop the padding afterwards). 3 prompts on 2 processes give ``["a dog", "a cat"]`` and

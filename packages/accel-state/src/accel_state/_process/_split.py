@@ -17,12 +17,17 @@ def _length(inputs: Any) -> int:
                 f"got lengths {lengths}. Pad or trim the values to one length first."
             )
         return next(iter(lengths.values()), 0)
-    if isinstance(inputs, (list, tuple, torch.Tensor)):
+    if isinstance(inputs, (list, tuple, torch.Tensor)) or _is_selectable(inputs):
         return len(inputs)
     raise TypeError(
-        "split_between_processes accepts a list, tuple, dict of equal-length values or a tensor; "
-        f"got {type(inputs).__name__}. Wrap single items in a list."
+        "split_between_processes accepts a list, tuple, dict of equal-length values, a tensor "
+        f"or a datasets.Dataset; got {type(inputs).__name__}. Wrap single items in a list."
     )
+
+
+def _is_selectable(inputs: Any) -> bool:
+    """Whether ``inputs`` is a sized table with ``select(indices)`` (a ``datasets.Dataset``)."""
+    return hasattr(inputs, "__len__") and callable(getattr(inputs, "select", None))
 
 
 def split_bounds(length: int, num_processes: int, process_index: int) -> tuple[int, int, int]:
@@ -54,6 +59,11 @@ def _take(values: Any, start: int, end: int, padded: int, apply_padding: bool) -
         if apply_padding and len(items) < padded and len(values) > 0:
             items = items + [values[-1]] * (padded - len(items))
         return type(values)(items) if isinstance(values, tuple) else items
+    if _is_selectable(values):
+        indices = list(range(min(start, len(values)), min(end, len(values))))
+        if apply_padding and len(indices) < padded and len(values) > 0:
+            indices += [len(values) - 1] * (padded - len(indices))
+        return values.select(indices)
     return values
 
 

@@ -224,6 +224,10 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
                 prepare_sagemager_args_inputs""",
         ),
         **_names(
+            "accel.commands._sagemaker_args",
+            """_convert_nargs_to_dict""",
+        ),
+        **_names(
             "accel_state",
             """DistributedType DynamoBackend PrecisionType SageMakerDistributedType
                 compare_versions get_free_port is_fp8_available is_hpu_available
