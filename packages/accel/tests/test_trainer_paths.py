@@ -1,11 +1,8 @@
-"""What transformers' ``Trainer`` calls on the Accelerator, on one process: ``free_memory`` at
-the start of every ``train()``, and the LOMO path (``backward(loss, learning_rate=...)`` then
-``optimizer.step()``, as ``Trainer`` does with ``optim="lomo"``)."""
+"""What transformers' ``Trainer`` calls on the Accelerator at the start of every ``train()``:
+``free_memory``. (Its LOMO path is tested with ``lomo_backward`` in ``test_accelerator.py``.)"""
 
-import copy
 import gc
 
-import pytest
 import torch
 
 from accel import Accelerator
@@ -33,22 +30,3 @@ def test_free_memory_collects_garbage_once() -> None:
     # Each full collection walks every object of the process (about 1.5 s under transformers
     # on a busy machine): one is what releasing memory needs.
     assert len(full) == 1
-
-
-def test_lomo_through_backward_with_a_learning_rate_and_a_no_op_step() -> None:
-    lomo_optim = pytest.importorskip("lomo_optim", reason="needs lomo-optim")
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-    reference = copy.deepcopy(model)
-    x, y = torch.randn(16, 4), torch.randn(16, 1)
-    acc = Accelerator(cpu=True)
-    model, optimizer = acc.prepare(model, lomo_optim.Lomo(model, lr=0.1))
-    acc.backward(torch.nn.functional.mse_loss(model(x), y), learning_rate=0.1)
-    optimizer.step()  # the update happened in the backward pass: step does nothing
-    optimizer.zero_grad()
-    torch.nn.functional.mse_loss(reference(x), y).backward()
-    with torch.no_grad():
-        for p in reference.parameters():
-            p -= 0.1 * p.grad
-    for mine, expected in zip(model.parameters(), reference.parameters(), strict=True):
-        torch.testing.assert_close(mine, expected)
