@@ -11,28 +11,13 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-from sft_run import tokenizer  # the character-level tokenizer of the SFTTrainer test
-from transformers import LlamaConfig, LlamaForCausalLM
+from sft_run import tiny_model, tokenizer  # the model and tokenizer of the SFTTrainer test
 
 
 def main() -> None:
     work = Path(sys.argv[1])
-    torch.manual_seed(0)
     tok = tokenizer()
-    model = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=64,
-            pad_token_id=0,
-            eos_token_id=1,
-        )
-    )
+    model = tiny_model(tok)
     model.save_pretrained(work / "model")
     tok.save_pretrained(work / "model")
     (work / "data").mkdir(parents=True)
