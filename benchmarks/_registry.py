@@ -67,7 +67,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "ecosystem",
         "ecosystem/bench_ecosystem.py",
         "ecosystem.md",
-        full=("--runs", "2", "--steps", "40", "--repeats", "2", "--load-repeats", "3"),
+        full=("--runs", "1", "--steps", "40", "--repeats", "2", "--load-repeats", "2"),
         short=(
             "--runs", "1", "--steps", "2", "--repeats", "1", "--one-process-only",
             "--hidden", "64", "--layers", "2", "--load-repeats", "1",
@@ -75,7 +75,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         full_only="transformers Trainer runs and loads in fresh interpreters, each importing "
         "transformers: minutes even when small",
         reference=True,
-        timeout=1800.0,
+        timeout=3600.0,
     ),
     Benchmark(
         "cli",
