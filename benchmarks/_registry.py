@@ -68,10 +68,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "ecosystem/bench_ecosystem.py",
         "ecosystem.md",
         full=("--runs", "1", "--steps", "40", "--repeats", "2", "--load-repeats", "2"),
-        short=(
-            "--runs", "1", "--steps", "2", "--repeats", "1", "--one-process-only",
-            "--hidden", "64", "--layers", "2", "--load-repeats", "1",
-        ),  # fmt: skip
+        short=tuple(
+            "--runs 1 --steps 2 --repeats 1 --one-process-only --hidden 64 --layers 2 "
+            "--load-repeats 1".split()
+        ),
         full_only="transformers Trainer runs and loads in fresh interpreters, each importing "
         "transformers: minutes even when small",
         reference=True,
