@@ -90,8 +90,13 @@ def numeric_columns(table: Table) -> list[int]:
 
 
 def _role(text: str) -> str:
-    """``ours``, ``reference`` or ``baseline`` from a row label or a column header."""
+    """``ours``, ``reference`` or ``baseline`` from a row label or a column header; a label
+    whose first word is ``accel`` or ``reference`` names its side, whatever follows (a
+    launcher called ``torchrun``, the variable ``ACCEL_AS_ACCELERATE``)."""
     lowered = f"{text.lower()} "
+    first = re.split(r"[^a-z]", lowered.lstrip(), maxsplit=1)[0]
+    if first in ("accel", "reference"):
+        return "ours" if first == "accel" else "reference"
     if "accelerate" in lowered or "reference" in lowered:
         return "reference"
     if any(word in lowered for word in _BASELINE_WORDS):

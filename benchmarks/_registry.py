@@ -67,11 +67,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "ecosystem",
         "ecosystem/bench_ecosystem.py",
         "ecosystem.md",
-        full=("--runs", "7", "--steps", "40"),
-        short=("--runs", "1", "--steps", "2"),
-        full_only="two transformers Trainer runs in fresh interpreters: about 60 s even when small",
+        full=("--runs", "1", "--steps", "40", "--repeats", "2", "--load-repeats", "2"),
+        short=tuple(
+            "--runs 1 --steps 2 --repeats 1 --one-process-only --hidden 64 --layers 2 "
+            "--load-repeats 1".split()
+        ),
+        full_only="transformers Trainer runs and loads in fresh interpreters, each importing "
+        "transformers: minutes even when small",
         reference=True,
-        timeout=1800.0,
+        timeout=3600.0,
     ),
     Benchmark(
         "cli",

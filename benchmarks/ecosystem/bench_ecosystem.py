@@ -1,52 +1,38 @@
-"""accel under transformers: the cost of the ``ACCEL_AS_ACCELERATE`` switch when it is off, and
-transformers' ``Trainer`` steps per second on accel and on the reference, side by side.
+"""accel under transformers: the cost of the ``ACCEL_AS_ACCELERATE`` switch when it is off,
+transformers' ``Trainer`` steps per second on accel and on the reference (1 and 2 processes), and
+``from_pretrained(device_map="auto")`` with disk offload, side by side in one run.
 
-Run: ``uv run --no-sync python benchmarks/ecosystem/bench_ecosystem.py [--runs 7] [--steps 40]
-[--out PAGE]``
+Run: ``uv run --no-sync python benchmarks/ecosystem/bench_ecosystem.py [--runs 2] [--steps 40]
+[--repeats 2] [--hidden 384 --layers 6 --load-repeats 3] [--out PAGE]``
 
 1. The ``.pth`` line that accel-torch installs runs at every interpreter start; with the variable
    unset it is one ``os.environ`` lookup. Measured: that line alone, in-process (mean of 200,000
    executions), and interpreter start (``python -c pass``) and ``import accel`` (``python -X
    importtime``), median of fresh processes, with the variable unset and set to ``0``.
-2. ``Trainer`` on a tiny Llama built from a config (no hub), ``--steps`` optimizer steps of batch
-   8, 1 process: transformers' own ``train_steps_per_second`` with ``import accelerate`` answered
-   by accel (``ACCEL_AS_ACCELERATE=1``) and by the reference, alternating ``--runs`` times.
+2. ``Trainer`` on a tiny Llama built from a config (no hub), with ``import accelerate``
+   answered by accel (``ACCEL_AS_ACCELERATE=1``) and by the reference: 1 process, and 2
+   processes under torchrun for both (the same launcher; ``accel launch --as_accelerate`` as
+   one more row). Per-phase step times explain the gap (``_eco_trainer.py``).
+3. ``from_pretrained(device_map="auto", max_memory=...)`` of a saved Llama with half its
+   weights offloaded to disk, accel against the reference, the in-memory load as the floor
+   (``_eco_load.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
 import subprocess
 import sys
 import sysconfig
-import textwrap
+import tempfile
 import time
 from pathlib import Path
 
-TRAIN = textwrap.dedent(
-    """
-    import json, sys, tempfile, torch
-    from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
-    steps = int(sys.argv[1])
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        max_position_embeddings=64))
-    ids = torch.randint(0, 256, (steps * 8, 32), generator=torch.Generator().manual_seed(0))
-    data = [{"input_ids": row, "labels": row} for row in ids]
-    with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(output_dir=out, per_device_train_batch_size=8, max_steps=steps,
-            save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True, logging_steps=10**6)
-        metrics = Trainer(model=model, args=args, train_dataset=data).train().metrics
-    import accelerate
-    print("RESULT " + json.dumps({"steps_per_second": steps / metrics["train_runtime"],
-                                  "accelerate": accelerate.__file__}))
-    """
-)
+import _eco_load  # benchmarks/ecosystem/, beside this file
+import _eco_trainer
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -98,26 +84,15 @@ def import_accel_ms(runs: int, env: dict[str, str]) -> float:
     return statistics.median(times)
 
 
-def trainer_steps(steps: int, as_accelerate: bool) -> float:
-    done = subprocess.run(
-        [sys.executable, "-c", TRAIN, str(steps)],
-        env=_env(ACCEL_AS_ACCELERATE="1" if as_accelerate else "0"),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        raise SystemExit(f"Trainer run failed:\n{(done.stdout + done.stderr)[-3000:]}")
-    result = json.loads(lines[0][7:])
-    assert ("/accel/" in result["accelerate"]) == as_accelerate, result
-    return float(result["steps_per_second"])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--runs", type=int, default=2, help="fresh interpreters per row")
+    parser.add_argument("--steps", type=int, default=40, help="optimizer steps per train()")
+    parser.add_argument("--repeats", type=int, default=2, help="train() calls per interpreter")
+    parser.add_argument("--one-process-only", action="store_true", help="skip the 2-process rows")
+    parser.add_argument("--hidden", type=int, default=384, help="hidden size of the loaded Llama")
+    parser.add_argument("--layers", type=int, default=6, help="layers of the loaded Llama")
+    parser.add_argument("--load-repeats", type=int, default=3, help="loads per interpreter")
     parser.add_argument("--out", default=None, help="page to write")
     args = parser.parse_args()
 
@@ -135,36 +110,36 @@ def main() -> None:
             f"{import_accel_ms(args.runs, zero):.1f}",
         ),
     ]
-    ours, reference = [], []
-    for _ in range(args.runs):
-        ours.append(trainer_steps(args.steps, True))
-        reference.append(trainer_steps(args.steps, False))
+    with tempfile.TemporaryDirectory() as work:
+        trained = _eco_trainer.run_all(
+            work, args.steps, args.repeats, args.runs, not args.one_process_only
+        )
+        loaded = _eco_load.run_all(work, args.hidden, args.layers, args.load_repeats, args.runs)
     load = os.getloadavg()[0]
+    flags = " ".join(sys.argv[1:]).replace(f"--out {args.out}", "").strip()
     page = [
-        "# accel under transformers",
+        f"## Latest run of `bench_ecosystem.py {flags}`",
         "",
-        f"Script: `benchmarks/ecosystem/bench_ecosystem.py --runs {args.runs} --steps "
-        f"{args.steps}`; load average {load:.1f} at the end (the machine may be shared: compare "
-        "within a table).",
+        f"Load average {load:.1f} at the end (the machine may be shared: compare within a table).",
         "",
-        "## The switch, off: what every interpreter start pays",
+        "### The switch, off: what every interpreter start pays",
         "",
         "| measure | variable unset | `ACCEL_AS_ACCELERATE=0` |",
         "| --- | ---: | ---: |",
         *[f"| {a} | {b} | {c} |" for a, b, c in rows],
         "",
-        f"## `Trainer` steps per second, 1 process (tiny Llama, batch 8, {args.steps} steps)",
+        *_eco_trainer.tables(trained, args.steps, args.repeats, args.runs),
         "",
-        "| library answering `import accelerate` | median steps/s | runs |",
-        "| --- | ---: | ---: |",
-        f"| accel (`ACCEL_AS_ACCELERATE=1`) | {statistics.median(ours):.2f} | {len(ours)} |",
-        f"| reference accelerate | {statistics.median(reference):.2f} | {len(reference)} |",
+        *_eco_load.table(loaded, args.hidden, args.layers, args.load_repeats, args.runs),
         "",
     ]
     text = "\n".join(page)
     print(text)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from _machine import write_section  # benchmarks/_machine.py
+
+        write_section(args.out, "bench_ecosystem", "accel under transformers", text)
 
 
 if __name__ == "__main__":

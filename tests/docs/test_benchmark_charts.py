@@ -66,6 +66,9 @@ def test_numbers_roles_and_settings() -> None:
         "reference",
         "baseline",
     ]
+    # A row that names its library first is that library's, whatever its launcher is called.
+    labels = ("accel · 2 · torchrun", "accel · ACCEL_AS_ACCELERATE=1", "reference · torchrun")
+    assert [charts._role(text) for text in labels] == ["ours", "ours", "reference"]
     table = charts.tables(["| op | size | us |", "| - | - | - |", "| a | 1 KB | 3 |"])[0]
     table.rows += [["b", "1 KB", "5"], ["c", "1 KB", "4"]]
     assert charts.numeric_columns(table) == [2]  # a repeated size is a setting, not a result

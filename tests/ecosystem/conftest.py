@@ -62,5 +62,10 @@ def run(argv: list[str], *, as_accelerate: bool, timeout: float = 240) -> dict[s
 def eco() -> types.SimpleNamespace:
     """The helpers above, for the tests of this folder."""
     return types.SimpleNamespace(
-        SCRIPTS=SCRIPTS, LAUNCH=LAUNCH, TORCHRUN=TORCHRUN, require=require, run=run
+        SCRIPTS=SCRIPTS,
+        LAUNCH=LAUNCH,
+        TORCHRUN=TORCHRUN,
+        require=require,
+        run=run,
+        environment=environment,
     )

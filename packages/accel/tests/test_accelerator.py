@@ -317,6 +317,7 @@ def test_join_uneven_inputs_single_process():
 
 
 def test_lomo_backward_updates_like_sgd_and_refuses_other_optimizers():
+    """Also through ``backward(loss, learning_rate=...)`` and a no-op ``step``."""
     lomo_optim = pytest.importorskip("lomo_optim", reason="needs lomo-optim")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
@@ -329,6 +330,16 @@ def test_lomo_backward_updates_like_sgd_and_refuses_other_optimizers():
     with torch.no_grad():
         for p in reference.parameters():
             p -= 0.1 * p.grad  # LOMO without clipping or decay is plain SGD, fused
+    for mine, expected in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(mine, expected)
+    # transformers' Trainer(optim="lomo"): backward with the rate, then a step that does nothing
+    reference.zero_grad()
+    acc.backward(torch.nn.functional.mse_loss(model(x), y), learning_rate=0.1)
+    optimizer.step()
+    torch.nn.functional.mse_loss(reference(x), y).backward()
+    with torch.no_grad():
+        for p in reference.parameters():
+            p -= 0.1 * p.grad
     for mine, expected in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(mine, expected)
 

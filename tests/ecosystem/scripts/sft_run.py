@@ -26,10 +26,10 @@ def tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>")
 
 
-def main() -> None:
+def tiny_model(tok: PreTrainedTokenizerFast) -> LlamaForCausalLM:
+    """A 2-layer Llama for ``tok``'s vocabulary, seeded."""
     torch.manual_seed(0)
-    tok = tokenizer()
-    model = LlamaForCausalLM(
+    return LlamaForCausalLM(
         LlamaConfig(
             vocab_size=len(tok),
             hidden_size=32,
@@ -42,6 +42,11 @@ def main() -> None:
             eos_token_id=1,
         )
     )
+
+
+def main() -> None:
+    tok = tokenizer()
+    model = tiny_model(tok)
     texts = [f"the cat sat on mat number {'abcdefgh'[i % 8]}." for i in range(32)]
     args = SFTConfig(
         output_dir=sys.argv[1],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -130,8 +129,7 @@ class OpsMixin(AcceleratorCore):
         self._prepared.clear()
         self.engine.release()
         self.step = 0
-        gc.collect()
-        return release_memory(*objects)
+        return release_memory(*objects)  # one full garbage collection, then the device caches
 
     def clear(self, *objects: Any) -> list[None]:
         """Alias of :meth:`free_memory`."""

@@ -19,6 +19,9 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
     synchronisations); under fp16 ``step`` goes through the grad scaler, and
     :attr:`step_was_skipped` says whether the scaler skipped it because of inf/nan gradients.
     On XLA the step averages gradients across replicas, then marks a step of the lazy graph.
+    A LOMO optimizer (``lomo_optim.Lomo`` / ``AdaLomo``) updates the parameters inside the
+    backward pass ([`backward`][accel.Accelerator.backward] with ``learning_rate=``): its
+    ``step`` does nothing.
     """
 
     def __init__(
@@ -33,6 +36,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         self.device_placement = device_placement
         self._is_overflow = False
         self._unscaled = False
+        self._fused_update = type(optimizer).__name__ in ("Lomo", "AdaLomo")
         if device_placement:
             device = AcceleratorState().device
             if device.type != "cpu":
@@ -95,7 +99,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
             self.optimizer.eval()
 
     def step(self, closure: Any = None) -> Any:
-        if not self.gradient_state.sync_gradients:
+        if self._fused_update or not self.gradient_state.sync_gradients:
             return None
         if self.scaler is None:
             self._is_overflow = False

@@ -17,11 +17,18 @@ class TrainingMixin(AcceleratorCore):
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Backward pass of ``loss``, divided by the accumulation steps and scaled under fp16.
 
-        Keyword arguments go to ``loss.backward`` (e.g. ``retain_graph=True``).
+        Keyword arguments go to ``loss.backward`` (e.g. ``retain_graph=True``), except
+        ``learning_rate`` while a LOMO optimizer is prepared: then the pass is
+        [`lomo_backward`][accel.Accelerator.lomo_backward] at that rate (transformers'
+        ``Trainer`` with ``optim="lomo"`` calls it so).
         """
         steps = self.gradient_state.num_steps
         if steps > 1:
             loss = loss / steps
+        learning_rate = kwargs.get("learning_rate")
+        if learning_rate is not None and self._lomo_optimizers():
+            self.lomo_backward(loss, learning_rate)
+            return
         self.engine.backward(loss, **kwargs)
 
     def lomo_backward(self, loss: torch.Tensor, learning_rate: float) -> None:
@@ -31,11 +38,7 @@ class TrainingMixin(AcceleratorCore):
         Raises:
             ValueError: when no prepared optimizer is a LOMO optimizer.
         """
-        fused = [
-            inner
-            for inner in (getattr(opt, "optimizer", opt) for opt in self._prepared.optimizers)
-            if type(inner).__name__ in ("Lomo", "AdaLomo") and hasattr(inner, "fused_backward")
-        ]
+        fused = self._lomo_optimizers()
         if not fused:
             names = [
                 type(getattr(opt, "optimizer", opt)).__name__ for opt in self._prepared.optimizers
@@ -48,6 +51,14 @@ class TrainingMixin(AcceleratorCore):
             )
         for optimizer in fused:
             optimizer.fused_backward(loss, learning_rate)
+
+    def _lomo_optimizers(self) -> list[Any]:
+        """The prepared LOMO optimizers (those that update inside the backward pass)."""
+        return [
+            inner
+            for inner in (getattr(opt, "optimizer", opt) for opt in self._prepared.optimizers)
+            if type(inner).__name__ in ("Lomo", "AdaLomo") and hasattr(inner, "fused_backward")
+        ]
 
     @contextlib.contextmanager
     def maybe_context_parallel(
