@@ -95,6 +95,7 @@ def test_recursively_apply_error_on_other_type() -> None:
     assert out == [2, "a", 2.5]
 
 
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor")
 def test_recursively_apply_error_text_is_the_reference_text() -> None:
     # Code written for the reference compares the whole text of this error.
     with pytest.raises(TypeError) as info:
