@@ -232,4 +232,4 @@ def test_under_the_switch_accel_logs_under_the_reference_logger_names() -> None:
 
 def test_off_the_switch_accel_logs_under_its_own_names() -> None:
     out = python(_LOGGING_PROBE.format(switch="pass"))
-    assert out.stdout.split() == ["1", "0", "accel_state._env._tools", "2"], out.stdout
+    assert out.stdout.split() == ["1", "0", "accel_state.env", "2"], out.stdout

@@ -28,7 +28,7 @@ from ._tensors import (
     set_module_tensor_to_device,
 )
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("accel_bigmodel.modeling")
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-_logger = logging.getLogger(__name__)
+_logger = logging.getLogger("accel_state.env")
 
 _ENV_PREFIXES = ("ACCEL_", "ACCELERATE_")
 _FORBIDDEN = (";", "\n", "<", ">", " ")

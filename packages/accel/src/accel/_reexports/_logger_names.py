@@ -1,6 +1,7 @@
 """Log records under the reference's logger names while accel answers ``accelerate`` imports.
 
-accel's modules log through loggers of their own names (``accel_state._env._tools``). Code
+accel's packages log through loggers named by job (``accel_state.env``,
+``accel_bigmodel.modeling``). Code
 written for the reference listens to the reference's names instead: it silences
 ``logging.getLogger("accelerate.utils.modeling")`` or waits for a warning on
 ``accelerate.utils.environment``. While accel serves the reference's module paths
@@ -17,22 +18,16 @@ import threading
 
 REFERENCE_LOGGER_NAMES: dict[str, str] = {
     # accel_state
-    "accel_state._env._tools": "accelerate.utils.environment",
-    "accel_state._env._tools:check_os_kernel": "accelerate.utils.other",
-    "accel_state._machine._hardware": "accelerate.utils.environment",
-    "accel_state._plugins._fsdp_plugin": "accelerate.utils.dataclasses",
-    "accel_state._plugins._megatron_parsers": "accelerate.utils.dataclasses",
+    "accel_state.env": "accelerate.utils.environment",
+    "accel_state.env:check_os_kernel": "accelerate.utils.other",
+    "accel_state.machine": "accelerate.utils.environment",
+    "accel_state.plugins": "accelerate.utils.dataclasses",
     # accel_bigmodel
-    "accel_bigmodel._checkpoint_io": "accelerate.utils.modeling",
-    "accel_bigmodel._device_map": "accelerate.utils.modeling",
-    "accel_bigmodel._memory_budget": "accelerate.utils.modeling",
-    "accel_bigmodel._placement_helpers": "accelerate.utils.modeling",
-    "accel_bigmodel._state_dict_tools": "accelerate.utils.modeling",
-    "accel_bigmodel._dispatch_model": "accelerate.big_modeling",
-    "accel_bigmodel._layerwise_casting": "accelerate.big_modeling",
-    "accel_bigmodel._offload_access": "accelerate.utils.offload",
+    "accel_bigmodel.modeling": "accelerate.utils.modeling",
+    "accel_bigmodel.big_modeling": "accelerate.big_modeling",
+    "accel_bigmodel.offload": "accelerate.utils.offload",
     # accel_precision, accel_trackers, accel_pipeline
-    "accel_precision._bnb_load": "accelerate.utils.bnb",
+    "accel_precision.bnb": "accelerate.utils.bnb",
     "accel_trackers": "accelerate.tracking",
     "accel_pipeline": "accelerate.inference",
     # accel
@@ -82,4 +77,4 @@ def route_to_reference_names() -> None:
 
 def is_routed() -> bool:
     """Whether accel's records go to the reference's logger names in this process."""
-    return _ROUTER in logging.getLogger("accel_state._env._tools").filters
+    return _ROUTER in logging.getLogger("accel_state.env").filters
