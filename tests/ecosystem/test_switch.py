@@ -196,3 +196,40 @@ def test_launch_as_accelerate_reaches_the_processes(tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     lines = sorted(line for line in done.stdout.splitlines() if line.startswith("RANK"))
     assert lines == ["RANK 0 1.15.0 True", "RANK 1 1.15.0 True"], done.stdout + done.stderr
+
+
+_LOGGING_PROBE = """
+    import logging, warnings
+    warnings.simplefilter("ignore")
+    import accel
+    {switch}
+    from accel.utils import convert_dict_to_env_variables
+
+    class Keep(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.records = []
+
+        def emit(self, record):
+            self.records.append(record)
+
+    root, reference = Keep(), Keep()
+    logging.getLogger().addHandler(root)
+    logging.getLogger("accelerate.utils.environment").addHandler(reference)
+    convert_dict_to_env_variables({{"BAD": "<x"}})
+    print(len(root.records), len(reference.records), root.records[0].name)
+    logging.getLogger("accelerate.utils.environment").setLevel(logging.ERROR)
+    convert_dict_to_env_variables({{"BAD": "<x"}})
+    print(len(root.records))
+"""
+
+
+def test_under_the_switch_accel_logs_under_the_reference_logger_names() -> None:
+    # Code written for the reference listens to (and silences) its own logger names.
+    out = python(_LOGGING_PROBE.format(switch="accel.install_as_accelerate()"))
+    assert out.stdout.split() == ["1", "1", "accelerate.utils.environment", "1"], out.stdout
+
+
+def test_off_the_switch_accel_logs_under_its_own_names() -> None:
+    out = python(_LOGGING_PROBE.format(switch="pass"))
+    assert out.stdout.split() == ["1", "0", "accel_state.env", "2"], out.stdout

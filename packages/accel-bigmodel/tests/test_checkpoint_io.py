@@ -224,6 +224,20 @@ def test_missing_and_unexpected_keys(tiny, tmp_path, caplog):
     assert model._accel_load_report.missing_keys == ["blocks.0.up.bias"]
 
 
+def test_unexpected_tensors_are_reported_in_the_reference_words(tmp_path, caplog):
+    # Code written for the reference (and transformers users) look for this phrase.
+    state = checkpoint_state(TinyLM())
+    state["extra.weight"] = torch.zeros(2)
+    path = tmp_path / "model.safetensors"
+    write_safetensors(str(path), state)
+    with caplog.at_level("WARNING", logger="accel_bigmodel"):
+        load_checkpoint_in_model(TinyLM(), str(path))
+    (record,) = [r for r in caplog.records if "extra.weight" in r.getMessage()]
+    assert record.getMessage().startswith(
+        f"Some weights of the model checkpoint at {path} were not used when initializing TinyLM:"
+    )
+
+
 def test_shape_mismatch_is_an_error(tmp_path):
     path = tmp_path / "model.safetensors"
     write_safetensors(str(path), checkpoint_state(TinyLM(width=8)))

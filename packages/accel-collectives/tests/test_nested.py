@@ -87,12 +87,23 @@ def test_recursively_apply_mapping_rebuild_fallbacks() -> None:
 
 
 def test_recursively_apply_error_on_other_type() -> None:
-    with pytest.raises(TypeError, match="found a str"):
+    with pytest.raises(TypeError, match="<class 'str'>"):
         ac.recursively_apply(lambda t: t, [torch.ones(1), "s"], error_on_other_type=True)
     out = ac.recursively_apply(
         lambda x: x + 1, [1, "a", 2.5], test_type=lambda x: isinstance(x, int)
     )
     assert out == [2, "a", 2.5]
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor")
+def test_recursively_apply_error_text_is_the_reference_text() -> None:
+    # Code written for the reference compares the whole text of this error.
+    with pytest.raises(TypeError) as info:
+        ac.recursively_apply(torch.tensor, (torch.tensor(1), 1), error_on_other_type=True)
+    assert str(info.value) == (
+        "Unsupported types (<class 'int'>) passed to `tensor`. Only nested list/tuple/dicts of "
+        "objects that are valid for `is_torch_tensor` should be passed."
+    )
 
 
 def test_honor_type() -> None:
@@ -180,3 +191,13 @@ def test_concatenate() -> None:
         ac.concatenate([])
     with pytest.raises(TypeError, match="found a str"):
         ac.concatenate(["a", "b"])
+
+
+def test_concatenate_returns_a_single_batch_as_is() -> None:
+    # One batch needs no joining: its non-tensor leaves come back unchanged, as in the reference.
+    assert ac.concatenate(["text"]) == "text"
+    batch = {"ids": torch.ones(2), "names": ["a", "b"], "step": 3}
+    out = ac.concatenate([batch])
+    assert out["names"] == ["a", "b"] and out["step"] == 3 and out["ids"].tolist() == [1, 1]
+    with pytest.raises(TypeError, match="found a int"):
+        ac.concatenate([{"step": 1}, {"step": 2}])

@@ -149,6 +149,9 @@ def test_check_os_kernel_warns_only_on_an_old_linux_kernel(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING):
         s.check_os_kernel()
     assert "4.15.0" in caplog.text and "5.5.0" in caplog.text
+    # The record's own text holds the version (code written for the reference reads .msg).
+    (record,) = caplog.records
+    assert "4.15.0" in record.msg and "5.5.0" in record.msg
     caplog.clear()
     monkeypatch.setattr(platform, "uname", lambda: uname("6.8.0-45-generic"))
     s.check_os_kernel()

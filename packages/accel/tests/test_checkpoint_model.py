@@ -1,4 +1,5 @@
 import json
+import logging
 import os
 
 import pytest
@@ -103,3 +104,27 @@ def test_constants_at_utils():
     assert u.WEIGHTS_INDEX_NAME == "pytorch_model.bin.index.json"
     assert u.SAFE_WEIGHTS_INDEX_NAME == "model.safetensors.index.json"
     assert u.ProjectConfiguration(project_dir="p").logging_dir == "p"
+
+
+class _SharedLayers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(3, 3)
+        self.b = self.a
+
+
+def test_save_with_safetensors_warns_about_shared_tensors(tmp_path, caplog):
+    state = _SharedLayers().state_dict()
+    path = tmp_path / "model.safetensors"
+    with caplog.at_level(logging.WARNING):
+        accel.utils.save(state, path, safe_serialization=True)
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    text = warnings[0].getMessage()
+    assert text.startswith("Removed shared tensor") and "b.weight" in text and "b.bias" in text
+    assert "'b.weight': 'a.weight'" in text  # names what each removed tensor shares memory with
+    assert set(load_file(path)) == {"a.weight", "a.bias"}
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        accel.utils.save({"w": torch.ones(2)}, tmp_path / "w.safetensors", safe_serialization=True)
+    assert not caplog.records

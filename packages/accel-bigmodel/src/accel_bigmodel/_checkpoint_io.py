@@ -28,7 +28,7 @@ from ._tensors import (
     set_module_tensor_to_device,
 )
 
-logger = logging.getLogger("accel_bigmodel")
+logger = logging.getLogger("accel_bigmodel.modeling")
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -416,8 +416,14 @@ def load_checkpoint_in_model(
             _short(report.missing_keys),
         )
     if report.unexpected_keys:
+        # The opening words are the reference's (and transformers'): users search logs for them.
         logger.warning(
-            "%d checkpoint tensors do not belong to the model and were skipped: %s",
+            "Some weights of the model checkpoint at %s were not used when initializing %s: "
+            "%d checkpoint tensors do not belong to the model and were skipped: %s. Check that "
+            "the checkpoint matches the model definition, or pass strict=True to make this an "
+            "error.",
+            os.fspath(checkpoint),
+            type(model).__name__,
             len(report.unexpected_keys),
             _short(report.unexpected_keys),
         )

@@ -21,7 +21,7 @@ from ._sizes import (
     scan_modules,
 )
 
-logger = logging.getLogger("accel_bigmodel")
+logger = logging.getLogger("accel_bigmodel.modeling")
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 

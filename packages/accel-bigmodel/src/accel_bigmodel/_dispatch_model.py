@@ -32,7 +32,7 @@ from ._offload import (
 from ._prefetch import attach_prefetcher
 from ._tensors import Device, find_tied_parameters, retie_parameters
 
-logger = logging.getLogger("accel_bigmodel")
+logger = logging.getLogger("accel_bigmodel.big_modeling")
 
 PathLike = Union[str, "os.PathLike[str]"]
 

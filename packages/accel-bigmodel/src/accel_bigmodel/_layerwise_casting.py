@@ -12,7 +12,7 @@ from torch import nn
 
 from ._hooks import ModelHook, add_hook_to_module
 
-logger = logging.getLogger("accel_bigmodel")
+logger = logging.getLogger("accel_bigmodel.big_modeling")
 
 SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING: tuple[type[nn.Module], ...] = (
     nn.Conv1d,

@@ -15,7 +15,7 @@ from ._devices import DeviceMapError, _problem, check_device, describe_devices
 from ._size_text import convert_file_size_to_int
 from ._sizes import compute_module_sizes
 
-logger = logging.getLogger("accel_bigmodel")
+logger = logging.getLogger("accel_bigmodel.modeling")
 
 DeviceKey = Union[int, str]
 """A device of a ``max_memory`` or ``device_map``: an accelerator index, or a name."""

@@ -14,7 +14,7 @@ from torch import nn
 from ._align_devices import AlignDevicesHook
 from ._tensors import set_module_tensor_to_device
 
-_logger = logging.getLogger(__name__)
+_logger = logging.getLogger("accel_bigmodel.offload")
 
 Device = Union[int, str, torch.device]
 

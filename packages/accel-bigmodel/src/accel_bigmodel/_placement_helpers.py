@@ -15,7 +15,7 @@ from torch import nn
 from ._device_map_use import mapped_device
 from ._size_text import convert_file_size_to_int
 
-logger = logging.getLogger("accel_bigmodel")
+logger = logging.getLogger("accel_bigmodel.modeling")
 
 
 class CustomDtype(enum.Enum):

@@ -10,7 +10,7 @@ from torch import nn
 
 from ._weights_io import find_tied_storages
 
-logger = logging.getLogger("accel_bigmodel")
+logger = logging.getLogger("accel_bigmodel.modeling")
 
 
 def clean_state_dict_for_safetensors(state_dict: dict[str, Any]) -> dict[str, Any]:

@@ -148,11 +148,12 @@ def recursively_apply(
     if test_type(data):
         return func(data, *args, **kwargs)
     if error_on_other_type:
+        # The reference's text, word for word: code written for it compares the whole message.
         name = getattr(func, "__name__", repr(func))
         raise TypeError(
-            f"{name} applies only to nested lists/tuples/dicts of objects that pass "
-            f"{getattr(test_type, '__name__', test_type)}; found a {type(data).__name__}. "
-            "Remove that object from the structure or convert it first."
+            f"Unsupported types ({type(data)}) passed to `{name}`. Only nested list/tuple/dicts "
+            f"of objects that are valid for `{getattr(test_type, '__name__', test_type)}` "
+            "should be passed."
         )
     return data
 
@@ -343,7 +344,8 @@ def slice_tensors(
 def concatenate(data: list[Any], dim: int = 0) -> Any:
     """Concatenate a list of nested structures of tensors leaf by leaf along ``dim``.
 
-    Every element of ``data`` must have the structure of ``data[0]``.
+    Every element of ``data`` must have the structure of ``data[0]``. A single batch needs no
+    joining: its non-tensor leaves (strings, numbers ...) come back unchanged.
 
     Args:
         data: A non-empty list of nested lists/tuples/dicts of tensors.
@@ -351,7 +353,7 @@ def concatenate(data: list[Any], dim: int = 0) -> Any:
 
     Raises:
         ValueError: if ``data`` is empty.
-        TypeError: if a leaf is not a tensor.
+        TypeError: if a leaf of two or more batches is not a tensor.
     """
     if len(data) == 0:
         raise ValueError(
@@ -368,6 +370,8 @@ def concatenate(data: list[Any], dim: int = 0) -> Any:
             first, {k: concatenate([d[k] for d in data], dim=dim) for k in first}
         )
     if not isinstance(first, torch.Tensor):
+        if len(data) == 1:
+            return first
         raise TypeError(
             "concatenate only joins nested lists/tuples/dicts of tensors; found a "
             f"{type(first).__name__}. Remove non-tensor values first."

@@ -30,7 +30,7 @@ from ._bnb_layers import (
 )
 from ._optional_backends import require_bnb
 
-logger = logging.getLogger("accel_precision")
+logger = logging.getLogger("accel_precision.bnb")
 
 PathLike = Union[str, "os.PathLike[str]"]
 _STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")

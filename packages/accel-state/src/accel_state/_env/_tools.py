@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-_logger = logging.getLogger(__name__)
+_logger = logging.getLogger("accel_state.env")
 
 _ENV_PREFIXES = ("ACCEL_", "ACCELERATE_")
 _FORBIDDEN = (";", "\n", "<", ">", " ")
@@ -122,8 +122,9 @@ def check_os_kernel() -> None:
         return
     kernel = tuple(int(part) for part in match.groups())
     if kernel < _MIN_KERNEL:
+        # Formatted here, not by logging: code written for the reference reads the record's msg.
+        version = ".".join(map(str, kernel))
         _logger.warning(
-            "Detected kernel version %s, which is below the recommended minimum of 5.5.0; "
-            "this can cause the process to hang. Upgrade the kernel to 5.5.0 or newer.",
-            ".".join(map(str, kernel)),
+            f"Detected kernel version {version}, which is below the recommended minimum of "
+            "5.5.0; this can cause the process to hang. Upgrade the kernel to 5.5.0 or newer."
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .._env._launcher import get_int_from_env
 
-logger = logging.getLogger("accel_state")
+logger = logging.getLogger("accel_state.machine")
 
 NUMA_NODES_DIR = "/sys/devices/system/node"
 """Where Linux describes NUMA nodes (``node<i>/cpulist``)."""

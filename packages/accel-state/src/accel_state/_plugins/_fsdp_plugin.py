@@ -23,7 +23,7 @@ from .. import environment_variables as env
 from . import _fsdp_objects as objects
 from ._kwargs import KwargsHandler
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("accel_state.plugins")
 
 
 @dataclass

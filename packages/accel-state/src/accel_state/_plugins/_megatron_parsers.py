@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("accel_state.plugins")
 
 Parser = Callable[[Any, Any, Any], None]
 """``(megatron_lm_plugin, model, batch_data) -> None``."""

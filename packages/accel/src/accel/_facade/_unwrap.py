@@ -9,6 +9,8 @@ import torch
 
 # The attribute the facade stores the model's own forward under when it adds autocast.
 ORIGINAL_FORWARD = "_accel_original_forward"
+# The attribute code written for the reference stores it under before wrapping ``forward``.
+REFERENCE_ORIGINAL_FORWARD = "_original_forward"
 
 
 def is_compiled_module(module: Any) -> bool:
@@ -48,6 +50,27 @@ def _unwrap_tree(module: torch.nn.Module, wrappers: tuple[type, ...]) -> torch.n
     return module
 
 
+def _wraps(forward: Any, original: Any) -> bool:
+    """Whether ``original`` is reached from ``forward`` through ``__wrapped__`` links."""
+    seen: set[int] = set()
+    while hasattr(forward, "__wrapped__") and id(forward) not in seen:
+        seen.add(id(forward))
+        forward = forward.__wrapped__
+        if forward == original:
+            return True
+    return False
+
+
+def _restore_forward(module: torch.nn.Module, original: Any) -> None:
+    """Give ``module`` back ``original`` as its forward; the class's own forward bound to
+    ``module`` is restored by dropping the instance attribute, so the model pickles."""
+    own = getattr(type(module), "forward", None)
+    if getattr(original, "__self__", None) is module and getattr(original, "__func__", None) is own:
+        module.__dict__.pop("forward", None)
+    else:
+        module.forward = original
+
+
 def extract_model_from_parallel(
     model: torch.nn.Module,
     keep_fp32_wrapper: bool = True,
@@ -60,7 +83,10 @@ def extract_model_from_parallel(
     Args:
         model: A model, possibly wrapped by ``prepare`` and/or ``torch.compile``.
         keep_fp32_wrapper: Keep the mixed-precision wrapper ``prepare`` put on ``forward``;
-            False restores the model's own ``forward``.
+            False restores the model's own ``forward``. A forward kept as
+            ``model._original_forward`` (as code written for the reference does before wrapping
+            ``forward``) is restored too when the current forward wraps it (through
+            ``__wrapped__``); the unwrapped model then pickles.
         keep_torch_compile: Return the compiled wrapper (around the unwrapped model) when
             ``model`` was compiled; False returns the model under it.
         recursive: Also replace wrapped submodules (``layer = Wrapper(layer)``) by the module
@@ -82,7 +108,12 @@ def extract_model_from_parallel(
     if recursive:
         inner = _unwrap_tree(inner, wrappers)
     if not keep_fp32_wrapper and ORIGINAL_FORWARD in inner.__dict__:
-        inner.forward = inner.__dict__.pop(ORIGINAL_FORWARD)
+        _restore_forward(inner, inner.__dict__.pop(ORIGINAL_FORWARD))
+    reference_original = inner.__dict__.get(REFERENCE_ORIGINAL_FORWARD)
+    if not keep_fp32_wrapper and reference_original is not None:
+        if _wraps(inner.__dict__.get("forward"), reference_original):
+            del inner.__dict__[REFERENCE_ORIGINAL_FORWARD]
+            _restore_forward(inner, reference_original)
     if compiled is not None and keep_torch_compile:
         if is_compiled_module(compiled):
             compiled._orig_mod = inner

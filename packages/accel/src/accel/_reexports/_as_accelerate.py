@@ -23,6 +23,8 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ._logger_names import route_to_reference_names
+
 ACCELERATE_API_VERSION = "1.15.0"
 """The reference library's release whose API accel implements: what ``accelerate.__version__``
 and ``importlib.metadata.version("accelerate")`` report under ``install_as_accelerate()``.
@@ -196,6 +198,8 @@ def install_as_accelerate() -> None:
     Under the switch, ``accelerate.__version__`` and ``importlib.metadata.version("accelerate")``
     report [`ACCELERATE_API_VERSION`][accel.ACCELERATE_API_VERSION], so the version gates of
     transformers, PEFT, TRL and diffusers accept accel; ``accel.__version__`` is unchanged.
+    accel's warnings and messages are logged under the reference's logger names
+    (``accelerate.utils.modeling`` ...), so levels and handlers set on those names apply.
 
     Raises:
         AccelerateAlreadyImportedError: The reference ``accelerate`` is imported already, so
@@ -229,6 +233,7 @@ def install_as_accelerate() -> None:
         installed = importlib.machinery.PathFinder.find_spec(_REFERENCE)
         sys.meta_path.insert(0, AccelerateFinder())
         importlib.invalidate_caches()
+        route_to_reference_names()
     if installed is not None and installed.origin:
         warnings.warn(
             f"The reference 'accelerate' is installed ({installed.origin}), and "

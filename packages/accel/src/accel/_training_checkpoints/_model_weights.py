@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -23,6 +24,8 @@ from ._state_files import (
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+_logger = logging.getLogger(__name__)
+
 
 def save(
     obj: Any, f: Any, save_on_each_node: bool = False, safe_serialization: bool = False
@@ -38,7 +41,8 @@ def save(
         obj: What to save; a dict of tensors when ``safe_serialization``.
         f: A path, or a writable binary file object (written as is).
         save_on_each_node: Write once per machine (machines without a shared filesystem).
-        safe_serialization: Write safetensors instead of a torch pickle.
+        safe_serialization: Write safetensors instead of a torch pickle. Tensors that share
+            memory with an earlier one are stored once, with a warning naming them.
     """
     state = PartialState()
     writes = state.is_local_main_process if save_on_each_node else state.is_main_process
@@ -61,7 +65,7 @@ def save(
                 "safe_serialization=True stores a dict of tensors only; got "
                 f"{type(obj).__name__}. Save tensors, or pass safe_serialization=False."
             )
-        unique = _drop_aliases(dict(obj))
+        unique = _drop_aliases(dict(obj), path)
         write_safetensors(path, unique, metadata={"format": "pt"})
         fsync_file(path)
         return
@@ -70,8 +74,20 @@ def save(
     os.replace(tmp, path)
 
 
-def _drop_aliases(state_dict: dict[str, Any]) -> dict[str, Any]:
+def _drop_aliases(state_dict: dict[str, Any], path: str) -> dict[str, Any]:
+    """``state_dict`` without the tensors that share memory with an earlier one, with a warning
+    naming each removed tensor and the one it shares memory with."""
     aliases = tied_aliases(state_dict)
+    if aliases:
+        _logger.warning(
+            "Removed shared tensor %s while saving %s: safetensors stores shared memory once, "
+            "and each removed tensor shares memory with the kept one in %s. Loaders that know "
+            "the model (load_checkpoint_in_model, load_state) tie them again; check that "
+            "reloading reports no missing tensors.",
+            sorted(aliases),
+            path,
+            aliases,
+        )
     return {k: v for k, v in state_dict.items() if k not in aliases}
 
 
