@@ -73,10 +73,18 @@ class SkipDataLoader(DataLoaderStateMixin, DataLoader):
     base_dataloader = BaseLoaderView()
     """The loader that loads the batches: this one (the reference's adapters wrap one)."""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+    def __new__(
+        cls,
+        dataset: Any,
+        skip_batches: int = 0,
+        use_stateful_dataloader: bool = False,
+        **kwargs: Any,
+    ) -> Any:
         # use_stateful_dataloader=True builds the subclass that is also torchdata's
-        # StatefulDataLoader; __init__ then runs with the same arguments.
-        return super().__new__(loader_class(cls, args, kwargs))
+        # StatefulDataLoader; __init__ then runs with the same arguments. The parameters are
+        # spelled out so that the class's signature is __init__'s.
+        flag = {"use_stateful_dataloader": use_stateful_dataloader}
+        return super().__new__(loader_class(cls, (), flag))
 
     def __init__(
         self,
