@@ -81,3 +81,36 @@ def test_prefetcher_on_and_off_give_identical_outputs(reference, tmp_path, devic
     without = [dispatched(ids) for _ in range(3)]
     for a, b in zip(with_prefetch, without):
         assert torch.equal(a, b), (a - b).abs().max()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@torch.no_grad()
+def test_loaded_weights_equal_the_stored_ones_bit_for_bit(tmp_path, device):
+    """Weights bound for CUDA go through page-locked staging buffers in 16 MiB chunks, several
+    threads at once; a tensor bigger than one chunk and odd-sized ones must land intact."""
+    torch.manual_seed(0)
+    stored = {
+        "big.weight": torch.randn(4100, 1100).to(torch.bfloat16),  # 9.0 MB: several chunks
+        "huge.weight": torch.randn(9000, 1000),  # 36 MB in float32
+        "odd.weight": torch.randn(3, 7),
+        "odd.bias": torch.randn(3),
+    }
+    save_file(stored, tmp_path / "model.safetensors")
+
+    def build() -> torch.nn.Module:
+        model = torch.nn.Module()
+        model.big = torch.nn.Linear(1100, 4100, bias=False, dtype=torch.bfloat16)
+        model.huge = torch.nn.Linear(1000, 9000, bias=False)
+        model.odd = torch.nn.Linear(7, 3)
+        return model
+
+    with init_empty_weights():
+        empty = build()
+    main = 0 if device == "cuda" else "cpu"
+    model = load_checkpoint_and_dispatch(
+        empty, tmp_path / "model.safetensors", device_map={"": main}
+    )
+    for name, value in stored.items():
+        loaded = model.get_parameter(name)
+        assert loaded.device.type == device and loaded.dtype == value.dtype
+        assert torch.equal(loaded.cpu(), value), name

@@ -12,12 +12,16 @@ from torch import nn
 
 from ._file_guard import OffloadedFileChangedError
 from ._prefetch_pool import (
+    READER_THREADS,
     BufferPool,
     FileDescriptors,
     TensorSpan,
     advise_willneed,
+    copy_into,
     fill,
     loader_of,
+    memory_bytes,
+    memory_plan,
     plan_bytes,
     read_plan,
 )
@@ -44,9 +48,12 @@ def touch_pages(tensor: torch.Tensor) -> None:
         flat[::_PAGE].max()
 
 
-def _shutdown(executor: ThreadPoolExecutor, descriptors: FileDescriptors) -> None:
-    """Stops the background thread (after its reads) and closes the file descriptors."""
+def _shutdown(
+    executor: ThreadPoolExecutor, readers: ThreadPoolExecutor, descriptors: FileDescriptors
+) -> None:
+    """Stops the background threads (after their reads) and closes the file descriptors."""
     executor.shutdown(wait=True, cancel_futures=True)
+    readers.shutdown(wait=True)
     descriptors.close()
 
 
@@ -104,10 +111,17 @@ class Prefetcher:
         self.plans: dict[int, list[TensorSpan] | None] = {}
         for hook in hooks:
             self.plans[id(hook)] = read_plan(hook.weights_map, hook.offloaded_names)
+        pinned = _pinned_target(hooks)
         largest = max((plan_bytes(p) for p in self.plans.values() if p), default=0)
+        if pinned:
+            # Weights held in CPU memory go to the device through the pool's buffers too.
+            for hook in hooks:
+                if self.plans[id(hook)] is None:
+                    held = memory_plan(hook.weights_map, hook.offloaded_names)
+                    largest = max(largest, memory_bytes(held) if held else 0)
         if pool_bytes is None:
             pool_bytes = DEFAULT_POOL_LAYERS * largest
-        self.pool = BufferPool(pool_bytes, pin=_pinned_target(hooks))
+        self.pool = BufferPool(pool_bytes, pin=pinned)
         self.descriptors = FileDescriptors()
         self.pending: dict[int, tuple[Future, torch.Tensor | int | None]] = {}
         self.leased: dict[int, torch.Tensor | int] = {}
@@ -117,6 +131,11 @@ class Prefetcher:
         self.streams: dict[torch.device, Any] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accel-prefetch")
+        # Reads into the pool's buffers are split among a few threads (started on first use):
+        # one thread's copies out of the page cache cannot keep up with the bus.
+        self.readers = ThreadPoolExecutor(
+            max_workers=READER_THREADS, thread_name_prefix="accel-prefetch-read"
+        )
         self._finalizer = weakref.finalize(self, _release, self.descriptors)
         self.hits = 0
         self.misses = 0
@@ -130,7 +149,18 @@ class Prefetcher:
     def _read(
         self, hook: AlignDevicesHook, plan: list[TensorSpan], buffer: torch.Tensor
     ) -> dict[str, torch.Tensor]:
-        values = fill(plan, buffer, self.descriptors, loader_of(hook.weights_map)[0])
+        values = fill(plan, buffer, self.descriptors, loader_of(hook.weights_map)[0], self.readers)
+        return self._to_target(hook, values)
+
+    def _stage(
+        self, hook: AlignDevicesHook, held: list[tuple[str, torch.Tensor]], buffer: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        return self._to_target(hook, copy_into(held, buffer, self.readers))
+
+    def _to_target(
+        self, hook: AlignDevicesHook, values: dict[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
+        """Weights read into a pool buffer, copied to a CUDA target on the side stream."""
         target = hook._target()
         if target is None or target.type != "cuda":
             return values
@@ -211,7 +241,17 @@ class Prefetcher:
                     continue  # already under way, or its hook was removed from the model
                 plan = self.plans.get(key)
                 if plan is None:
-                    self.pending[key] = (self.executor.submit(self._prepare, following), None)
+                    held = None
+                    if self.read_into_buffers:
+                        held = memory_plan(following.weights_map, following.offloaded_names)
+                    if held is None or memory_bytes(held) > self.pool.capacity:
+                        self.pending[key] = (self.executor.submit(self._prepare, following), None)
+                        continue
+                    buffer = self.pool.acquire(memory_bytes(held))
+                    if buffer is None:
+                        break
+                    future = self.executor.submit(self._stage, following, held, buffer)
+                    self.pending[key] = (future, buffer)
                     continue
                 nbytes = plan_bytes(plan)
                 lease: torch.Tensor | int | None
@@ -266,7 +306,7 @@ class Prefetcher:
                 entry[0].cancel()
             self.pending.clear()
         if self._finalizer.detach() is not None:
-            _shutdown(self.executor, self.descriptors)
+            _shutdown(self.executor, self.readers, self.descriptors)
         self.pool.clear()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,10 @@ from ._offload import OffloadedWeightsLoader, PrefixedDataset
 from ._safetensors_io import read_span, writable_buffer
 
 _ALIGN = 64
+READ_CHUNK_BYTES = 8 * 1024 * 1024
+"""Bytes one reader thread of the prefetcher reads at a time (bigger tensors are split)."""
+READER_THREADS = 4
+"""Threads that read one module's weights into a page-locked buffer at once."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,71 @@ def read_plan(weights_map: Mapping[str, Any] | None, names: list[str]) -> list[T
     return plan
 
 
+def memory_plan(
+    weights_map: Mapping[str, Any] | None, names: list[str]
+) -> list[tuple[str, torch.Tensor]] | None:
+    """The contiguous CPU tensors held in memory behind ``names``, or ``None`` when one of them
+    is not one (a weight read from a file or cast on lookup, or a map of another kind, which
+    could do I/O when indexed)."""
+    if weights_map is None or not names:
+        return None
+    loader, prefix = loader_of(weights_map)
+    if loader is not None:
+        held: Mapping[str, Any] = loader.state_dict
+    elif isinstance(weights_map, PrefixedDataset) and isinstance(weights_map.dataset, dict):
+        held, prefix = weights_map.dataset, weights_map.prefix
+    elif isinstance(weights_map, dict):
+        held = weights_map
+    else:
+        return None
+    found = []
+    for name in names:
+        tensor = held.get(f"{prefix}{name}")
+        if (
+            not isinstance(tensor, torch.Tensor)
+            or tensor.device.type != "cpu"
+            or not tensor.is_contiguous()
+            or (loader is not None and loader.device is not None and loader.device != tensor.device)
+        ):
+            return None
+        found.append((name, tensor))
+    return found
+
+
+def memory_bytes(plan: list[tuple[str, torch.Tensor]]) -> int:
+    """Bytes of the buffer that holds every tensor of a :func:`memory_plan` (64-byte aligned)."""
+    return sum(_aligned(t.numel() * t.element_size()) for _, t in plan)
+
+
+def copy_into(
+    plan: list[tuple[str, torch.Tensor]], buffer: torch.Tensor, readers: Executor | None = None
+) -> dict:
+    """Copies every tensor of a :func:`memory_plan` into ``buffer``; name -> view of it.
+
+    With ``readers``, the copies are cut into chunks of :data:`READ_CHUNK_BYTES` that its threads
+    make at once (a tensor copy releases the GIL).
+    """
+    values: dict[str, torch.Tensor] = {}
+    copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+    offset = 0
+    for name, tensor in plan:
+        nbytes = tensor.numel() * tensor.element_size()
+        piece = buffer[offset : offset + nbytes]
+        source = tensor.reshape(-1).view(torch.uint8) if nbytes else piece
+        step = READ_CHUNK_BYTES if readers is not None else max(nbytes, 1)
+        for at in range(0, nbytes, step):
+            copies.append((piece[at : at + step], source[at : at + step]))
+        values[name] = piece.view(tensor.dtype).view(tensor.shape)
+        offset += _aligned(nbytes)
+    if readers is None or len(copies) < 2:
+        for target, source in copies:
+            target.copy_(source)
+    else:
+        for _ in readers.map(lambda pair: pair[0].copy_(pair[1]), copies):
+            pass
+    return values
+
+
 def advise_willneed(plan: list[TensorSpan], descriptors: FileDescriptors) -> None:
     """Asks the kernel to start reading the plan's byte ranges into the page cache now."""
     if not hasattr(os, "posix_fadvise"):
@@ -133,11 +203,14 @@ def fill(
     buffer: torch.Tensor,
     descriptors: FileDescriptors,
     loader: OffloadedWeightsLoader | None = None,
+    readers: Executor | None = None,
 ) -> dict:
     """Reads every tensor of ``plan`` into ``buffer``; returns name -> tensor view of it.
 
     With ``loader``, each file is checked to be the one the loader opened before it is read, and
-    each tensor's bytes are checked against the CRC-32 its entry records (once per loader).
+    each tensor's bytes are checked against the CRC-32 its entry records (once per loader). With
+    ``readers``, the reads are cut into chunks of :data:`READ_CHUNK_BYTES` that its threads read
+    at once (``preadv`` releases the GIL, so the copies out of the page cache use several cores).
 
     Raises:
         OffloadedFileChangedError: when a file changed or a tensor's bytes fail their CRC.
@@ -146,16 +219,34 @@ def fill(
         for span in plan:
             loader.file_guard(span.path).check(span.key)
     values: dict[str, torch.Tensor] = {}
+    pieces: list[tuple[TensorSpan, torch.Tensor]] = []
+    reads: list[tuple[str, int, torch.Tensor, int | None]] = []
     offset = 0
     for span in plan:
         piece = buffer[offset : offset + span.nbytes]
-        if span.nbytes:
-            read_span(span.path, span.start, writable_buffer(piece), fd=descriptors.get(span.path))
-            if loader is not None:
-                loader.check_bytes(span.key, span.path, span.start, piece)
+        pieces.append((span, piece))
+        fd = descriptors.get(span.path) if span.nbytes else None
+        step = READ_CHUNK_BYTES if readers is not None else max(span.nbytes, 1)
+        for at in range(0, span.nbytes, step):
+            reads.append((span.path, span.start + at, piece[at : at + step], fd))
         values[span.name] = piece.view(span.dtype).view(span.shape)
         offset += _aligned(span.nbytes)
+    if readers is None or len(reads) < 2:
+        for read in reads:
+            _read_piece(read)
+    else:
+        for _ in readers.map(_read_piece, reads):
+            pass
+    if loader is not None:
+        for span, piece in pieces:
+            if span.nbytes:
+                loader.check_bytes(span.key, span.path, span.start, piece)
     return values
+
+
+def _read_piece(read: tuple[str, int, torch.Tensor, int | None]) -> None:
+    path, start, piece, fd = read
+    read_span(path, start, writable_buffer(piece), fd=fd)
 
 
 def _shared_elsewhere(buffer: torch.Tensor) -> bool | None:
