@@ -209,8 +209,9 @@ def test_save_and_reload_quantized_model(checkpoint, inputs, tmp_path, kwargs):
     _, folder = checkpoint
     config = BnbQuantizationConfig(**kwargs)
     model = load_and_quantize_model(empty_model(), config, folder)
-    # On the CPU, bitsandbytes repacks 4-bit weights at the first evaluation forward (with
-    # bf16 block scales); that repacked form is what state_dict() saves, so compare with it.
+    # On a CPU with AVX512-BF16, bitsandbytes repacks 4-bit weights at the first evaluation
+    # forward (bf16 block scales); state_dict() saves the stored form, and the reloaded model
+    # repacks it the same way, so both compute with the same weights.
     logits(model, inputs)
     expected = logits(model, inputs)
     state = {k: v.contiguous() for k, v in model.state_dict().items()}

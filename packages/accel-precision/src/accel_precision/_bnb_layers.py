@@ -3,6 +3,7 @@ placeholder weight that becomes a quantized weight the moment a value is placed 
 
 from __future__ import annotations
 
+import copy
 import functools
 import weakref
 from dataclasses import dataclass
@@ -155,17 +156,44 @@ def _layer_classes() -> tuple[type, type]:
 
     class Linear4bit(bnb.nn.Linear4bit):  # type: ignore[name-defined]
         """``Linear4bit`` that reloads its packed weight and quantization state from a state
-        dict written by ``state_dict()``.
+        dict written by ``state_dict()``, and saves exactly what it loaded.
 
-        bitsandbytes repacks 4-bit weights for its CPU kernel at the first evaluation forward,
-        and ``state_dict()`` unpacks them again; measured with bitsandbytes 0.50 that round trip
-        is lossy (logit error against float32 rose from 0.16 to 0.38 on a small Llama), so the
-        repacking is turned off and the saved weights are the ones the layer computes with.
+        On a CPU with AVX512-BF16, bitsandbytes repacks 4-bit weights for its fast CPU kernel at
+        the first evaluation forward, turning the block scales into bfloat16 (and undoing their
+        double quantization). Its own ``state_dict()`` then converts back, which is lossy for
+        those scales (measured with bitsandbytes 0.50: logit error against float32 rose from
+        0.16 to 0.38 on a small Llama after a save and a load). Here the forward keeps the fast
+        kernel: the quantization state from before the repacking is kept aside (the scales, a
+        few percent of the weight's bytes), ``state_dict()`` writes it with the weight's
+        nibbles put back in their stored order (an exact permutation), and moving the layer
+        puts the stored form back before it moves. Save, load and forward are bit-identical.
         """
 
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.support_avx512bf16_for_cpu = False
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if _about_to_repack(self, x):
+                state = getattr(self.weight, "quant_state", None) or self.quant_state
+                self._accel_stored_state = copy.copy(state)
+            return super().forward(x)
+
+        def _save_to_state_dict(self, destination: Any, prefix: str, keep_vars: bool) -> None:
+            stored = _stored_form(self)
+            if stored is None:
+                super()._save_to_state_dict(destination, prefix, keep_vars)
+                return
+            weight, state = stored
+            destination[prefix + "weight"] = weight
+            if self.bias is not None:
+                destination[prefix + "bias"] = self.bias if keep_vars else self.bias.detach()
+            for key, value in state.as_dict(packed=True).items():
+                destination[prefix + "weight." + key] = value if keep_vars else value.detach()
+
+        def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+            stored = _stored_form(self)
+            if stored is not None:  # move the stored form, not the CPU kernel's layout
+                self.weight.data, self.weight.quant_state = stored
+                self.quant_state = stored[1]
+                self._accel_stored_state = None
+            return super()._apply(fn, *args, **kwargs)
 
         def _load_from_state_dict(
             self,
@@ -202,6 +230,37 @@ def _layer_classes() -> tuple[type, type]:
     Linear8bit.__qualname__ = Linear8bit.__name__ = "Linear8bitLt"
     Linear4bit.__qualname__ = Linear4bit.__name__ = "Linear4bit"
     return Linear8bit, Linear4bit
+
+
+def _about_to_repack(layer: Any, x: torch.Tensor) -> bool:
+    """Whether bitsandbytes' forward of ``layer`` is about to repack its weight for the CPU."""
+    state = getattr(layer.weight, "quant_state", None) or getattr(layer, "quant_state", None)
+    return bool(
+        x.device.type == "cpu"
+        and getattr(layer, "support_avx512bf16_for_cpu", False)
+        and not layer.training
+        and not x.requires_grad
+        and state is not None
+        and not getattr(state, "packing_format_for_cpu", False)
+    )
+
+
+def _stored_form(layer: Any) -> tuple[torch.Tensor, Any] | None:
+    """``(weight, quant_state)`` of a layer repacked for the CPU kernel, as they were stored.
+
+    ``None`` when the layer is not repacked (or was repacked outside its forward, with nothing
+    kept aside): it saves as bitsandbytes does.
+    """
+    stored = getattr(layer, "_accel_stored_state", None)
+    live = getattr(layer.weight, "quant_state", None)
+    if stored is None or live is None or not getattr(live, "packing_format_for_cpu", False):
+        return None
+    from bitsandbytes.functional import _convert_weight_packed_for_cpu_inverse
+
+    # The nibbles go back to their stored order exactly; the scales come from the state kept
+    # aside (the inverse's own are bfloat16 copies, so its state is thrown away).
+    weight, _ = _convert_weight_packed_for_cpu_inverse(layer.weight.data, copy.copy(live))
+    return weight, stored
 
 
 def _name_in(name: str, modules: list[str]) -> bool:
