@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's whole check: lint, import layers, types, every test, minimal installs (each
 # package alone, on each declared Python, on its lowest declared versions).
-# Usage: bash tools/test.sh              every step, in order (installs uv with pip when missing)
+# Usage: bash tools/test.sh              every step, in two lanes (BESIDE below), then the test
+#                                        steps alone (installs uv with pip when missing)
 #        bash tools/test.sh lint types   only the steps named, in the order given (CI runs the
 #                                        steps as parallel jobs: .github/workflows/ci.yml)
 #        bash tools/test.sh --list       the steps
@@ -9,6 +10,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 STEPS=(lint imports deps types minimal pythons lowest release cluster docs benchmarks gpu_dry_run tests reference_suite xla)
+# When every step runs, the steps that mostly wait on downloads and work in environments of their
+# own (system packages; accel-bigmodel and accel-trackers on the other Pythons and on the lowest
+# versions; XLA; the release dry run) run in a second lane beside the steps that time nothing
+# (lint ... the GPU dry run). The steps whose tests start several processes under timeouts
+# (minimal, tests, reference_suite) start once both lanes are done, alone on the machine.
+# Same steps, same checks, less waiting: the downloads overlap the single-threaded checks.
+BESIDE=(cluster pythons lowest xla release)
+FIRST=(lint imports deps types docs benchmarks gpu_dry_run)
+AFTER=(minimal tests reference_suite)
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -73,23 +83,33 @@ run_release() {
 }
 
 run_cluster() {
-    step "SLURM, munge and Open MPI for the cluster tests (apt, once)"
-    if command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 \
-        && command -v mpirun >/dev/null 2>&1; then
+    step "system packages: SLURM, munge and Open MPI for the cluster tests, Chromium for the docs (apt, once)"
+    local wanted=()
+    command -v slurmctld >/dev/null 2>&1 || wanted+=(slurm-wlm)
+    command -v munged >/dev/null 2>&1 || wanted+=(munge)
+    command -v mpirun >/dev/null 2>&1 || wanted+=(openmpi-bin)
+    have_chromium || wanted+=(chromium)
+    if [ "${#wanted[@]}" = 0 ]; then
         echo "already installed"
     elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge openmpi-bin >/dev/null
-        echo "installed slurm-wlm, munge, openmpi-bin"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${wanted[@]}" >/dev/null
+        echo "installed ${wanted[*]}"
     else
-        echo "skipped: installing needs apt-get as root; tests/slurm skips with the reason"
+        echo "skipped: installing ${wanted[*]} needs apt-get as root; tests/slurm and the browser check skip with the reason"
     fi
 }
+
+have_chromium() { command -v chromium >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; }
 
 run_docs() {
     step "docs: build --strict, examples, browser check"
     local docs_start=$SECONDS site_status=0
-    if command -v chromium >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; then
+    if [ -n "${LANE_DIR:-}" ]; then  # the other lane installs Chromium: wait for it (20 min at most)
+        local waited=0
+        while [ ! -e "$LANE_DIR/cluster.done" ] && [ "$waited" -lt 1200 ]; do sleep 2; waited=$((waited + 2)); done
+    fi
+    if have_chromium; then
         echo "a Chromium browser is installed"
     elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
         apt-get update -qq
@@ -177,11 +197,48 @@ passed="$(mktemp)"
 trap 'rm -f "$passed"' EXIT
 
 timings=()
-for name in "${selected[@]}"; do
-    started=$SECONDS
-    "run_$name"
-    timings+=("$(printf '%-16s %5d s' "$name" $((SECONDS - started)))")
-done
+run_steps() {
+    local name started
+    for name in "$@"; do
+        started=$SECONDS
+        "run_$name"
+        timings+=("$(printf '%-16s %5d s' "$name" $((SECONDS - started)))")
+    done
+}
+
+if [ "$#" != 0 ]; then
+    run_steps "${selected[@]}"
+else
+    LANE_DIR="$(mktemp -d)"
+    trap 'rm -f "$passed"; rm -rf "$LANE_DIR"' EXIT
+    (
+        set +e
+        for name in "${BESIDE[@]}"; do
+            started=$SECONDS
+            (set -e; "run_$name") >"$LANE_DIR/$name.log" 2>&1
+            status=$?
+            printf '%s %s %s\n' "$name" "$status" $((SECONDS - started)) >>"$LANE_DIR/status"
+            touch "$LANE_DIR/$name.done"
+            [ "$status" = 0 ] || exit "$status"
+        done
+    ) &
+    lane=$!
+    # A failing step ends the script (set -e): the second lane goes with it.
+    trap 'kill "$lane" 2>/dev/null || true; rm -f "$passed"; rm -rf "$LANE_DIR"' EXIT
+    step "beside the next steps, in a second lane: ${BESIDE[*]} (their output follows when they end)"
+    run_steps "${FIRST[@]}"
+    lane_status=0
+    wait "$lane" || lane_status=$?
+    for name in "${BESIDE[@]}"; do
+        if [ -e "$LANE_DIR/$name.log" ]; then cat "$LANE_DIR/$name.log"; fi
+    done
+    while read -r name status took; do
+        timings+=("$(printf '%-16s %5d s (second lane)' "$name" "$took")")
+        [ "$status" = 0 ] || { echo "step $name failed (exit $status)" >&2; lane_status=1; }
+    done <"$LANE_DIR/status"
+    [ "$lane_status" = 0 ] || exit 1
+    run_steps "${AFTER[@]}"
+fi
 step "time per step"
 printf '%s\n' "${timings[@]}"
 echo "total: $SECONDS s"
