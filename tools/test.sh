@@ -189,9 +189,6 @@ export UV_LINK_MODE="${UV_LINK_MODE:-hardlink}"
 # DeepSpeed compiles its CPU ops on first use; keep them between runs.
 export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$HOME/.cache/accel/torch_extensions}"
 
-step "sync the workspace (locked)"
-uv sync --locked --all-packages --group bench --group docs --group release --group ecosystem --quiet  # bench: the reference library, for the differential tests in tests/parity; docs: mkdocs; release: towncrier; ecosystem: transformers, peft, trl, diffusers for tests/ecosystem
-
 # Tests that passed with their package alone (minimal step), left out by the tests step.
 passed="$(mktemp)"
 trap 'rm -f "$passed"' EXIT
@@ -206,14 +203,28 @@ run_steps() {
     done
 }
 
+sync_workspace() {
+    step "sync the workspace (locked)"
+    uv sync --locked --all-packages --group bench --group docs --group release --group ecosystem --quiet  # bench: the reference library, for the differential tests in tests/parity; docs: mkdocs; release: towncrier; ecosystem: transformers, peft, trl, diffusers for tests/ecosystem
+}
+
 if [ "$#" != 0 ]; then
+    sync_workspace
     run_steps "${selected[@]}"
 else
     LANE_DIR="$(mktemp -d)"
     trap 'rm -f "$passed"; rm -rf "$LANE_DIR"' EXIT
+    # The second lane starts with the system packages (apt) while the workspace syncs; its other
+    # steps run the workspace's Python, so they wait for the sync.
     (
         set +e
         for name in "${BESIDE[@]}"; do
+            if [ "$name" != cluster ]; then
+                while [ ! -e "$LANE_DIR/synced" ]; do
+                    [ -e "$LANE_DIR/sync-failed" ] && exit 1
+                    sleep 1
+                done
+            fi
             started=$SECONDS
             (set -e; "run_$name") >"$LANE_DIR/$name.log" 2>&1
             status=$?
@@ -225,6 +236,10 @@ else
     lane=$!
     # A failing step ends the script (set -e): the second lane goes with it.
     trap 'kill "$lane" 2>/dev/null || true; rm -f "$passed"; rm -rf "$LANE_DIR"' EXIT
+    started=$SECONDS
+    sync_workspace || { touch "$LANE_DIR/sync-failed"; exit 1; }
+    touch "$LANE_DIR/synced"
+    timings+=("$(printf '%-16s %5d s' sync $((SECONDS - started)))")
     step "beside the next steps, in a second lane: ${BESIDE[*]} (their output follows when they end)"
     run_steps "${FIRST[@]}"
     lane_status=0
