@@ -59,3 +59,60 @@ def test_convert_nargs_to_dict_matches_the_reference() -> None:
     for bad in (["--do_train", "--epochs", "3"], ["--epochs", "3", "--do_predict"]):
         with pytest.raises(ValueError):
             reference._convert_nargs_to_dict(bad)
+
+
+def test_reference_cli_modules_serve_accel_launch_entry_points() -> None:
+    import accel_launch
+
+    for path, names in {
+        "accel.commands.test": ["test_command", "test_command_parser"],
+        "accel.commands.estimate": [
+            "add_timm_hub_prefix",
+            "estimate_command",
+            "estimate_command_parser",
+            "gather_data",
+        ],
+        "accel.commands.to_fsdp2": [
+            "convert_config_to_fsdp2",
+            "to_fsdp2_command",
+            "to_fsdp2_command_parser",
+        ],
+        "accel.commands.tpu": ["tpu_command_launcher", "tpu_command_parser"],
+        "accel.commands.config.config_args": ["BaseConfig", "ClusterConfig"],
+    }.items():
+        module = importlib.import_module(path)
+        for name in names:
+            assert getattr(module, name) is getattr(accel_launch, name), (path, name)
+    launch = importlib.import_module("accel.commands.launch")
+    assert launch._validate_launch_command is accel_launch.validate_launch_command
+    utils_launch = importlib.import_module("accel.utils.launch")
+    assert (
+        utils_launch.prepare_simple_launcher_cmd_env is accel_launch.prepare_simple_launcher_cmd_env
+    )
+
+
+def test_env_command_looks_up_the_command_with_the_module_which(monkeypatch, capsys) -> None:
+    env = importlib.import_module("accel.commands.env")
+    args = env.env_command_parser().parse_args([])
+    monkeypatch.setattr(env, "which", lambda name: f"/opt/bin/{name}")
+    assert env.env_command(args)["`accelerate` bash location"] == "/opt/bin/accel"
+    monkeypatch.setattr(env, "which", lambda name: None)
+    assert env.env_command(args)["`accelerate` bash location"] == "Not found"
+    assert "- `accelerate` bash location: Not found" in capsys.readouterr().out
+
+
+def test_launch_test_cli_script_reports_the_accelerators(tmp_path) -> None:
+    import os
+    import sys
+
+    from accel_state.testing import run_command
+
+    from accel.test_utils import path_in_accelerate_package
+
+    script = path_in_accelerate_package("test_utils", "scripts", "test_cli.py")
+    out = run_command(
+        [sys.executable, "-m", "accel_launch.cli", "launch", "--cpu", str(script)],
+        timeout=120,
+        env={**os.environ, "ACCEL_CONFIG_HOME": str(tmp_path)},
+    ).stdout
+    assert "Successfully ran on " in out

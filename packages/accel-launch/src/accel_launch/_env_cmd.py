@@ -11,9 +11,12 @@ import importlib.machinery
 import os
 import platform
 import re
+import shutil
 import sys
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
+from typing import Any
 
 from ._config_file import default_config_file, load_config_file
 
@@ -98,6 +101,50 @@ def torch_build() -> str:
     return ", ".join(builds) if builds else "CPU only (no CUDA or ROCm build)"
 
 
+def command_location(which: Callable[[str], str | None] = shutil.which) -> str:
+    """Where the ``accel`` command is on ``PATH``, or ``Not found``."""
+    return which("accel") or "Not found"
+
+
+def env_info(
+    config_file: str | None = None, which: Callable[[str], str | None] = shutil.which
+) -> dict[str, Any]:
+    """The report of ``accel env`` under the reference's keys, without importing torch.
+
+    Args:
+        config_file: The config file to show, or ``None`` for the default file (when it exists).
+        which: Finds a command on ``PATH`` (``shutil.which``); the ``accel`` command is looked
+            up with it.
+
+    Returns:
+        ``"`Accelerate` version"`` (accel's), ``"Platform"``, ``"`accelerate` bash location"``
+        (the ``accel`` command's path, or ``Not found``), ``"Python version"``,
+        ``"Numpy version"``, ``"PyTorch version"``, ``"PyTorch accelerator"`` (what torch was
+        built for), ``"System RAM"`` and ``"`Accelerate` configs"`` (the config file's settings,
+        or ``Not found``).
+
+    Raises:
+        ConfigError: ``config_file`` does not parse or holds invalid settings.
+    """
+    path = Path(config_file) if config_file else default_config_file()
+    if config_file is not None or path.is_file():
+        configs: Any = load_config_file(path).to_dict()
+    else:
+        configs = "Not found"
+    ram = machine_lines()[1].removeprefix("- RAM: ")
+    return {
+        "`Accelerate` version": _installed("accel-torch") or _installed("accel-launch"),
+        "Platform": platform.platform(),
+        "`accelerate` bash location": command_location(which),
+        "Python version": platform.python_version(),
+        "Numpy version": _installed("numpy") or "not installed",
+        "PyTorch version": _installed("torch") or "not installed",
+        "PyTorch accelerator": torch_build(),
+        "System RAM": ram,
+        "`Accelerate` configs": configs,
+    }
+
+
 def env_command(args: argparse.Namespace) -> int:
     """Print the report; the config file's settings follow when there is one."""
     lines = [
@@ -106,6 +153,7 @@ def env_command(args: argparse.Namespace) -> int:
         *machine_lines(),
         f"- NVIDIA driver: {nvidia_driver()}",
         f"- torch build: {torch_build()}",
+        f"- accel command: {command_location()}",
     ]
     lines += [f"- {dist}: {_installed(dist) or 'not installed'}" for dist in ACCEL_DISTRIBUTIONS]
     lines += [f"- {d}: {v}" for d in THIRD_PARTY if (v := _installed(d)) is not None]

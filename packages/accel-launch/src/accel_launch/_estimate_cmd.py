@@ -175,6 +175,34 @@ def _innermost(err: BaseException) -> BaseException:
 
 def estimate_memory_command(args: argparse.Namespace) -> int:
     """Print the estimate of ``args.model`` for each dtype."""
+    from accel_bigmodel import format_memory_table
+
+    rows = estimate_rows(args)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+    else:
+        print(format_memory_table(rows, title=f"Memory needed by {args.model}"))
+    return 0
+
+
+def add_timm_hub_prefix(model_name: str) -> str:
+    """The name ``timm.create_model`` needs for ``model_name``: a Hub repo id
+    (``timm/resnet50.a1_in1k``) gets the ``hf-hub:`` source prefix; an architecture of timm's
+    registry (``resnet50``) and a name that already has a source (``local-dir:/path``) are
+    returned as they are."""
+    if ":" in model_name or "/" not in model_name:
+        return model_name
+    return f"hf-hub:{model_name}"
+
+
+def estimate_rows(args: argparse.Namespace) -> list[Any]:
+    """The estimate of ``args.model`` for each of ``args.dtypes``, one
+    ``accel_bigmodel.MemoryEstimate`` per dtype.
+
+    Raises:
+        ConfigError: The model cannot be estimated offline (a Hub id, ``--library_name timm``),
+            or its config is refused, with the fix.
+    """
     if args.library_name == "timm":
         raise ConfigError(
             "accel estimate-memory builds transformers configs and 'package.module:Class' paths; "
@@ -182,7 +210,7 @@ def estimate_memory_command(args: argparse.Namespace) -> int:
             "'package.module:Class' for a class built with no arguments."
         )
     _check_model_argument(args.model)
-    from accel_bigmodel import estimate_memory_from_config, format_memory_table
+    from accel_bigmodel import estimate_memory_from_config
 
     # A config of a family whose shapes follow from its fields answers without torch.
     rows = (
@@ -190,12 +218,7 @@ def estimate_memory_command(args: argparse.Namespace) -> int:
     )
     if rows is None:
         rows = _built_model_rows(args)
-
-    if args.json:
-        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
-    else:
-        print(format_memory_table(rows, title=f"Memory needed by {args.model}"))
-    return 0
+    return list(rows)
 
 
 def _built_model_rows(args: argparse.Namespace) -> list[Any]:

@@ -318,10 +318,10 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         default=None,
         help="Start the processes with mpirun on the hosts of this hostfile.",
     )
-    _store_true(
-        dist,
-        "multi_gpu",
-        "One process per GPU (refused on a machine without CUDA devices, or with --cpu).",
+    dist.add_argument(
+        "--multi_gpu",
+        action="store_true",
+        help="One process per GPU (refused on a machine without CUDA devices, or with --cpu).",
     )
     prec = parser.add_argument_group("Precision and compilation")
     prec.add_argument("--mixed_precision", default=None, help="no, fp16, bf16 or fp8.")

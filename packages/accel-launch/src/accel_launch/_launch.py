@@ -22,7 +22,14 @@ from ._config_file import LaunchConfig
 from ._errors import ConfigError
 from ._flags import add_launch_arguments, normalize_argv
 from ._processes import check_target, run_child, run_torchrun
-from ._resolve import LaunchPlan, check_port_free, child_environment, free_port, resolve
+from ._resolve import (
+    LaunchPlan,
+    check_port_free,
+    child_environment,
+    cpu_openmp_environment,
+    free_port,
+    resolve,
+)
 from ._sagemaker import launch_on_sagemaker, sagemaker_config_path
 from ._tpu import launch_tpu
 
@@ -111,6 +118,7 @@ def build_command(
     """
     config = plan.config
     env = child_environment(config)
+    env.update(cpu_openmp_environment(plan))
     host = config.main_process_ip or "127.0.0.1"
     if plan.slurm is not None and plan.slurm.one_task_per_rank:
         env.update(MASTER_ADDR=host, MASTER_PORT=str(port))

@@ -78,11 +78,17 @@ def convert_to_fsdp2(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return {**data, "fsdp_config": converted}, changes
 
 
-def to_fsdp2_command(args: argparse.Namespace) -> int:
-    """Convert ``args.config_file`` and write the result; return the exit code."""
+def fsdp2_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The file ``accel to-fsdp2`` reads and the one it writes, checked.
+
+    Raises:
+        FileNotFoundError: ``--config_file`` does not exist.
+        ValueError: neither ``--output_file`` nor ``--overwrite`` is given.
+        FileExistsError: the output file exists and ``--overwrite`` is not set.
+    """
     source = Path(args.config_file)
     if not source.is_file():
-        raise ConfigError(
+        raise FileNotFoundError(
             f"accel to-fsdp2 converts an existing config file; {str(source)!r} does not exist. "
             "Pass the path of the file `accel config` wrote."
         )
@@ -93,10 +99,25 @@ def to_fsdp2_command(args: argparse.Namespace) -> int:
         )
     target = Path(args.output_file) if args.output_file else source
     if target.exists() and not args.overwrite:
-        raise ConfigError(
+        raise FileExistsError(
             f"--output_file {str(target)!r} already exists and --overwrite is not set. Choose "
             "another path, or add --overwrite."
         )
+    return source, target
+
+
+def to_fsdp2_command(args: argparse.Namespace) -> int:
+    """Convert ``args.config_file`` and write the result; return the exit code."""
+    try:
+        source, target = fsdp2_paths(args)
+    except (FileNotFoundError, FileExistsError) as err:
+        raise ConfigError(str(err)) from None
+    return write_fsdp2(source, target)
+
+
+def write_fsdp2(source: Path, target: Path) -> int:
+    """Write the FSDP2 conversion of the config file ``source`` to ``target``; print what
+    changed. Returns the exit code (0)."""
     raw, _ = migrate(read_raw(source))
     converted, changes = convert_to_fsdp2(raw)
     config = config_from_dict(converted, source=f"{source} converted to FSDP2")  # before writing

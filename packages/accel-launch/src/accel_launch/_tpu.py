@@ -45,6 +45,12 @@ def add_tpu_config_parser(sub: Any) -> None:
         "tpu-config",
         help="Run setup commands on every worker of a TPU pod (gcloud compute tpus tpu-vm ssh).",
     )
+    add_tpu_config_arguments(p)
+    p.set_defaults(func=tpu_config_command)
+
+
+def add_tpu_config_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of ``accel tpu-config``."""
     p.add_argument("--config_file", default=None, help="Config file with tpu_name, tpu_zone.")
     p.add_argument("--tpu_name", default=None, help="The TPU (default: the config file's).")
     p.add_argument("--tpu_zone", default=None, help="Its zone (default: the config file's).")
@@ -68,7 +74,6 @@ def add_tpu_config_parser(sub: Any) -> None:
     p.add_argument(
         "--debug", action="store_true", help="Print the gcloud command instead of running it."
     )
-    p.set_defaults(func=tpu_config_command)
 
 
 def _install_line(version: str) -> str:
@@ -152,6 +157,15 @@ def _read_commands(path: str) -> list[str]:
             f"{path!r} ({err.__class__.__name__}: {err}). Pass an existing file."
         ) from None
     return [line for line in text.splitlines() if line.strip()]
+
+
+def run_gcloud(command: list[str]) -> int:
+    """Run a gcloud command; return its exit code.
+
+    Raises:
+        ConfigError: ``gcloud`` is not on ``PATH``, with the fix.
+    """
+    return _run_gcloud(command)
 
 
 def tpu_config_command(args: argparse.Namespace) -> int:
@@ -366,11 +380,13 @@ def install_xla(upgrade: bool = False) -> None:
 
 
 __all__ = [
+    "add_tpu_config_arguments",
     "add_tpu_config_parser",
     "add_tpu_launch_arguments",
     "gcloud_ssh_command",
     "install_xla",
     "launch_tpu",
+    "run_gcloud",
     "tpu_config_command",
     "tpu_config_plan",
     "tpu_pod_command",

@@ -221,7 +221,7 @@ UTILS_PATHS: dict[str, dict[str, str]] = {
         **_names(
             "accel_launch",
             """PrepareForLaunch SageMakerConfig prepare_multi_gpu_env
-                prepare_sagemager_args_inputs""",
+                prepare_sagemager_args_inputs prepare_simple_launcher_cmd_env""",
         ),
         **_names(
             "accel.commands._sagemaker_args",

@@ -9,6 +9,7 @@ from accel_launch import (
     SageMakerConfig as SageMakerConfig,
     prepare_multi_gpu_env as prepare_multi_gpu_env,
     prepare_sagemager_args_inputs as prepare_sagemager_args_inputs,
+    prepare_simple_launcher_cmd_env as prepare_simple_launcher_cmd_env,
 )
 from accel_state import (
     DistributedType as DistributedType,
@@ -54,5 +55,6 @@ __all__ = [
     "merge_dicts",
     "prepare_multi_gpu_env",
     "prepare_sagemager_args_inputs",
+    "prepare_simple_launcher_cmd_env",
     "str_to_bool",
 ]
