@@ -191,7 +191,8 @@ def test_pipeline_page_scripts_each_replace_only_their_own_section(tmp_path: Pat
     rows = [
         {"mode": "whole", "threads": 1, "seconds": 0.4},
         {"mode": "interleaved", "chunks": 2, "times": times, "split_points": ["transformer.h.4"]}
-        | {"diff_floor": 0.0, "diff_schedule": 0.0, "diff_whole": 1e-7},
+        | {"diff_floor": 0.0, "diff_schedule": 0.0, "diff_whole": 1e-7, "same_operations": True}
+        | {"check_us": 50.0, "broadcast_us": 350.0},
     ]
     rows.append({**rows[1], "chunks": 4, "times": {side: [0.3] * 4 for side in times}})
     pipeline.write_table(rows, {"batch": "RuntimeError: shape"}, 5, page)
@@ -202,6 +203,9 @@ def test_pipeline_page_scripts_each_replace_only_their_own_section(tmp_path: Pat
     assert "| 1.050x (1.050-1.100) | 10.00 | accel slower, beyond the spread |" in text
     assert "accel's schedule, called directly | 2 x 1 | 2 | 8 | 200 |" in text
     assert "| 4 chunks of 4 | 300 (300-300) " in text and "too few rounds to tell" in text
+    assert "accel's stages run the same operations" in text and "(350 µs)" in text
+    assert "At 2 chunks accel is slower beyond the spread, by 5.0%; " in text
+    assert "accounts for 0.20 points of it" in text
     assert "| floor: torch.distributed.pipelining by hand | 2 x 1 | 1 |" not in text  # old rows
     stage_memory.write_page(page, [stage_memory._heading(), "", "New stage memory text."])
     text = page.read_text()

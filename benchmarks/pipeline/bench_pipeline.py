@@ -4,24 +4,15 @@ Run from the repository root (``--group bench`` adds the reference library):
 
     uv run --group bench python benchmarks/pipeline/bench_pipeline.py [--iters 30] [--chunks 1,2,4,8] [--out PATH]
 
-The driver starts every measurement in its own processes:
-
-- ``whole`` (the floor: the least work that gives the same logits): one process runs the
-  unsplit model in plain torch, with 1 and with 2 threads;
-- ``interleaved``: ONE launch of 2 gloo processes of 1 thread each builds, for each
-  ``num_chunks``, from the same weights and inputs: accel's ``accel.inference.prepare_pippy``,
-  the hand-written floor (``torch.distributed.pipelining``'s ``pipeline`` cut at accel's split
-  point, then ``ScheduleGPipe``) and, to tell where a gap comes from, accel's own schedule
-  called directly (its traced stages without the call's input checks, batch broadcast and
-  output merging). It then alternates the three (2 warm-up calls each, then ``--iters`` timed
-  rounds, the order rotating every round), so every side sees the same machine state; each
-  call is timed between two barriers. It checks that the three give the same logits;
-- ``accelerate``: the reference library's ``prepare_pippy`` on 2 processes, or the exact
-  reason it cannot run here.
-
-The page gets the median of each side, its interquartile range, and the paired ratio accel /
-floor of each round (median and interquartile range): a gap whose range excludes 1.00 is not
-noise. The model is a GPT-2 classifier built from a config (random weights).
+One launch of 2 gloo processes of 1 thread builds, for each ``num_chunks``, from the same
+weights and inputs: accel's ``prepare_pippy``, the hand-written floor
+(``torch.distributed.pipelining`` cut at accel's split point, ``ScheduleGPipe``) and accel's own
+schedule called directly (to tell where a gap comes from), then alternates them (2 warm-up
+calls each, ``--iters`` timed rounds, the order rotating every round; each call timed between
+two barriers) and checks they give the same logits. Other launches time the unsplit model
+(plain torch, 1 and 2 threads) and try the reference library's ``prepare_pippy``. The page gets
+each side's median and interquartile range, and the paired ratio accel / floor of each round:
+a gap whose range excludes 1.00 is not noise. The model is a GPT-2 classifier from a config.
 
 The page is shared with ``bench_stage_memory.py``: this script replaces only its own section.
 """
@@ -147,6 +138,48 @@ def _logits(out: Any) -> torch.Tensor:
     return out if isinstance(out, torch.Tensor) else out.logits
 
 
+def _operations(stage: torch.nn.Module) -> dict[str, int]:
+    """How often each operation is called in a stage's graphs (its submodules' included)."""
+    counts: dict[str, int] = {}
+    for module in stage.modules():
+        graph = getattr(module, "graph", None)
+        for node in graph.nodes if isinstance(graph, torch.fx.Graph) else ():
+            if node.op == "call_function":
+                counts[str(node.target)] = counts.get(str(node.target), 0) + 1
+    return counts
+
+
+def _all(flag: bool) -> bool:
+    """Whether ``flag`` holds on every process (a collective: every process calls it)."""
+    import torch.distributed as dist
+
+    failed = torch.tensor([0 if flag else 1])
+    dist.all_reduce(failed)
+    return not int(failed.item())
+
+
+def _wrapper_costs(model: Any, x: torch.Tensor, rank: int, repeat: int = 50) -> dict[str, float]:
+    """Median microseconds of the work accel's call adds around its schedule's step: the input
+    check (on the first process) and the broadcast of the batch size (every process)."""
+    import torch.distributed as dist
+    from accel_collectives import broadcast
+    from accel_pipeline._inputs import check_call
+
+    def median_us(call: Callable[[], Any]) -> float:
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) * 1e6
+
+    check = torch.tensor([median_us(lambda: check_call(model.forward.signature, (x,), {}))])
+    dist.broadcast(check, src=0)  # the first process's figure, for the row the last one prints
+    dist.barrier()
+    sent = median_us(lambda: broadcast(torch.tensor([BATCH]), from_process=0))
+    return {"check_us": float(check.item()), "broadcast_us": sent}
+
+
 def run_interleaved(iters: int, chunks_list: Sequence[int]) -> None:
     """accel, accel's schedule and the hand-written floor, alternated in this launch."""
     import torch.distributed as dist
@@ -167,8 +200,11 @@ def run_interleaved(iters: int, chunks_list: Sequence[int]) -> None:
         pipe = pipeline(
             _Logits(copy.deepcopy(base)), mb_args=(x[: BATCH // chunks],), split_spec=split
         )
-        floor = ScheduleGPipe(pipe.build_stage(rank, device=torch.device("cpu")), chunks)
+        floor_stage = pipe.build_stage(rank, device=torch.device("cpu"))
+        floor = ScheduleGPipe(floor_stage, chunks)
         del pipe
+        same = _operations(model.pippy_stage.submod) == _operations(floor_stage.submod)
+        costs = _wrapper_costs(model, x, rank)
         calls = {
             "accel": lambda m=model: m(x),
             "schedule": _stepper(model.forward.schedule, rank, x),
@@ -187,6 +223,7 @@ def run_interleaved(iters: int, chunks_list: Sequence[int]) -> None:
                 calls[side]()
                 dist.barrier()
                 times[side].append(time.perf_counter() - start)
+        same = _all(same)
         if rank == last:
             accel_logits = _logits(outputs["accel"])
             row = {
@@ -197,9 +234,11 @@ def run_interleaved(iters: int, chunks_list: Sequence[int]) -> None:
                 "diff_floor": (accel_logits - _logits(outputs["floor"])).abs().max().item(),
                 "diff_schedule": (accel_logits - _logits(outputs["schedule"])).abs().max().item(),
                 "diff_whole": (accel_logits - whole).abs().max().item(),
+                "same_operations": same,
+                **costs,
             }
             print(json.dumps(row), flush=True)
-        del model, floor, calls, outputs
+        del model, floor, floor_stage, calls, outputs
     dist.destroy_process_group()
 
 
@@ -289,6 +328,39 @@ def gap(times: dict[str, list[float]]) -> dict[str, Any]:
     return {**found, "verdict": verdict, "wrapper_ms": statistics.median(wrapper) * 1e3}
 
 
+def _where_time_goes(interleaved: list[dict[str, Any]]) -> str:
+    """What accel adds to the floor's work, and how much of a gap beyond the spread it explains."""
+    added = {  # the work accel adds, in % of the floor's median call
+        r["chunks"]: (r["check_us"] + r["broadcast_us"])
+        / 1e4
+        / statistics.median(r["times"]["floor"])
+        for r in interleaved
+    }
+    same = all(r["same_operations"] for r in interleaved)
+    text = (
+        f"Where the time goes: accel's stages run {'the same' if same else 'DIFFERENT'} "
+        "operations as the hand-written ones (the calls of each stage's graphs, counted on "
+        "every process), under the same `ScheduleGPipe`. Around the schedule's step, each call "
+        f"adds an input check on the first process ({max(r['check_us'] for r in interleaved):.0f}"
+        f" µs) and one gloo broadcast of the batch size "
+        f"({max(r['broadcast_us'] for r in interleaved):.0f} µs), which every process needs to "
+        "know how many steps to run and which lets a bad call raise on every process instead of "
+        "hanging; with a batch of one pipeline step the output is returned without a copy. That "
+        f"is at most {max(added.values()):.2f}% of the floor's median call."
+    )
+    slower = [r for r in interleaved if gap(r["times"])["verdict"].startswith("accel slower")]
+    for r in slower:
+        text += (
+            f" At {r['chunks']} chunks accel is slower beyond the spread, by "
+            f"{(gap(r['times'])['median'] - 1) * 100:.1f}%; the work it adds accounts for "
+            f"{added[r['chunks']]:.2f} points of it, the rest lies between the two schedules' "
+            "calls (compare the column of accel's schedule called directly)."
+        )
+    if not slower:
+        text += " No num_chunks shows accel slower than the floor beyond the spread."
+    return text
+
+
 def write_table(
     results: list[dict[str, Any]], reference_errors: dict[str, str], iters: int, out: Path
 ) -> None:
@@ -369,6 +441,8 @@ def write_table(
             f"floor's: {max(r['diff_floor'] for r in interleaved):.1e}, from its own schedule's: "
             f"{max(r['diff_schedule'] for r in interleaved):.1e}, from the unsplit model: "
             f"{max(r['diff_whole'] for r in interleaved):.1e}.",
+            "",
+            _where_time_goes(interleaved),
         ]
     described = {
         "batch": f"example_args of one whole batch ({BATCH} rows, as in the seed walk-through)",
