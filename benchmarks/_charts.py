@@ -312,6 +312,7 @@ def write_charts(page: str | Path) -> list[Path]:
     lines = page.read_text(encoding="utf-8").splitlines()
     written: list[Path] = []
     inserts: list[tuple[int, str]] = []
+    numbered = re.compile(rf"{re.escape(page.stem)}_\d+\.png")
     found = tables(lines)
     for index, table in enumerate(found, start=1):
         image = page.with_name(f"{page.stem}_{index}.png")
@@ -320,8 +321,13 @@ def write_charts(page: str | Path) -> list[Path]:
         written.append(image)
         following = lines[table.end + 1] if table.end + 1 < len(lines) else ""
         present = _IMAGE.match(following)
-        if present is None or present.group(1) != image.name:
-            alt = re.sub(r"[`\[\]]", "", table.title)
+        if present is not None and present.group(1) == image.name:
+            continue
+        alt = re.sub(r"[`\[\]]", "", table.title)
+        if present is not None and numbered.fullmatch(present.group(1)):
+            # the chart of this table under an older number (a table was added above it)
+            lines[table.end + 1] = f"![{alt}]({image.name})"
+        else:
             inserts.append((table.end, f"\n![{alt}]({image.name})"))
     for at, text in reversed(inserts):
         lines[at:at] = text.splitlines()

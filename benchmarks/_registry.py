@@ -212,10 +212,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "pipeline",
         "pipeline/bench_pipeline.py",
         "pipeline.md",
-        short=("--iters", "1"),
+        short=("--iters", "1", "--chunks", "2", "--layers", "2"),
         reference=True,
         processes=2,
-        full_only="launches of 1 and 2 processes per setting: over 120 s here even at 1 iteration",
+        full_only="four launches, three of 2 processes tracing the model: about 60 s here when small",
     ),
     Benchmark(
         "stage_memory",

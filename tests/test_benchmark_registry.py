@@ -179,3 +179,40 @@ def test_kept_blocks_survive_a_script_that_rewrites_its_page(tmp_path: Path) -> 
     machine.restore_kept(page, kept)  # once only
     assert page.read_text() == f"# New\n\n| a |\n| --- |\n| 2 |\n\n{block}\n"
     assert machine.kept_blocks(tmp_path / "missing.md") == []
+
+
+def test_pipeline_page_scripts_each_replace_only_their_own_section(tmp_path: Path) -> None:
+    # bench_pipeline.py and bench_stage_memory.py write one page
+    pipeline = _load("pipeline/bench_pipeline")
+    stage_memory = _load("pipeline/bench_stage_memory")
+    page = tmp_path / "pipeline.md"
+    page.write_text((BENCHMARKS / "results" / "pipeline.md").read_text())
+    times = {"accel": [0.2, 0.21, 0.21, 0.22, 0.22], "schedule": [0.2] * 5, "floor": [0.2] * 5}
+    rows = [
+        {"mode": "whole", "threads": 1, "seconds": 0.4},
+        {"mode": "interleaved", "chunks": 2, "times": times, "split_points": ["transformer.h.4"]}
+        | {"diff_floor": 0.0, "diff_schedule": 0.0, "diff_whole": 1e-7, "same_operations": True}
+        | {"check_us": 50.0, "broadcast_us": 350.0},
+    ]
+    rows.append({**rows[1], "chunks": 4, "times": {side: [0.3] * 4 for side in times}})
+    pipeline.write_table(rows, {"batch": "RuntimeError: shape"}, 5, page)
+    text = page.read_text()
+    assert "## Memory per process: stage-only loading vs the whole model (8 layers)" in text
+    assert "accel prepare_pippy(checkpoint=...), 2 processes" in text
+    assert "| 2 chunks of 8 | 210 (210-220) | 200 (200-200) | 200 (200-200) " in text
+    assert "| 1.050x (1.050-1.100) | 10.00 | accel slower, beyond the spread |" in text
+    assert "accel's schedule, called directly | 2 x 1 | 2 | 8 | 200 |" in text
+    assert "| 4 chunks of 4 | 300 (300-300) " in text and "too few rounds to tell" in text
+    assert "accel's stages run the same operations" in text and "(350 µs)" in text
+    assert "At 2 chunks accel is slower beyond the spread, by 5.0%; " in text
+    assert "accounts for 0.20 points of it" in text
+    assert "| floor: torch.distributed.pipelining by hand | 2 x 1 | 1 |" not in text  # old rows
+    stage_memory.write_page(page, [stage_memory._heading(), "", "New stage memory text."])
+    text = page.read_text()
+    assert "New stage memory text." in text and "Reading the table" not in text
+    assert "| 1.050x (1.050-1.100) |" in text
+    assert text.count("<!-- generated: ") == 2
+    assert [line for line in text.splitlines() if line.startswith("![")] == [
+        "![accel-pipeline: pipelined inference throughput on 2 processes](pipeline_1.png)",
+        "![accel against the floor, call by call in one launch](pipeline_2.png)",
+    ]

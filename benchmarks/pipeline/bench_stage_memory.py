@@ -4,7 +4,8 @@ Run from the repository root (``--group bench`` adds the reference library):
 
     uv run --group bench python benchmarks/pipeline/bench_stage_memory.py [--iters 3] [--layers 8]
 
-The table replaces its own section (one per model size) of ``benchmarks/results/pipeline.md``.
+The table replaces its own section of ``benchmarks/results/pipeline.md`` and keeps the rest
+(``bench_pipeline.py`` writes the other section).
 
 A Llama decoder built from a config (random weights, about 250 MB in float32) is saved once as a
 sharded safetensors checkpoint. Then, each in fresh processes:
@@ -43,6 +44,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Memory per process: stage-only loading vs the whole model"
+TITLE = "accel-pipeline: pipelined inference throughput on 2 processes"
 NOTE = (
     "Reading the table: `RSS before weights` is measured after the imports, the empty model and "
     "the tracing modules, so `peak - before weights` is what the weights and running cost. The "
@@ -84,14 +86,10 @@ def _heading() -> str:
     return f"{HEADING} ({CONFIG['num_hidden_layers']} layers)"
 
 
-def _replace_section(text: str, heading: str, section: str) -> str:
-    """``text`` with the section under ``heading`` (up to the next ``## `` line) replaced."""
-    if heading not in text:
-        return (text.rstrip() + "\n\n" if text.strip() else "") + section
-    before, after = text.split(heading, 1)
-    rest = after.split("\n## ", 1)
-    tail = "\n## " + rest[1] if len(rest) == 2 else ""
-    return before + section.rstrip("\n") + "\n" + tail
+def _section() -> str:
+    """The page's section this script owns, one per model size (``bench_pipeline.py`` owns
+    another)."""
+    return f"stage_memory_{CONFIG['num_hidden_layers']}_layers"
 
 
 def _empty_model() -> Any:
@@ -268,13 +266,15 @@ def main() -> None:
             )
     notes.append(NOTE)
     lines += ["", *notes]
-    out = Path(args.out)
-    previous = out.read_text() if out.exists() else ""
-    out.write_text(_replace_section(previous, _heading(), "\n".join(lines) + "\n"))
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from _charts import write_charts  # benchmarks/_charts.py
+    write_page(Path(args.out), lines)
 
-    write_charts(out)  # one PNG per table, shown under it
+
+def write_page(out: Path, lines: list[str]) -> None:
+    """Write ``lines`` as this script's section of ``out`` (the rest of the page is kept)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from _machine import write_section  # benchmarks/_machine.py
+
+    write_section(out, _section(), TITLE, "\n".join(lines))  # also draws the page's charts
     print("\n".join(lines))
 
 

@@ -58,6 +58,19 @@ def test_charts_past_the_last_table_are_removed(tmp_path: Path) -> None:
     assert left == ["demo_1.png", "demo_other_1.png"]
 
 
+def test_a_table_added_above_renumbers_the_chart_below(tmp_path: Path) -> None:
+    page = tmp_path / "demo.md"
+    page.write_text(PAGE, encoding="utf-8")
+    charts.write_charts(page)
+    table = PAGE.split("\n\n")[2]  # the load-time table
+    text = page.read_text(encoding="utf-8")
+    page.write_text(text.replace("## Load time", f"## Added\n\n{table}\n\n## Load time"))
+    charts.write_charts(page)
+    text = page.read_text(encoding="utf-8")
+    assert text.count("(demo_1.png)") == 1 and text.count("(demo_2.png)") == 1
+    assert text.index("(demo_1.png)") < text.index("## Load time") < text.index("(demo_2.png)")
+
+
 def test_numbers_roles_and_settings() -> None:
     assert charts.number("167,574 (1.028x)") == 167574.0
     assert charts.number("error") is None

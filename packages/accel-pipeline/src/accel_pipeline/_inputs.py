@@ -8,6 +8,7 @@ must match the example inputs.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,9 +35,9 @@ class InputSignature:
     batch_size: int
     """First dimension shared by every example tensor."""
 
-    @property
+    @functools.cached_property
     def kwarg_names(self) -> list[str]:
-        """Keyword names of the example inputs."""
+        """Keyword names of the example inputs (worked out once: every call checks them)."""
         return list(pytree.tree_unflatten(list(self.leaves), self.spec)[1])
 
 
@@ -80,6 +81,18 @@ def input_signature(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> InputSi
     return InputSignature(spec=spec, leaves=tuple(leaves), batch_size=next(iter(sizes.values())))
 
 
+class _Where:
+    """The readable path of one input leaf, worked out only when formatted (errors only)."""
+
+    __slots__ = ("index", "leaves", "spec")
+
+    def __init__(self, spec: Any, leaves: Sequence[Any], index: int) -> None:
+        self.spec, self.leaves, self.index = spec, leaves, index
+
+    def __str__(self) -> str:
+        return _where(self.spec, self.leaves, self.index)
+
+
 def check_call(signature: InputSignature, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> int:
     """Checks that a call matches the example inputs except for the batch size.
 
@@ -105,7 +118,8 @@ def check_call(signature: InputSignature, args: tuple[Any, ...], kwargs: Mapping
         )
     batch: int | None = None
     for index, (leaf, example) in enumerate(zip(leaves, signature.leaves)):
-        where = _where(spec, leaves, index)
+        # the readable path costs a tree walk per leaf: built only for an error message
+        where = _Where(spec, leaves, index)
         if isinstance(example, torch.Tensor):
             if not isinstance(leaf, torch.Tensor):
                 raise ValueError(
