@@ -44,7 +44,9 @@ def test_reserves_only_the_largest_offloaded_layer(skeleton):
     s = _sizes(skeleton)
     block = s["blocks.0"]
     cpu = s["embed"] + s["scale"] + 4 * block + 1
-    device_map = infer_auto_device_map(skeleton, {"cpu": cpu, "disk": "1GB"}, ["Block"])
+    device_map = infer_auto_device_map(
+        skeleton, {"cpu": cpu, "disk": "1GB"}, ["Block"], reserve="offloaded_layers"
+    )
     on_cpu = [k for k, v in device_map.items() if v == "cpu" and k.startswith("blocks")]
     # 4 blocks of room: one is kept free to run the disk blocks, three are used.
     assert len(on_cpu) == 3
@@ -52,8 +54,8 @@ def test_reserves_only_the_largest_offloaded_layer(skeleton):
 
 
 def test_small_layers_on_disk_need_only_their_own_room():
-    # One big layer first, then many small ones: the reference keeps room for the big one
-    # everywhere; only the small layers go to disk, so only their size is reserved.
+    # One big layer first, then many small ones: only the small layers go to disk, so only
+    # their size is reserved.
     class Unbalanced(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -64,10 +66,41 @@ def test_small_layers_on_disk_need_only_their_own_room():
         model = Unbalanced()
     s = _sizes(model)
     cpu = s["big"] + 10 * s["small.0"] + 1
-    device_map = infer_auto_device_map(model, {"cpu": cpu, "disk": "1GB"})
+    device_map = infer_auto_device_map(
+        model, {"cpu": cpu, "disk": "1GB"}, reserve="offloaded_layers"
+    )
     assert device_map["big"] == "cpu"
     on_cpu = [k for k, v in device_map.items() if v == "cpu" and k.startswith("small.")]
     assert len(on_cpu) == 9  # ten fit, one slot reserved for the small disk layers
+
+
+class ThreeLayers(nn.Module):
+    """linear1 64 bytes, batchnorm 72 (with 16 more of buffers), linear2 100."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(3, 4)
+        self.batchnorm = nn.BatchNorm1d(4)
+        self.linear2 = nn.Linear(4, 5)
+
+
+def test_the_default_keeps_room_for_the_largest_layer_not_placed_yet():
+    # GPU 0 keeps 100 bytes (linear2) free while it is filled, even though nothing ends up
+    # offloaded: batchnorm goes to GPU 1 (the reference's placement).
+    model = ThreeLayers()
+    memory = {0: 200, 1: 200}
+    expected = {"linear1": 0, "batchnorm": 1, "linear2": 1}
+    assert infer_auto_device_map(model, dict(memory), check_devices=False) == expected
+    # Keeping room for offloaded layers only: nothing is offloaded, so GPU 0 holds more.
+    tight = infer_auto_device_map(
+        model, dict(memory), check_devices=False, reserve="offloaded_layers"
+    )
+    assert tight == {"linear1": 0, "batchnorm": 0, "linear2": 1}
+
+
+def test_an_unknown_reserve_is_refused():
+    with pytest.raises(ValueError, match=r"reserve must be one of .*'largest'"):
+        infer_auto_device_map(ThreeLayers(), {"cpu": 1000}, reserve="largest")
 
 
 def test_tied_parameters_stay_together(skeleton):
@@ -117,6 +150,17 @@ def test_clean_device_map_merges_uniform_subtrees():
     raw = {"a.x": 0, "a.y": 0, "b": 1, "c.d.e": 1, "c.d.f": 1, "c.g": 0}
     assert clean_device_map(raw) == {"a": 0, "b": 1, "c.d": 1, "c.g": 0}
     assert clean_device_map({"a": "cpu", "b.c": "cpu"}) == {"": "cpu"}
+
+
+def test_clean_device_map_keeps_a_lone_entry_where_it_is():
+    # A subtree is merged only when it covers several entries (the reference's rule): a lone
+    # entry stays at its own depth, so a map of one child is not lifted to the model.
+    assert clean_device_map({"c0": "disk"}) == {"c0": "disk"}
+    assert clean_device_map({"c0": 1, "c1.c0": "disk"}) == {"c0": 1, "c1.c0": "disk"}
+    assert clean_device_map({"a.b.c": 0, "a.d": 1}) == {"a.b.c": 0, "a.d": 1}
+    assert clean_device_map({"a.b.c": 0, "a.b.e": 0, "a.d": 1}) == {"a.b": 0, "a.d": 1}
+    raw = {"m.a.x": 0, "m.a.y": 1, "n.k": 0}
+    assert clean_device_map(raw, module_name="m") == raw
 
 
 def test_check_device_map_errors(skeleton):

@@ -32,9 +32,15 @@ def _plan(memory: dict, **kwargs) -> tuple[dict, list[str]]:
 
 def test_fallback_fills_a_device_that_would_stay_empty():
     memory = {0: 17000, "cpu": 10**6}
-    assert _plan(memory)[0] == {"": "cpu"}
-    plan, _ = _plan(memory, fallback_allocation=True)
+    # Keeping room for the offloaded layers only, big leaves GPU 0 empty (its 16,640 bytes
+    # plus the room for the 2,048-byte buffer run there do not fit) ...
+    assert _plan(memory, reserve="offloaded_layers")[0] == {"": "cpu"}
+    plan, _ = _plan(memory, fallback_allocation=True, reserve="offloaded_layers")
     assert plan == {"small": 0, "big": "cpu", "buf": "cpu"}
+    # ... while the default keeps room for the largest layer not placed yet: once big is
+    # taken that is small (80 bytes), so big and small fit on GPU 0.
+    expected = {"big": 0, "small": 0, "buf": "cpu"}
+    assert _plan(memory)[0] == _plan(memory, fallback_allocation=True)[0] == expected
 
 
 def test_fallback_is_not_used_when_the_regular_plan_succeeds():

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ._devices import DeviceMapError
+from ._layer_reserve import plan_reserving_largest_layer
 from ._memory_budget import DeviceKey, get_max_memory
 from ._sizes import (
     ModuleScan,
@@ -24,6 +25,8 @@ from ._sizes import (
 logger = logging.getLogger("accel_bigmodel.modeling")
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+_RESERVES = ("largest_layer", "offloaded_layers")
 
 _UNLIMITED = 2**63 - 1
 """The budget of ``"disk"`` when ``infer_auto_device_map`` adds it (the disk is not limited)."""
@@ -247,6 +250,7 @@ def infer_auto_device_map(
     *,
     check_devices: bool = False,
     offload_to_disk: bool = True,
+    reserve: str = "largest_layer",
 ) -> dict[str, DeviceKey]:
     """Computes a device map giving priority to GPUs, then the CPU, then the disk.
 
@@ -258,8 +262,13 @@ def infer_auto_device_map(
       largest layer on disk;
     - tied parameters land on the same device.
 
-    Unlike a fixed reservation of the model's largest layer on every device, only the room that
-    the offloaded layers actually need is kept. The run time is linear in the number of modules.
+    By default (``reserve="largest_layer"``) the main devices (the first GPU and the CPU, or
+    ``"mps"``, or the CPU alone) keep free the size of the largest layer not placed yet while
+    they are filled, as the reference library does, so the same inputs give the same map.
+    ``reserve="offloaded_layers"`` keeps only the room that the layers actually offloaded need:
+    a model that fits on the GPUs is not offloaded for a reservation it does not use, and an
+    unbalanced model (one large layer, many small ones) keeps more on the GPUs. The run time
+    is linear in the number of modules either way.
 
     Args:
         model: The model to place (may be on the meta device).
@@ -282,6 +291,8 @@ def infer_auto_device_map(
             the rest to ``"disk"``, and leave out a device too small to run the largest
             offloaded layer (as the reference library does; loading then needs an offload
             folder). ``False`` refuses such a model, or such a device, with a ``ValueError``.
+        reserve: ``"largest_layer"`` (default) or ``"offloaded_layers"``: what the main
+            devices keep free while they are filled (see above).
 
     Returns:
         An ordered ``{module_name: device}`` dict covering every parameter and buffer.
@@ -291,6 +302,11 @@ def infer_auto_device_map(
         ValueError: When the model cannot fit, or a device that must execute offloaded layers
             cannot hold the largest of them.
     """
+    if reserve not in _RESERVES:
+        raise ValueError(
+            f"reserve must be one of {_RESERVES}; got {reserve!r}. Pass 'largest_layer' (the "
+            "default) or 'offloaded_layers'."
+        )
     if isinstance(no_split_module_classes, str):
         no_split_module_classes = [no_split_module_classes]
     no_split = set(no_split_module_classes or [])
@@ -300,6 +316,20 @@ def infer_auto_device_map(
             "max_memory must name at least one device; got an empty mapping. Pass e.g. "
             "max_memory={'cpu': '8GiB', 'disk': '100GiB'}."
         )
+    if reserve == "largest_layer":
+        with gc_paused():
+            device_map = plan_reserving_largest_layer(
+                model,
+                budget,
+                no_split,
+                dtype,
+                special_dtypes,
+                verbose,
+                offload_buffers=offload_buffers,
+                fallback=fallback_allocation,
+                to_disk=offload_to_disk,
+            )
+        return clean_device_map(device_map) if clean_result else device_map
     if offload_to_disk and "disk" not in budget:
         budget["disk"] = _UNLIMITED  # only what the listed devices cannot hold goes there
     with gc_paused():
@@ -326,8 +356,7 @@ def _warn_offloaded_buffers(
     dtype: Union[str, torch.dtype, None],
     special_dtypes: Mapping[str, Union[str, torch.dtype]] | None,
 ) -> None:
-    """Warn when the buffers of offloaded layers (kept on the execution device without
-    ``offload_buffers``) fit in no GPU's remaining budget."""
+    """Warn when offloaded layers' buffers (kept on the execution device) fit in no GPU."""
     placed = set(device_map.values())
     gpus = [d for d in budget if d not in ("cpu", "disk") and d in placed]
     if not gpus:
@@ -431,6 +460,9 @@ def clean_device_map(
 ) -> dict[str, DeviceKey]:
     """Merges entries so a module whose submodules all share one device gets a single entry.
 
+    A module is merged when it covers more than one entry, all on one device; the highest
+    such module wins. A lone entry stays at its own depth.
+
     Args:
         device_map: The map to clean (not modified).
         module_name: Only clean entries under this module.
@@ -438,39 +470,29 @@ def clean_device_map(
     Returns:
         A new device map, in the order of the original entries.
     """
-    prefix = f"{module_name}." if module_name else ""
-
-    def parent_of(node: str) -> str:
-        return node.rsplit(".", 1)[0] if "." in node else ""
-
-    keys = [k for k in device_map if not module_name or k == module_name or k.startswith(prefix)]
+    prefix, depth = (f"{module_name}.", module_name.count(".") + 1) if module_name else ("", 0)
     mixed = object()
-    # uniform[node] is the one device of every key under node, or `mixed`.
-    uniform: dict[str, Any] = {}
-    for key in keys:
-        node: str | None = key
-        value: Any = device_map[key]
-        while node is not None:
-            seen = uniform.get(node, None)
-            if node in uniform:
-                if seen is mixed or repr(seen) == repr(value):
-                    if seen is mixed:
-                        break
-                    node = None if node == module_name else parent_of(node)
-                    continue
-                uniform[node] = mixed
+    # Per module at or under module_name: [entries strictly under it, their one device or mixed].
+    stats: dict[str, list[Any]] = {}
+    chains: dict[str, list[str]] = {}
+    for key, value in device_map.items():
+        if not key.startswith(prefix):
+            continue
+        parts = key.split(".")
+        chain = [".".join(parts[:end]) for end in range(depth, len(parts))]
+        chains[key] = chain
+        for node in chain:
+            seen = stats.get(node)
+            if seen is None:
+                stats[node] = [1, value]
             else:
-                uniform[node] = value
-            node = None if node == module_name else parent_of(node)
-    result: dict[str, DeviceKey] = {k: v for k, v in device_map.items() if k not in uniform}
-    for key in keys:
-        top = key
-        node = key
-        while node != module_name:
-            node = parent_of(node)
-            if uniform.get(node, mixed) is mixed:
-                break
-            top = node
+                seen[0] += 1
+                if seen[1] is not mixed and not seen[1] == value:
+                    seen[1] = mixed
+    result: dict[str, DeviceKey] = {}
+    for key, value in device_map.items():
+        chain = chains.get(key, [])
+        top = next((n for n in chain if stats[n][0] > 1 and stats[n][1] is not mixed), key)
         if top not in result:
-            result[top] = device_map[key]
+            result[top] = value
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,21 @@ from ._loaders import DataLoaderShard
 from ._mesh import mesh_data_ranks
 from ._samplers import BatchSamplerShard, SeedableRandomSampler
 from ._xla_loader import MpDeviceLoaderWrapper
+
+
+def _shards_natively(dataset: Any, num_processes: int, split_batches: bool) -> bool:
+    """Whether ``dataset`` is a ``datasets.IterableDataset`` with a shard for every process.
+
+    ``datasets`` is not imported here: a dataset of that type means the module is loaded.
+    """
+    module = sys.modules.get("datasets")
+    kind = getattr(module, "IterableDataset", None) if module is not None else None
+    return (
+        isinstance(kind, type)
+        and isinstance(dataset, kind)
+        and not split_batches
+        and getattr(dataset, "n_shards", 0) >= num_processes
+    )
 
 
 def loader_settings(dataloader: DataLoader) -> dict[str, Any]:
@@ -121,7 +137,9 @@ def prepare_data_loader(
     ``split_batches``. Iterable datasets placed on the device (``put_on_device``) are dispatched
     by default: the main process reads each step and sends every process its slice
     (``DataLoaderDispatcher``); otherwise every process reads the stream and keeps its part
-    (``IterableDatasetShard``). Every setting of ``dataloader`` (workers, ``collate_fn``,
+    (``IterableDatasetShard``), except a ``datasets.IterableDataset`` with at least
+    ``num_processes`` shards (and no ``split_batches``): each process then reads only its own
+    shards (``dataset.shard(num_processes, process_index)``). Every setting of ``dataloader`` (workers, ``collate_fn``,
     ``pin_memory``, ``drop_last`` ...) carries over.
 
     Args:
@@ -241,7 +259,11 @@ def prepare_data_loader(
 
     # ----------------------------------------------------------------------- sharding
     if iterable:
-        if num_processes > 1:
+        if num_processes > 1 and _shards_natively(dataset, num_processes, split_batches):
+            # Each process reads only its own shards of a datasets.IterableDataset.
+            shardable: Any = dataset
+            dataset = shardable.shard(num_shards=num_processes, index=process_index)
+        elif num_processes > 1:
             if batch_size is None:
                 raise ValueError(
                     "sharding an iterable dataset needs a batch_size; the DataLoader has "
