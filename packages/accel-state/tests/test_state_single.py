@@ -161,3 +161,19 @@ def test_accelerator_state_controls_processes_after_its_reset(capsys):
     assert capsys.readouterr().out == "inside\n"
     with pytest.raises(AttributeError, match="AcceleratorState._reset_state"):
         state.device  # noqa: B018
+
+
+def test_an_unpickled_state_is_a_view_of_this_process_state():
+    import pickle
+
+    state = AcceleratorState(cpu=True)
+    gradients = GradientState()
+    for original in (state, PartialState(), gradients):
+        copy = pickle.loads(pickle.dumps(original))
+        assert copy.__dict__ is type(original)._shared_state
+        assert copy.__dict__ == original.__dict__
+    # A process whose state is not set up yet takes the pickled values.
+    saved = pickle.dumps(PartialState())
+    AcceleratorState._reset_state(reset_partial_state=True)
+    restored = pickle.loads(saved)
+    assert restored.initialized and restored.device == torch.device("cpu")

@@ -58,15 +58,24 @@ def test_two_processes_resume_exactly_and_fail_loudly(tmp_path):
 
 
 @pytest.mark.multiprocess
-def test_two_processes_one_bad_file_fails_both_and_changes_nothing(tmp_path):
+@pytest.mark.parametrize(
+    ("script", "checks"),
+    [
+        # Process 1's random-state file is damaged: both fail, nothing changes, then it loads.
+        ("ckpt_failed_load.py", ("nothing_changed", "repaired_loads")),
+        # Each process passes its own folder: both refuse before writing; a shared one works.
+        ("ckpt_folders_differ.py", ("refused", "shared")),
+    ],
+)
+def test_two_process_checkpoint_refusals(tmp_path, script, checks):
     result = run_distributed(
-        SCRIPTS / "ckpt_failed_load.py",
+        SCRIPTS / script,
         str(tmp_path),
         num_processes=2,
         timeout=300,
         env={"ACCEL_CHECKPOINT_TIMEOUT": "60"},
     )
-    for check in ("nothing_changed", "repaired_loads"):
+    for check in checks:
         for rank in (0, 1):
             assert f"PASSED check_{check} rank={rank}" in result.stdout, (
                 result.stdout + result.stderr

@@ -219,6 +219,11 @@ def prepare_data_loader(
     # ---------------------------------------------------------------------- the order
     synchronized_generator: torch.Generator | None = None
     batch_sampler = dataloader.batch_sampler
+    # A BatchSampler given as the sampler of a loader without batch_size: its index lists are
+    # the batches (the dataset takes a list of indices); it is sharded like a batch sampler.
+    sampler_batches = batch_sampler is None and isinstance(dataloader.sampler, BatchSampler)
+    if sampler_batches and not dispatch_batches:
+        batch_sampler = dataloader.sampler
     if not iterable:
         if batch_sampler is None:
             raise ValueError(
@@ -291,7 +296,10 @@ def prepare_data_loader(
             split_batches=split_batches,
             even_batches=even_batches,
         )
-        loader_kwargs = dict(settings, batch_sampler=shard)
+        if sampler_batches:
+            loader_kwargs = dict(settings, sampler=shard, batch_size=None)
+        else:
+            loader_kwargs = dict(settings, batch_sampler=shard)
     on_xla = target_device is not None and torch.device(target_device).type == "xla"
     loader = DataLoaderShard(
         dataset,

@@ -6,7 +6,12 @@ from typing import Any
 
 from .. import environment_variables as env
 from .._enums import DistributedType, PrecisionType
-from ._partial_state import _STATE_ATTRIBUTES, PartialState, missing_state_attribute
+from ._partial_state import (
+    _STATE_ATTRIBUTES,
+    PartialState,
+    join_shared_state,
+    missing_state_attribute,
+)
 
 _OWN_ATTRIBUTES = frozenset(
     {
@@ -66,6 +71,7 @@ class AcceleratorState:
     """
 
     _shared_state: dict[str, Any] = {}
+    __setstate__ = join_shared_state
     _mixed_precision: PrecisionType
     parallelism_config: Any
 
@@ -224,6 +230,7 @@ class GradientState:
     """
 
     _shared_state: dict[str, Any] = {}
+    __setstate__ = join_shared_state
 
     def __init__(self, gradient_accumulation_plugin: Any = None) -> None:
         self.__dict__ = self._shared_state

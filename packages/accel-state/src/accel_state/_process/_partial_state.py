@@ -59,6 +59,16 @@ def _device_from_environment(text: str, cpu: bool) -> torch.device:
     return device
 
 
+def join_shared_state(self: Any, state: dict[str, Any]) -> None:
+    """``__setstate__`` of the shared-state classes: an unpickled state is a view of this
+    process's shared state, like every other instance; a process whose state is not set up yet
+    takes the pickled values."""
+    shared = type(self)._shared_state
+    if not shared:
+        shared.update(state)
+    self.__dict__ = shared
+
+
 class PartialState:
     """Singleton-like view of the distributed environment of this process.
 
@@ -82,6 +92,7 @@ class PartialState:
     device: torch.device
     backend: str | None
     distributed_type: DistributedType
+    __setstate__ = join_shared_state
 
     def __init__(self, cpu: bool = False, **kwargs: Any) -> None:
         self.__dict__ = self._shared_state

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -159,6 +160,18 @@ class OpsMixin(AcceleratorCore):
         from torch.distributed.algorithms.join import Join
 
         if not self.state.use_distributed:
+            yield
+            return
+        kind = getattr(self.state.distributed_type, "value", str(self.state.distributed_type))
+        if not str(kind).startswith("MULTI_"):
+            # Join works with DDP's joinables; sharding engines keep their own collectives.
+            warnings.warn(
+                "Joining uneven inputs is only supported for multi-GPU (and multi-CPU) "
+                f"data-parallel training (DDP); under {kind}, join_uneven_inputs has no effect. "
+                "Give every process the same number of batches (even_batches=True) instead.",
+                UserWarning,
+                stacklevel=3,
+            )
             yield
             return
         with override_even_batches(self._prepared.dataloaders, even_batches), Join(joinables):

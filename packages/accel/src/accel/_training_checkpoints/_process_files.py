@@ -357,7 +357,18 @@ def open_stage(plan: CommitPlan, rendezvous: Rendezvous) -> str:
             if named is exc:
                 raise
             raise named from exc
-    rendezvous.meet("enter")
+    folders = rendezvous.meet("enter", payload=plan.output_dir)
+    if len(set(folders)) > 1:
+        # One checkpoint is one folder that every process writes into and one process commits.
+        if plan.writer:
+            shutil.rmtree(staging_dir(plan.output_dir), ignore_errors=True)
+        listed = ", ".join(f"process {rank}: {folder!r}" for rank, folder in enumerate(folders))
+        raise ValueError(
+            "save_state writes one checkpoint folder that every process shares, so every "
+            f"process must pass the same output_dir; got {listed}. Pass the same path on every "
+            "process (e.g. make it on the main process and broadcast it, or name it from the "
+            "run instead of tempfile on each process). Nothing was written."
+        )
     return staging_dir(plan.output_dir)
 
 
