@@ -170,11 +170,11 @@ def main() -> None:
     lines += [
         "",
         "- Floor: ours <= 0.1x the reference on the many-module case.",
-        "- Placement: the reference keeps room for the model's largest layer on every main device; "
-        "ours keeps only the room the offloaded layers need. On these two uniform models the "
-        "largest offloaded layer is the largest layer, so both give the same placement; on "
-        "unbalanced models (a large layer followed by small ones) ours keeps more weights on the "
-        "faster devices (see `test_small_layers_on_disk_need_only_their_own_room`).",
+        "- Placement: accel places as the reference does by default (room for the largest "
+        "layer not yet placed kept free on the main devices while they fill); "
+        '`reserve="offloaded_layers"` keeps only the room the offloaded layers need, which keeps '
+        "more weights on the faster devices on unbalanced models (see "
+        "`test_small_layers_on_disk_need_only_their_own_room`).",
         "",
         "## 3. `init_empty_weights` of the 70B skeleton (best of 3)",
         "",
