@@ -16,9 +16,12 @@ from typing import Any
 logger = logging.getLogger("accel_launch")
 
 
-def _parser(subparsers: Any, name: str, description: str) -> argparse.ArgumentParser:
+def _parser(subparsers: Any, name: str, description: str, command: Any) -> argparse.ArgumentParser:
+    """The parser of ``accel <name>``: added to ``subparsers`` (running ``command``) when given,
+    else a standalone parser."""
     if subparsers is not None:
         parser: argparse.ArgumentParser = subparsers.add_parser(name, help=description)
+        parser.set_defaults(func=command)
         return parser
     return argparse.ArgumentParser(prog=f"accel {name}", description=description)
 
@@ -26,12 +29,10 @@ def _parser(subparsers: Any, name: str, description: str) -> argparse.ArgumentPa
 # -------------------------------------------------------------------------------------- env
 def env_command_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of ``accel env`` (``--config_file``); added to ``subparsers`` when given."""
-    parser = _parser(subparsers, "env", "Print versions and the resolved config.")
+    parser = _parser(subparsers, "env", "Print versions and the resolved config.", env_command)
     parser.add_argument(
         "--config_file", default=None, help="The config file to show (default: the default one)."
     )
-    if subparsers is not None:
-        parser.set_defaults(func=env_command)
     return parser
 
 
@@ -64,12 +65,10 @@ def env_command(
 # ------------------------------------------------------------------------------------- test
 def test_command_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of ``accel test`` as the reference's: ``--config_file`` only."""
-    parser = _parser(subparsers, "test", "Check the configured processes.")
+    parser = _parser(subparsers, "test", "Check the configured processes.", test_command)
     parser.add_argument(
         "--config_file", default=None, help="Config file to test (default: the default one)."
     )
-    if subparsers is not None:
-        parser.set_defaults(func=test_command)
     return parser
 
 
@@ -94,10 +93,10 @@ def estimate_command_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of ``accel estimate-memory``."""
     from ._estimate_cmd import add_estimate_arguments
 
-    parser = _parser(subparsers, "estimate-memory", "Memory a model needs per dtype.")
+    parser = _parser(
+        subparsers, "estimate-memory", "Memory a model needs per dtype.", estimate_command
+    )
     add_estimate_arguments(parser)
-    if subparsers is not None:
-        parser.set_defaults(func=estimate_command)
     return parser
 
 
@@ -128,10 +127,10 @@ def to_fsdp2_command_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of ``accel to-fsdp2``."""
     from ._to_fsdp2 import add_to_fsdp2_arguments
 
-    parser = _parser(subparsers, "to-fsdp2", "Convert a config file's FSDP1 keys to FSDP2.")
+    parser = _parser(
+        subparsers, "to-fsdp2", "Convert a config file's FSDP1 keys to FSDP2.", to_fsdp2_command
+    )
     add_to_fsdp2_arguments(parser)
-    if subparsers is not None:
-        parser.set_defaults(func=to_fsdp2_command)
     return parser
 
 
@@ -166,10 +165,13 @@ def tpu_command_parser(subparsers: Any = None) -> argparse.ArgumentParser:
     """The parser of ``accel tpu-config``."""
     from ._tpu import add_tpu_config_arguments
 
-    parser = _parser(subparsers, "tpu-config", "Run setup commands on every TPU pod worker.")
+    parser = _parser(
+        subparsers,
+        "tpu-config",
+        "Run setup commands on every TPU pod worker.",
+        tpu_command_launcher,
+    )
     add_tpu_config_arguments(parser)
-    if subparsers is not None:
-        parser.set_defaults(func=tpu_command_launcher)
     return parser
 
 
