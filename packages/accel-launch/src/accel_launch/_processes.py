@@ -199,23 +199,37 @@ def _message(failure: Any) -> str:
     return str(message)
 
 
+def _wrote_error_file(failure: Any) -> bool:
+    """Whether the process recorded its exception (torchrun reads the error file when the
+    process ends; without one, a signalled process's message is made up from the signal)."""
+    data = getattr(failure, "error_file_data", None) or {}
+    return data.get("message") not in (None, "", "<NONE>")
+
+
 def _report_failure(err: Any) -> int:
     rank, failure = _first_failure(err)
     reason = _message(failure)
+    exitcode = failure.exitcode
     if not reason or reason.startswith("To enable traceback"):
         # torchrun's placeholder: the real traceback was printed by the process itself.
         reason = "see its traceback above"
     elif reason.startswith(PEER_STOPPED):
         reason = f"{reason[len(PEER_STOPPED) :]}; see the tracebacks above"
-    elif failure.exitcode is not None and failure.exitcode > 0:  # from the process's error file
+    elif exitcode is not None and (exitcode > 0 or _wrote_error_file(failure)):
+        # the process's own exception, from its error file
         reason = f"{reason}; its traceback is above, each line starting [rank {rank}]"
-    if failure.exitcode == HANG_EXIT_CODE:
+        if exitcode < 0:
+            # It raised and was exiting with 1 when torchrun, stopping the others after a peer's
+            # collective failed, signalled it too: the exception is the cause, not the signal.
+            reason = f"{reason}; signal {-exitcode} reached it as it exited"
+            exitcode = 1
+    if exitcode == HANG_EXIT_CODE:
         reason = "stopped by the hang doctor; its report is above"
-    if failure.exitcode is not None and failure.exitcode < 0:
-        reason = f"killed by signal {-failure.exitcode}; {reason}"
+    if exitcode is not None and exitcode < 0:
+        reason = f"killed by signal {-exitcode}; {reason}"
     print(
         f"accel launch: process of global rank {rank} failed with exit code "
-        f"{failure.exitcode} ({reason}); every other process was stopped.",
+        f"{exitcode} ({reason}); every other process was stopped.",
         file=sys.stderr,
     )
-    return int(failure.exitcode) if failure.exitcode and failure.exitcode > 0 else 1
+    return int(exitcode) if exitcode and exitcode > 0 else 1
