@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Container
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -406,6 +407,14 @@ def main() -> int:
         help="Append the tests that pass in the regular job on this Python to FILE, for the "
         "workspace suite to leave out (ACCEL_SKIP_PASSED).",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="Check N packages at a time, each in its own venv (default 1). Installs and test "
+        "start-ups leave cores idle; results print as each check ends.",
+    )
     args = parser.parse_args()
     every = sorted(p.name for p in PACKAGES.iterdir() if p.is_dir())
     names = args.packages or every
@@ -417,6 +426,8 @@ def main() -> int:
     else:
         pythons = [] if args.lowest else [sys.executable]
     jobs = [Job(p) for p in pythons] + ([Job(sys.executable, lowest=True)] if args.lowest else [])
+    if args.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, got {args.jobs}")
     failures = runs = 0
     with tempfile.TemporaryDirectory(prefix="accel-minimal-") as tmp:
         workdir = Path(tmp)
@@ -429,19 +440,22 @@ def main() -> int:
             return 1
         constraints = workspace_constraints()
         wheels_by_name = wheels_in(wheels)
-        for job in jobs:
-            for name in names:
-                start = time.perf_counter()
-                here = not job.lowest and _python_version(job.python) == _python_version(
-                    sys.executable
-                )
-                record = args.record_passed if here else None
-                ok, summary = check(name, job, wheels_by_name, constraints, workdir, record)
+
+        def one(job: Job, name: str) -> tuple[bool, str]:
+            start = time.perf_counter()
+            here = not job.lowest and _python_version(job.python) == _python_version(sys.executable)
+            record = args.record_passed if here else None
+            ok, summary = check(name, job, wheels_by_name, constraints, workdir, record)
+            status = "ok  " if ok else "FAIL"
+            elapsed = time.perf_counter() - start
+            print(f"{status} {name:<18} {job.label:<14} {elapsed:6.1f}s  {summary}", flush=True)
+            return ok, summary
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            outcomes = [pool.submit(one, job, name) for job in jobs for name in names]
+            for outcome in outcomes:
                 runs += 1
-                failures += not ok
-                status = "ok  " if ok else "FAIL"
-                elapsed = time.perf_counter() - start
-                print(f"{status} {name:<18} {job.label:<14} {elapsed:6.1f}s  {summary}", flush=True)
+                failures += not outcome.result()[0]
     print(f"minimal installs: {runs - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -47,10 +47,11 @@ run_types() {
     uv run --no-sync mypy packages/*/src --no-error-summary
 }
 
+# Two packages at a time: their installs and the tests' process start-ups leave a core idle.
 run_minimal() {
     step "minimal installs"
     # Each test that passes here, with its package alone, is not run again by the tests step.
-    uv run --no-sync python tools/check_minimal_installs.py --record-passed "$passed"
+    uv run --no-sync python tools/check_minimal_installs.py --jobs 2 --record-passed "$passed"
     echo "$(wc -l <"$passed") tests passed with their package alone"
 }
 
@@ -59,8 +60,8 @@ run_minimal() {
 # offline-session test hangs there past its timeout (tracked in the changelog).
 run_pythons() {
     step "minimal installs: other Pythons (accel-bigmodel: 3.10, 3.12, 3.13; accel-trackers: 3.10, 3.13)"
-    uv run --no-sync python tools/check_minimal_installs.py --pythons 3.10,3.12,3.13 accel-bigmodel
-    uv run --no-sync python tools/check_minimal_installs.py --pythons 3.10,3.13 accel-trackers
+    uv run --no-sync python tools/check_minimal_installs.py --jobs 2 --pythons 3.10,3.12,3.13 accel-bigmodel
+    uv run --no-sync python tools/check_minimal_installs.py --jobs 2 --pythons 3.10,3.13 accel-trackers
 }
 
 # Every direct dependency at the lowest version its declared range allows (lowest-direct).
@@ -148,11 +149,15 @@ run_gpu_dry_run() {
     bash tools/gpu_check.sh --dry-run
 }
 
+# Two pytest-xdist workers, a test file each at a time (a file's fixtures stay in one process):
+# on 2 cores the suite waits on process start-ups, rendezvous and SLURM's scheduler, and one
+# worker alone left a core idle about half of the time. Every multi-process test picks a free
+# port (accel_state.testing.free_port), so two files' launches never share one.
 run_tests() {
     step "tests"
     ACCEL_SKIP_PASSED="$passed" PYTHONPATH="$PWD/tools/pytest_plugins" \
         uv run --no-sync pytest -p accel_run_once packages tests -q -p no:cacheprovider \
-        --durations=25 --ignore=tests/docs --ignore=tests/gpu  # tests/docs ran in the docs step, tests/gpu in the GPU check's
+        -n 2 --dist loadfile --durations=25 --ignore=tests/docs --ignore=tests/gpu  # tests/docs ran in the docs step, tests/gpu in the GPU check's
 }
 
 # The reference's own CPU test suite (its sdist's tests/), with its imports served by accel: a

@@ -6,7 +6,8 @@ and teardown) to the file, keyed by the test file's absolute path and the test's
 so the key does not depend on pytest's rootdir. The workspace step then runs with
 ``ACCEL_SKIP_PASSED=<file>`` and deselects those tests: a test that skipped or failed in the
 package-alone venv, or did not run there (soak tests, the cross-package suite), runs again in
-the full workspace. The summary line names how many were left out and why.
+the full workspace. The summary line names how many were left out and why (under
+pytest-xdist too: each worker deselects, the controller prints the count).
 
 Load it with ``-p accel_run_once`` and this folder on ``PYTHONPATH``.
 """
@@ -64,6 +65,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
         _left_out = len(drop)
+        # Under pytest-xdist each worker collects and deselects; the count reaches the
+        # controller, which prints the summary, through the worker's output.
+        worker_output = getattr(config, "workeroutput", None)
+        if worker_output is not None:
+            worker_output["accel_left_out"] = _left_out
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    global _left_out
+    worker_output = getattr(node, "workeroutput", None) or {}
+    _left_out = max(_left_out, int(worker_output.get("accel_left_out", 0)))
 
 
 def pytest_terminal_summary(terminalreporter: object) -> None:
