@@ -428,7 +428,6 @@ def main() -> int:
     jobs = [Job(p) for p in pythons] + ([Job(sys.executable, lowest=True)] if args.lowest else [])
     if args.jobs < 1:
         parser.error(f"--jobs must be 1 or more, got {args.jobs}")
-    failures = runs = 0
     with tempfile.TemporaryDirectory(prefix="accel-minimal-") as tmp:
         workdir = Path(tmp)
         wheels = workdir / "wheels"
@@ -441,7 +440,7 @@ def main() -> int:
         constraints = workspace_constraints()
         wheels_by_name = wheels_in(wheels)
 
-        def one(job: Job, name: str) -> tuple[bool, str]:
+        def one(job: Job, name: str) -> bool:
             start = time.perf_counter()
             here = not job.lowest and _python_version(job.python) == _python_version(sys.executable)
             record = args.record_passed if here else None
@@ -449,13 +448,11 @@ def main() -> int:
             status = "ok  " if ok else "FAIL"
             elapsed = time.perf_counter() - start
             print(f"{status} {name:<18} {job.label:<14} {elapsed:6.1f}s  {summary}", flush=True)
-            return ok, summary
+            return ok
 
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            outcomes = [pool.submit(one, job, name) for job in jobs for name in names]
-            for outcome in outcomes:
-                runs += 1
-                failures += not outcome.result()[0]
+            passed = list(pool.map(lambda pair: one(*pair), [(j, n) for j in jobs for n in names]))
+        runs, failures = len(passed), passed.count(False)
     print(f"minimal installs: {runs - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -215,8 +215,7 @@ def _report_failure(err: Any) -> int:
         reason = "see its traceback above"
     elif reason.startswith(PEER_STOPPED):
         reason = f"{reason[len(PEER_STOPPED) :]}; see the tracebacks above"
-    elif exitcode is not None and (exitcode > 0 or _wrote_error_file(failure)):
-        # the process's own exception, from its error file
+    elif _wrote_error_file(failure):  # the process's own exception
         reason = f"{reason}; its traceback is above, each line starting [rank {rank}]"
         if exitcode < 0:
             # It raised and was exiting with 1 when torchrun, stopping the others after a peer's
