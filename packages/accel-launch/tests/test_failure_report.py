@@ -6,6 +6,7 @@ raised, or makes a message up from the exit code or signal when there is none.
 
 import json
 import signal
+import time
 
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
@@ -66,3 +67,33 @@ def test_a_process_killed_without_an_error_file_is_reported_as_killed(tmp_path, 
         "accel launch: process of global rank 1 failed with exit code -9 (killed by signal 9; "
         "Signal 9 (SIGKILL) received by PID 1001)"
     ), line
+
+
+def test_the_rank_that_raised_is_named_over_one_stopped_in_the_same_second(tmp_path, capsys):
+    # Rank 1 raised; torchrun then stopped rank 0 with SIGTERM. Both carry the same whole-second
+    # timestamp, so the lower rank would win a tie on time alone.
+    now = int(time.time())
+    failures = {
+        0: _failure(tmp_path, 0, -signal.SIGTERM),
+        1: _failure(tmp_path, 1, 1, "RuntimeError: rank 1 failed on purpose", timestamp=now),
+    }
+    failures[0].timestamp = now
+    code, line = _last_line(capsys, failures)
+    assert code == 1
+    assert line.startswith(
+        "accel launch: process of global rank 1 failed with exit code 1 (RuntimeError: rank 1 "
+        "failed on purpose;"
+    ), line
+
+
+def test_a_signal_other_than_the_stop_signal_is_named_before_the_stopped_ones(tmp_path, capsys):
+    # Rank 1 was killed (the kernel's out-of-memory killer sends SIGKILL); torchrun then sent
+    # SIGTERM to rank 0, earlier in the same second as far as the records go.
+    failures = {
+        0: _failure(tmp_path, 0, -signal.SIGTERM),
+        1: _failure(tmp_path, 1, -signal.SIGKILL),
+    }
+    failures[0].timestamp = failures[1].timestamp - 1
+    code, line = _last_line(capsys, failures)
+    assert code == 1
+    assert "global rank 1 failed with exit code -9 (killed by signal 9;" in line, line
