@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -28,6 +28,34 @@ class CheckpointStates:
     """Background writes of shards already copied to host memory (asynchronous saves)."""
     models: int = 0
     """How many models the checkpoint holds (for its manifest)."""
+
+
+class CheckpointFiles(Protocol):
+    """The files of a checkpoint that ``load_state`` is reading, each checked as it is asked
+    for (nothing is restored while they are read)."""
+
+    input_dir: str
+
+    def weights(self, index: int, state_dict: Mapping[str, Any]) -> str:
+        """The path of model ``index``'s weights file, its keys and shapes checked against
+        ``state_dict``."""
+        ...
+
+    def optimizer(self, index: int, optimizer: Any) -> tuple[Any, str]:
+        """Optimizer ``index``'s saved state, checked against ``optimizer``, and its file's
+        name."""
+        ...
+
+
+@dataclass
+class LoadedStates:
+    """What an engine read for the models and optimizers in ``load_state``'s first phase."""
+
+    weights: list[str] = field(default_factory=list)
+    """Checked weights files, one per model (empty when the engine loads its own layout)."""
+    optimizers: list[tuple[str, Any, Any, str]] = field(default_factory=list)
+    """``(what, optimizer, state, file name)``, restored with the schedulers and the other
+    objects before any weights (empty when the engine loads its own layout)."""
 
 
 class Engine:
@@ -240,6 +268,60 @@ class Engine:
             self.save_optimizer_state(opt, output_dir, i)
         return CheckpointStates(models=len(models))
 
+    def read_checkpoint_states(
+        self,
+        models: list[torch.nn.Module],
+        optimizers: list[Any],
+        files: CheckpointFiles,
+        *,
+        trust_pickles: bool = False,
+    ) -> LoadedStates:
+        """The first phase of ``load_state`` for ``models`` and ``optimizers``: check their
+        files and change nothing. Whole state dicts are read from ``files`` where every
+        process holds them (:attr:`replicated_states`); else this engine's own layout is
+        checked (:meth:`validate_model_state`) and read in :meth:`apply_checkpoint_states`.
+        """
+        if self.replicated_states:
+            return LoadedStates(
+                weights=[files.weights(i, self.model_state_dict(m)) for i, m in enumerate(models)],
+                optimizers=[
+                    (f"optimizer {i}", opt, *files.optimizer(i, opt))
+                    for i, opt in enumerate(optimizers)
+                ],
+            )
+        for i in range(len(models)):
+            self.validate_model_state(files.input_dir, i, trust_pickles=trust_pickles)
+        return LoadedStates()
+
+    def apply_checkpoint_states(
+        self,
+        models: list[torch.nn.Module],
+        optimizers: list[Any],
+        loaded: LoadedStates,
+        input_dir: str,
+        *,
+        trust_pickles: bool = False,
+        **model_kwargs: Any,
+    ) -> None:
+        """The last step of ``load_state``, once every other object took its state: stream in
+        the weights that :meth:`read_checkpoint_states` checked, or load the models and
+        optimizers from this engine's own layout.
+
+        Raises:
+            FileNotFoundError: when ``input_dir`` holds no layout of this engine's for one of
+                them.
+        """
+        if self.replicated_states:
+            for model, path in zip(models, loaded.weights):
+                self.load_model_state_dict(model, path, trust_pickles=trust_pickles, **model_kwargs)
+            return
+        for i, model in enumerate(models):
+            if not self.load_model_state(model, input_dir, i, trust_pickles=trust_pickles):
+                raise _no_layout("model", i, input_dir)
+        for i, opt in enumerate(optimizers):
+            if not self.load_optimizer_state(opt, input_dir, i, trust_pickles=trust_pickles):
+                raise _no_layout("optimizer", i, input_dir)
+
     # ------------------------------------------------------- asynchronous saves (sharding engines)
     def check_async_save(self) -> None:
         """Refuse, before anything is written, an asynchronous ``save_state`` this engine
@@ -286,3 +368,11 @@ def _inner(engine: Engine, model: torch.nn.Module) -> torch.nn.Module:
     elif hasattr(model, "_orig_mod") and type(model).__name__ == "OptimizedModule":
         model = model._orig_mod  # type: ignore[assignment]
     return engine.unwrap(model)
+
+
+def _no_layout(what: str, index: int, input_dir: str) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"a sharded run loads each {what} from the layout its engine saved; {input_dir!r} "
+        f"holds none for {what} {index}. Load a checkpoint saved by a run with the same "
+        "engine (FSDP or DeepSpeed), or prepare the same objects as the saving run."
+    )

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._engines._base import LoadedStates
 from ._folders import checkpoint_index, warn_world_size
 from ._manifest import (
     Manifest,
@@ -57,6 +58,37 @@ if TYPE_CHECKING:
     from ._parts import CheckpointParts
 
 
+class _CheckedFiles:
+    """The model and optimizer files of the checkpoint being read, checked as the engine asks
+    for them (:class:`~accel._engines._base.CheckpointFiles`)."""
+
+    def __init__(
+        self,
+        input_dir: str,
+        manifest: Manifest,
+        read: Callable[[str], Any],
+        model_kwargs: dict[str, Any],
+        trust_pickles: bool,
+    ) -> None:
+        self.input_dir, self.manifest, self.read = input_dir, manifest, read
+        self.strict = bool(model_kwargs.get("strict", True))
+        self.trust_pickles = trust_pickles
+
+    def weights(self, index: int, state_dict: Mapping[str, Any]) -> str:
+        name = weights_file_name(index, True)
+        if name not in self.manifest.files:
+            name = weights_file_name(index, False)
+        path = verify_file(self.input_dir, self.manifest, name, checksum=False)
+        check_weights(state_dict, path, strict=self.strict, trust_pickles=self.trust_pickles)
+        return path
+
+    def optimizer(self, index: int, optimizer: Any) -> tuple[Any, str]:
+        name = indexed_name(OPTIMIZER_NAME, "bin", index)
+        state = self.read(name)
+        _check_optimizer_state(optimizer, state, index, self.input_dir)
+        return state, name
+
+
 @dataclass
 class LoadPlan:
     """Everything phase 1 read and checked, ready to apply."""
@@ -64,8 +96,8 @@ class LoadPlan:
     input_dir: str
     manifest: Manifest
     models: list[Any]
-    weights: list[str] = field(default_factory=list)
-    """Checked weights files, one per model (replicated engines)."""
+    engine_states: LoadedStates = field(default_factory=LoadedStates)
+    """The models' and optimizers' files as the engine checked them."""
     states: list[tuple[str, Any, Any, str]] = field(default_factory=list)
     """``(what, object, state, file name)`` for schedulers, scaler, registered objects and
     optimizers."""
@@ -137,25 +169,11 @@ def read_checkpoint(
         state = read(name)
         _check_loader_state(loader, state, i, input_dir, name)
         plan.loaders.append((loader, state))
-    if engine.replicated_states:
-        strict = bool(model_kwargs.get("strict", True))
-        for i, model in enumerate(models):
-            name = weights_file_name(i, True)
-            if name not in manifest.files:
-                name = weights_file_name(i, False)
-            path = verify_file(input_dir, manifest, name, checksum=False)
-            check_weights(
-                engine.model_state_dict(model), path, strict=strict, trust_pickles=trust_pickles
-            )
-            plan.weights.append(path)
-        for i, opt in enumerate(optimizers):
-            name = indexed_name(OPTIMIZER_NAME, "bin", i)
-            state = read(name)
-            _check_optimizer_state(opt, state, i, input_dir)
-            plan.states.append((f"optimizer {i}", opt, state, name))
-    else:
-        for i in range(len(models)):
-            engine.validate_model_state(input_dir, i, trust_pickles=trust_pickles)
+    files = _CheckedFiles(input_dir, manifest, read, model_kwargs, trust_pickles)
+    plan.engine_states = engine.read_checkpoint_states(
+        models, optimizers, files, trust_pickles=trust_pickles
+    )
+    plan.states.extend(plan.engine_states.optimizers)
     for i, scheduler in enumerate(schedulers):
         name = indexed_name(SCHEDULER_NAME, "bin", i)
         state = _mapping(read(name), f"scheduler {i}")
@@ -308,15 +326,14 @@ def apply_checkpoint(
         _undo(undo, exc)
         raise
     try:
-        for i, model in enumerate(plan.models):
-            if engine.replicated_states:
-                engine.load_model_state_dict(model, plan.weights[i], **trust, **model_kwargs)
-            elif not engine.load_model_state(model, plan.input_dir, i, **trust):
-                raise _no_layout("model", i, plan.input_dir)
-        if not engine.replicated_states:
-            for i, opt in enumerate(checkpointer.prepared.optimizers):
-                if not engine.load_optimizer_state(opt, plan.input_dir, i, **trust):
-                    raise _no_layout("optimizer", i, plan.input_dir)
+        engine.apply_checkpoint_states(
+            plan.models,
+            checkpointer.prepared.optimizers,
+            plan.engine_states,
+            plan.input_dir,
+            **trust,
+            **model_kwargs,
+        )
     except BaseException as exc:
         _undo(undo, exc)
         rendezvous.meet("applied", error=f"{type(exc).__name__}: {exc}")
@@ -368,14 +385,6 @@ def _undo(undo: list[tuple[Any, Any]], error: BaseException) -> None:
             f"had restored, except {', '.join(stuck)}, which refused their own previous state.",
             stacklevel=6,  # user code -> Accelerator.load_state -> Checkpointer
         )
-
-
-def _no_layout(what: str, index: int, input_dir: str) -> FileNotFoundError:
-    return FileNotFoundError(
-        f"a sharded run loads each {what} from the layout its engine saved; {input_dir!r} "
-        f"holds none for {what} {index}. Load a checkpoint saved by a run with the same "
-        "engine (FSDP or DeepSpeed), or prepare the same objects as the saving run."
-    )
 
 
 def load_checkpoint(
