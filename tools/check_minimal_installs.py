@@ -388,6 +388,18 @@ def _versions(uv: str, python: Path, package: str, wheels_by_name: dict[str, Pat
     return ", ".join(pins) if pins else "no third-party dependency"
 
 
+# The packages whose checks took longest (accel-launch about 5 min, accel 4, accel-trackers 2.5,
+# the rest 1-1.5 on two busy cores), started first: with --jobs 2 the step ends about 1.5 min
+# sooner than in alphabetical order, where accel-launch started seventh.
+LONGEST_FIRST = ("accel-launch", "accel", "accel-trackers", "accel-bigmodel")
+
+
+def start_order(name: str) -> tuple[int, str]:
+    """Sort key: the longest checks first, then the others by name."""
+    rank = LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+    return rank, name
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("packages", nargs="*", help="Packages to check (default: all).")
@@ -417,7 +429,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     every = sorted(p.name for p in PACKAGES.iterdir() if p.is_dir())
-    names = args.packages or every
+    names = sorted(args.packages or every, key=start_order)
     unknown = sorted(set(names) - set(every))
     if unknown:
         parser.error(f"unknown packages {unknown}; the packages are {every}")
