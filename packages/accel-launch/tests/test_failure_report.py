@@ -97,3 +97,15 @@ def test_a_signal_other_than_the_stop_signal_is_named_before_the_stopped_ones(tm
     code, line = _last_line(capsys, failures)
     assert code == 1
     assert "global rank 1 failed with exit code -9 (killed by signal 9;" in line, line
+
+
+def test_between_a_killed_process_and_one_that_raised_the_earlier_is_named(tmp_path, capsys):
+    # Either can be the cause (an exception the collective check does not recognise as a
+    # peer's stop, or a kill that made a peer raise): only torchrun's own SIGTERM is passed over.
+    killed = _failure(tmp_path, 1, -signal.SIGKILL)
+    raised = _failure(tmp_path, 0, 1, "OSError: disk full", timestamp=killed.timestamp + 1)
+    code, line = _last_line(capsys, {0: raised, 1: killed})
+    assert "global rank 1 failed with exit code -9 (killed by signal 9;" in line, line
+    raised = _failure(tmp_path, 0, 1, "OSError: disk full", timestamp=killed.timestamp - 1)
+    code, line = _last_line(capsys, {0: raised, 1: killed})
+    assert "global rank 0 failed with exit code 1 (OSError: disk full;" in line, line

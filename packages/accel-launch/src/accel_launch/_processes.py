@@ -176,10 +176,9 @@ def _first_failure(err: Any) -> tuple[int, Any]:
 
     A process whose collective failed because a peer stopped says so in its error file
     (``PEER_STOPPED``): those are passed over when another process failed on its own, whatever
-    the order in which torchrun noticed them. Then a process that raised or exited with an error
-    comes before one killed by a signal without recording anything, and a SIGTERM (how torchrun
-    stops the others) comes last: torchrun's timestamps are whole seconds, so the process it
-    stopped can carry the same time as the one that failed.
+    the order in which torchrun noticed them. A process ended by SIGTERM without recording
+    anything (how torchrun stops the others) comes after the rest: torchrun's timestamps are
+    whole seconds, so the process it stopped can carry the same time as the one that failed.
     """
     failures = dict(err.failures)
     causes = {
@@ -189,15 +188,15 @@ def _first_failure(err: Any) -> tuple[int, Any]:
     }
     if not causes:
         return err.get_first_failure()
-    rank = min(causes, key=lambda r: (_stop_likeness(causes[r]), causes[r].timestamp, r))
+    rank = min(causes, key=lambda r: (_stopped_by_torchrun(causes[r]), causes[r].timestamp, r))
     return rank, causes[rank]
 
 
-def _stop_likeness(failure: Any) -> int:
-    """0 for a process's own failure, 1 for a signal it recorded nothing about, 2 for SIGTERM."""
-    if _wrote_error_file(failure) or (failure.exitcode or 0) > 0:
-        return 0
-    return 2 if failure.exitcode == -signal.SIGTERM else 1
+def _stopped_by_torchrun(failure: Any) -> bool:
+    """Whether the process ended by SIGTERM with nothing recorded: torchrun's stop, once
+    another process had failed (an exception, an error exit, or another signal: SIGKILL from
+    the out-of-memory killer)."""
+    return failure.exitcode == -signal.SIGTERM and not _wrote_error_file(failure)
 
 
 def _message(failure: Any) -> str:
