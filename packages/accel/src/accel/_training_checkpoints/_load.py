@@ -67,12 +67,11 @@ class _CheckedFiles:
         input_dir: str,
         manifest: Manifest,
         read: Callable[[str], Any],
-        model_kwargs: dict[str, Any],
+        strict: bool,
         trust_pickles: bool,
     ) -> None:
         self.input_dir, self.manifest, self.read = input_dir, manifest, read
-        self.strict = bool(model_kwargs.get("strict", True))
-        self.trust_pickles = trust_pickles
+        self.strict, self.trust_pickles = strict, trust_pickles
 
     def weights(self, index: int, state_dict: Mapping[str, Any]) -> str:
         name = weights_file_name(index, True)
@@ -169,7 +168,8 @@ def read_checkpoint(
         state = read(name)
         _check_loader_state(loader, state, i, input_dir, name)
         plan.loaders.append((loader, state))
-    files = _CheckedFiles(input_dir, manifest, read, model_kwargs, trust_pickles)
+    strict = bool(model_kwargs.get("strict", True))
+    files = _CheckedFiles(input_dir, manifest, read, strict, trust_pickles)
     plan.engine_states = engine.read_checkpoint_states(
         models, optimizers, files, trust_pickles=trust_pickles
     )
