@@ -40,7 +40,7 @@ fi
 if [ "$MODE" = dry ]; then
     PYTHON="${PYTHON:-$ROOT/.venv/bin/python}"
     OUT="${OUT:-$ROOT/build/gpu-check-dry}"
-    BUDGET=600  # generous: on a busy 2-core CI machine importing torch alone can take 20 s
+    BUDGET=720  # generous: on a busy 2-core CI machine importing torch alone can take 20 s
     export CUDA_VISIBLE_DEVICES=""  # a dry run never touches a GPU, even on a GPU machine
 else
     PYTHON="${PYTHON:-python3}"
@@ -51,6 +51,7 @@ mkdir -p "$OUT"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 export PYTHONUNBUFFERED=1 ACCEL_BIGMODEL_QUIET=1
+export GPU_CHECK_OUT="$OUT"  # tests/gpu/test_client_paths.py writes its rows there
 START=$SECONDS
 : >"$OUT/steps.tsv"
 FAILED=()
@@ -91,7 +92,9 @@ step "dependencies" 120 "$PYTHON" tools/gpu_checks/deps.py --json "$OUT/deps.jso
 # Every test file holding a test marked `cuda`, and tests/gpu (half of it runs on the CPU too).
 mapfile -t CUDA_FILES < <(grep -rlE "mark\.cuda\b" --include='test_*.py' packages tests | grep -v '^tests/gpu/' | sort)
 echo "test files with tests marked cuda: ${CUDA_FILES[*]}"
-step "tests (marked cuda, and tests/gpu)" 240 "$PYTHON" -m pytest -p no:cacheprovider -q -rsfE \
+TESTS_LIMIT=300
+[ "$MODE" = dry ] && TESTS_LIMIT=420  # the clients' paths start four interpreters importing transformers
+step "tests (marked cuda, and tests/gpu)" "$TESTS_LIMIT" "$PYTHON" -m pytest -p no:cacheprovider -q -rsfE \
     -m "cuda or gpu_check" --timeout 150 --junitxml="$OUT/junit.xml" -o junit_family=xunit1 \
     "${CUDA_FILES[@]}" tests/gpu
 

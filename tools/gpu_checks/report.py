@@ -1,7 +1,7 @@
 """Writes the results page of a GPU check (``benchmarks/results/gpu.md`` once committed).
 
 Reads what ``tools/gpu_check.sh`` left in its output folder: ``steps.tsv`` (each step, its exit
-status and seconds), ``deps.json``, ``junit.xml`` and ``bench.json``.
+status and seconds), ``deps.json``, ``junit.xml``, ``bench.json`` and the clients' paths (``clients-*.json``).
 
 Usage: python tools/gpu_checks/report.py OUT_DIR [--dry-run]
 """
@@ -135,6 +135,35 @@ def _bench(bench: Path) -> list[str]:
     return rows
 
 
+def _cell(f: dict[str, Any]) -> str:
+    if "error" in f or "skipped" in f:
+        return (f.get("error") or f"skipped: {f['skipped']}").replace("|", "/")[:160]
+    text = f"{f['seconds']:.2f} s"
+    if "losses" in f and f["losses"]:
+        text += f", loss {f['losses'][0]:.4f} -> {f['losses'][-1]:.4f}"
+    if "device_map" in f:
+        text += ", on " + ", ".join(sorted(set(f["device_map"].values())))
+    return text
+
+
+def _clients(out: Path) -> list[str]:
+    """The clients' paths (tests/gpu/test_client_paths.py), accel beside the reference."""
+    rows: list[str] = []
+    for found in sorted(out.glob("clients-*.json")):
+        data = json.loads(found.read_text(encoding="utf-8"))
+        versions = ", ".join(f"{k} {v}" for k, v in data["versions"].items())
+        rows += [f"### On {data['device']} ({versions} on the reference side)", ""]
+        rows += ["| path | accel | reference | same result |", "| --- | --- | --- | --- |"]
+        for row in data["rows"]:
+            mine, theirs = row["accel"], row["reference"]
+            same = all(mine.get(k) == theirs.get(k) for k in ("device_map", "logits", "losses"))
+            ran = not any(k in f for f in (mine, theirs) for k in ("error", "skipped"))
+            verdict = ("yes" if same else "within tolerance") if ran else "-"
+            rows.append(f"| {row['path']} | {_cell(mine)} | {_cell(theirs)} | {verdict} |")
+        rows.append("")
+    return rows or ["No client-path results (the test step did not reach them)."]
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     dry = "--dry-run" in sys.argv
@@ -162,6 +191,7 @@ def main() -> None:
             state = "ok" if row["error"] is None else f"missing: {row['error']}"
             lines.append(f"| {row['name']} | {row['version'] or '-'} | {state} | {row['role']} |")
     lines += ["", "## Tests (marked `cuda`, and tests/gpu)", "", *_tests(out / "junit.xml")]
+    lines += ["", "## The clients' paths, accel beside the reference", "", *_clients(out)]
     lines += ["", "## Benchmarks", "", *_bench(out / "bench.json"), ""]
     (out / "gpu.md").write_text("\n".join(lines), encoding="utf-8")
     print(f"report: {out / 'gpu.md'}")
