@@ -294,7 +294,7 @@ def test_estimate_memory_gives_one_line_for_a_config_transformers_refuses(tmp_pa
             [
                 "accel: error: argument command: invalid choice: 'lanch' (choose from 'launch', "
                 "'config', 'estimate-memory', 'merge-weights', 'to-fsdp2', 'tpu-config', 'env', "
-                "'test') (did you mean 'launch'?)",
+                "'test', 'install-command') (did you mean 'launch'?)",
                 "usage: accel launch --help lists its flags (accel --help lists the commands)",
             ],
         ),

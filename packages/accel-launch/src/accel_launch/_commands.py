@@ -22,6 +22,7 @@ from ._env_cmd import env_command
 from ._errors import ConfigError
 from ._estimate_cmd import add_estimate_arguments, estimate_memory_command
 from ._flags import _StatedValueError, add_launch_arguments, integer
+from ._install_command import add_install_command_parser
 from ._migrate import migrate
 from ._to_fsdp2 import add_to_fsdp2_arguments, to_fsdp2_command
 from ._tpu import add_tpu_config_parser
@@ -169,6 +170,8 @@ def add_subcommands(sub: Any) -> None:
         help="Run on CPU processes even when accelerators are present.",
     )
     p.set_defaults(func=_test)
+
+    add_install_command_parser(sub)
 
 
 def _precision(text: str) -> str:

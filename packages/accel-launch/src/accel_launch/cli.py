@@ -6,14 +6,15 @@ import argparse
 import sys
 
 from ._config_file import ConfigError
+from ._install_command import REFERENCE_COMMANDS
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``accel`` command and its subcommands."""
+def build_parser(prog: str = "accel") -> argparse.ArgumentParser:
+    """The ``accel`` command and its subcommands (named ``prog`` in help and errors)."""
     from ._commands import add_subcommands
     from ._flags import FlagParser
 
-    parser = FlagParser(prog="accel", description="Launch and configure accel jobs.")
+    parser = FlagParser(prog=prog, description="Launch and configure accel jobs.")
     parser.add_argument(
         "--version", action="version", version=version_line(), help="Print the version and exit."
     )
@@ -47,17 +48,18 @@ def version_line() -> str:
         return line
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str], prog: str = "accel") -> argparse.Namespace:
     """Parse an ``accel`` command line (``["launch", "--num_processes", "2", "train.py"]``)
     exactly as the command does, without running it.
 
     Args:
         argv: The words after ``accel``.
+        prog: The command's name in help and error messages.
 
     Returns:
         The parsed settings; for ``launch``, one attribute per flag (``None`` when not given).
     """
-    parser = build_parser()
+    parser = build_parser(prog)
     if argv[:1] in (["launch"], ["test"]):
         from ._flags import add_launch_arguments, normalize_argv
 
@@ -65,21 +67,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``accel <command> ...``."""
-    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+def main(argv: list[str] | None = None, prog: str = "accel") -> int:
+    """``accel <command> ...`` (``prog`` names the command in help and error messages)."""
+    args = parse_args(list(sys.argv[1:] if argv is None else argv), prog)
     if not getattr(args, "func", None):
-        build_parser().print_help()
+        build_parser(prog).print_help()
         return 2
     try:
         return int(args.func(args) or 0)
     except ConfigError as err:
-        print(f"accel {args.command}: error: {err}", file=sys.stderr)
+        print(f"{prog} {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         start = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
         print(
-            f"{start}accel {args.command}: interrupted (Ctrl-C); {_LEFT[args.command]}",
+            f"{start}{prog} {args.command}: interrupted (Ctrl-C); {_LEFT[args.command]}",
             file=sys.stderr,
         )
         return INTERRUPTED
@@ -97,6 +99,7 @@ _LEFT = {
     "env": "nothing was written.",
     "to-fsdp2": "the output file may be incomplete: convert again.",
     "tpu-config": "the pod's workers may have run part of the commands.",
+    "install-command": "the command may be half written: run it again, or with --remove.",
 }
 
 
@@ -107,6 +110,29 @@ def launch_main(argv: list[str] | None = None) -> int:
         print(version_line())
         return 0
     return main(["launch", *words])
+
+
+def reference_main(command: str, argv: list[str] | None = None) -> int:
+    """Run one of the reference library's console scripts on accel: ``accelerate launch ...``
+    is ``accel launch ...``, ``accelerate-config default`` is ``accel config default``.
+
+    Under ``accel.install_as_accelerate()`` the reference's console scripts come here, as do
+    the commands ``accel install-command`` writes.
+
+    Args:
+        command: A key of ``REFERENCE_COMMANDS``: ``"accelerate"``, ``"accelerate-launch"``,
+            ``"accelerate-config"``, ``"accelerate-estimate-memory"`` or
+            ``"accelerate-merge-weights"``.
+        argv: The words after the command (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code of accel's command.
+    """
+    words = list(sys.argv[1:] if argv is None else argv)
+    prefix = REFERENCE_COMMANDS[command]
+    if prefix == ("launch",) and words == ["--version"]:
+        return launch_main(words)
+    return main([*prefix, *words], prog="accelerate")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import sys
 import threading
@@ -50,20 +51,49 @@ def _counterpart(fullname: str) -> str:
     return _OURS + fullname[len(_REFERENCE) :]
 
 
-class _AliasLoader(importlib.abc.Loader):
-    """Loads ``accelerate.<path>`` as accel's module at that path (the same object)."""
+class _AliasLoader(importlib.abc.InspectLoader):
+    """Loads ``accelerate.<path>`` as accel's module at that path (the same object).
 
-    def __init__(self, target: types.ModuleType) -> None:
-        self._target = target
-        self._spec = target.__spec__
+    accel's module is imported when the alias is loaded, not when it is found, so
+    ``python -m accelerate.commands.launch`` runs accel's module once, as ``__main__``: runpy
+    finds the alias, then runs the code this loader gives (accel's) without importing it.
+    """
+
+    def __init__(self, real: importlib.machinery.ModuleSpec) -> None:
+        self._real = real
+        self._own_spec: importlib.machinery.ModuleSpec | None = None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        return self._target
+        module = importlib.import_module(self._real.name)
+        self._own_spec = module.__spec__
+        return module
 
     def exec_module(self, module: types.ModuleType) -> None:
         # The import system stamped the alias's spec on the module: give it its own back, so
         # accel's module keeps its name for its relative imports, reload and pickling.
-        module.__spec__ = self._spec
+        module.__spec__ = self._own_spec
+
+    def _real_loader(self) -> importlib.abc.InspectLoader:
+        loader = self._real.loader
+        if not isinstance(loader, importlib.abc.InspectLoader):
+            raise ImportError(
+                f"accel's module {self._real.name!r} has no code to run (its loader is "
+                f"{loader!r}); import it instead of running it with python -m.",
+                name=self._real.name,
+            )
+        return loader
+
+    def get_code(self, fullname: str) -> types.CodeType | None:
+        """The code of accel's module (what ``python -m accelerate.<path>`` runs)."""
+        return self._real_loader().get_code(self._real.name)
+
+    def get_source(self, fullname: str) -> str | None:
+        """The source of accel's module."""
+        return self._real_loader().get_source(self._real.name)
+
+    def is_package(self, fullname: str) -> bool:
+        """Whether accel's module is a package."""
+        return self._real.submodule_search_locations is not None
 
 
 class _TopLevelLoader(importlib.abc.Loader):
@@ -117,10 +147,13 @@ class AccelerateFinder(importlib.abc.MetaPathFinder):
             return None
         ours = _counterpart(fullname)
         try:
-            module = importlib.import_module(ours)
+            real = importlib.util.find_spec(ours)
         except ModuleNotFoundError as err:
-            if err.name != ours:
-                raise  # a dependency of accel's module is missing: say that, not this
+            if err.name is not None and ours.startswith(err.name + "."):
+                real = None  # a parent is missing: the module is missing
+            else:
+                raise  # a dependency of accel's package is missing: say that, not this
+        if real is None:
             raise ModuleNotFoundError(
                 f"No module named {fullname!r}: under install_as_accelerate(), accelerate.<path> "
                 f"is accel's module at the same path, and accel has no {ours!r}. The modules "
@@ -130,9 +163,9 @@ class AccelerateFinder(importlib.abc.MetaPathFinder):
             ) from None
         return importlib.machinery.ModuleSpec(
             fullname,
-            _AliasLoader(module),
-            origin=getattr(module, "__file__", None),
-            is_package=hasattr(module, "__path__"),
+            _AliasLoader(real),
+            origin=real.origin,
+            is_package=real.submodule_search_locations is not None,
         )
 
     def find_distributions(self, context: Any = None) -> Iterator[Any]:

@@ -7,11 +7,13 @@ reference; ``ACCEL_CONFIG_HOME`` moves it), and ``load_config_from_file`` reads 
 from __future__ import annotations
 
 import os
+import sys
 
 from accel_launch import LaunchConfig, load_config_file
 from accel_launch import default_config_file as _default_config_file
+from accel_launch.cli import reference_main
 
-__all__ = ["default_config_file", "load_config_from_file"]
+__all__ = ["default_config_file", "load_config_from_file", "main"]
 
 default_config_file: str = str(_default_config_file())
 """Where ``accel config`` writes the config file, read when this module was imported."""
@@ -38,3 +40,9 @@ def load_config_from_file(config_file: str | os.PathLike[str] | None) -> LaunchC
             "config default`), or pass the path of an existing file."
         )
     return load_config_file(path)
+
+
+def main() -> int:
+    """The reference's ``accelerate-config`` console script: ``accel config`` with the words
+    of ``sys.argv`` (``default``, ``update`` ...); returns its exit code."""
+    return reference_main("accelerate-config")
