@@ -293,3 +293,41 @@ PENDING_ELSEWHERE.update(
         "accelerate.utils:get_balanced_memory::balanced_memory_cpu",
     }
 )
+
+
+@case("accelerate.utils.modeling:convert_file_size_to_int")
+def file_sizes_other_kinds(function: Any) -> Any:
+    return [function(v) for v in ("1.5GB", "7kb", "10GB", "2GIB")]
+
+
+@case("accelerate.utils.modeling:convert_file_size_to_int")
+def file_size_float(function: Any) -> Any:
+    # the reference takes ints and strings only (a float fails in str methods)
+    return function(1024.0)
+
+
+@case("accelerate.utils.modeling:convert_file_size_to_int")
+def file_size_numpy(function: Any) -> Any:
+    import numpy as np
+
+    return function(np.int64(4096))
+
+
+@case("accelerate.utils.modeling:clean_device_map")
+def clean_map_with_module_name(function: Any) -> Any:
+    return function({"a.0": 0, "a.1": 0, "b": 1}, "a"), function({"": "cpu"})
+
+
+@case("accelerate.hooks:AlignDevicesHook")
+def align_devices_hook_device_object(cls: Any) -> Any:
+    import torch
+
+    hook = cls(execution_device=torch.device("cpu"), io_same_device=True, place_submodules=True)
+    return str(hook.execution_device), hook.place_submodules
+
+
+@case("accelerate:cpu_offload_with_hook")
+def cpu_offload_with_hook_no_device(function: Any) -> Any:
+    # diffusers pipelines call it with execution_device None when no accelerator is set
+    model, hook = function(small_model())
+    return outcome(model), type(hook).__name__

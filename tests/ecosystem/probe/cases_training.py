@@ -278,8 +278,17 @@ def seeds(function: Any) -> Any:
     first = torch.rand(2), np.random.rand(1)
     function(7, device_specific=True)
     second = torch.rand(2)
-    function(np.int64(3), deterministic=False)
+    function(3, deterministic=False)
     return first, second, torch.rand(1)
+
+
+@case("accelerate.utils:set_seed")
+def seed_numpy(function: Any) -> Any:
+    # a numpy integer (a seed drawn with numpy): Python's random.seed refuses it on both
+    import numpy as np
+
+    function(np.int64(3))
+    return np.random.rand(1)
 
 
 @case("accelerate.logging:get_logger")
@@ -360,3 +369,72 @@ def torch_version(function: Any) -> Any:
 @case("accelerate.utils.imports:is_fp8_available")
 def availability(function: Any) -> Any:
     return function()
+
+
+@case("accelerate.utils:extract_model_from_parallel")
+def unwrap_recursively(function: Any) -> Any:
+    # transformers modeling_utils.py: recursive=True unwraps wrapped children too
+    import torch
+
+    model = small_model()
+    outer = torch.nn.Sequential(torch.nn.DataParallel(model))
+    unwrapped = function(outer, recursive=True)
+    return type(unwrapped[0]).__name__, function(model, keep_fp32_wrapper=False) is model
+
+
+@case("accelerate.utils:DataLoaderConfiguration")
+def dataloader_configuration_from_the_trainer(cls: Any) -> Any:
+    # transformers trainer.py pops these four from its AcceleratorConfig
+    config = cls(
+        split_batches=False, dispatch_batches=None, even_batches=True, use_seedable_sampler=True
+    )
+    return config.use_seedable_sampler, config.dispatch_batches
+
+
+@case("accelerate.utils:GradientAccumulationPlugin")
+def gradient_accumulation_from_the_trainer(cls: Any) -> Any:
+    # transformers: the user's gradient_accumulation_kwargs with num_steps forced to 1
+    plugin = cls(
+        num_steps=1, adjust_scheduler=False, sync_with_dataloader=False, sync_each_batch=True
+    )
+    return plugin.adjust_scheduler, plugin.sync_with_dataloader, plugin.sync_each_batch
+
+
+@case("accelerate:Accelerator")
+def accelerator_with_empty_plugins(cls: Any) -> Any:
+    # transformers trainer.py: a dynamo plugin with backend None, no DeepSpeed/FSDP plugin
+    from accelerate.utils import TorchDynamoPlugin
+
+    accelerator = cls(
+        cpu=True,
+        deepspeed_plugin=None,
+        fsdp_plugin=None,
+        dynamo_plugin=TorchDynamoPlugin(backend=None, mode=None, dynamic=None),
+    )
+    model = accelerator.prepare(small_model())
+    return str(accelerator.state.dynamo_plugin.backend), type(model).__name__
+
+
+@case("accelerate.logging:get_logger")
+def logger_levels(function: Any) -> Any:
+    return function("client.third", log_level=None).logger.level, function(
+        "client.fourth", log_level="DEBUG"
+    ).logger.level
+
+
+@case("accelerate.utils:release_memory", "accelerate.utils.memory:release_memory")
+def release_tensors(function: Any) -> Any:
+    import torch
+
+    return function(torch.ones(2), None, [1])
+
+
+@case("accelerate.utils:named_module_tensors")
+def named_tensors_persistent_only(function: Any) -> Any:
+    import torch
+
+    model = small_model()
+    model.register_buffer("scratch", torch.zeros(1), persistent=False)
+    return sorted(dict(function(model, recurse=True, remove_non_persistent=True))), sorted(
+        dict(function(model, recurse=True))
+    )
