@@ -245,7 +245,7 @@ def halving_batch_size(function: Any) -> Any:
             raise RuntimeError("CUDA out of memory.")
         return batch_size
 
-    return function(function=loop, starting_batch_size=64)(), seen
+    return function(function=loop, starting_batch_size=20)(), seen
 
 
 @case("accelerate.utils:release_memory", "accelerate.utils.memory:release_memory")
