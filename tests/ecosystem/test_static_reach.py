@@ -1,46 +1,34 @@
-"""Every name that transformers, PEFT, TRL and diffusers import from ``accelerate`` resolves
+"""Every name that transformers, PEFT, TRL and diffusers use from ``accelerate`` resolves
 under accel (``accelerate.<path>.<name>`` is ``accel.<path>.<name>`` under
-``install_as_accelerate()``).
+``install_as_accelerate()``): the names they import and the names they reach through attribute
+chains (``accelerate.big_modeling.check_device_map``).
 
-The clients' installed sources are parsed (``ast``), so a new release of a client that imports a
-new name fails here at once, naming it. Each client is skipped, with the reason, when it is not
-installed (``uv sync --group ecosystem``, Python 3.11+).
+The clients' installed sources are parsed (``ast``, ``probe/scan.py``), so a new release of a
+client that uses a new name fails here at once, naming it. Each client is skipped, with the
+reason, when it is not installed (``uv sync --group ecosystem``, Python 3.11+).
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-CLIENTS = ("transformers", "peft", "trl", "diffusers")
 
-Imported = dict[tuple[str, str | None], set[str]]
-"""(module, name or None for ``import module``) -> the files that import it."""
+def _load_scan() -> ModuleType:
+    path = Path(__file__).parent / "probe" / "scan.py"
+    spec = importlib.util.spec_from_file_location("accel_ecosystem_scan", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def accelerate_imports(package: str) -> Imported:
-    """Every absolute import of ``accelerate`` or ``accelerate.<path>`` in a package's sources."""
-    spec = importlib.util.find_spec(package)
-    assert spec is not None and spec.submodule_search_locations, package
-    root = Path(next(iter(spec.submodule_search_locations)))
-    found: Imported = {}
-    for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        where = f"{package}/{path.relative_to(root)}"
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                if node.module == "accelerate" or node.module.startswith("accelerate."):
-                    for alias in node.names:
-                        found.setdefault((node.module, alias.name), set()).add(where)
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name == "accelerate" or alias.name.startswith("accelerate."):
-                        found.setdefault((alias.name, None), set()).add(where)
-    return found
+scan = _load_scan()
+CLIENTS = scan.CLIENTS
 
 
 def unresolved(module: str, name: str | None) -> str | None:
@@ -68,8 +56,8 @@ def unresolved(module: str, name: str | None) -> str | None:
 def test_every_accelerate_import_of_the_client_resolves_under_accel(client: str) -> None:
     if importlib.util.find_spec(client) is None:
         pytest.skip(f"{client} is not installed (uv sync --group ecosystem, Python 3.11+)")
-    imports = accelerate_imports(client)
-    assert imports, f"found no accelerate import in {client}: the scan is broken"
+    imports = scan.client_uses(client)
+    assert imports, f"found no accelerate use in {client}: the scan is broken"
     problems = []
     for (module, name), files in sorted(imports.items(), key=lambda item: str(item[0])):
         why = unresolved(module, name)
@@ -85,3 +73,44 @@ def test_the_scan_names_a_missing_name() -> None:
     assert unresolved("accelerate.utils", "no_such_name") == "accel.utils has no 'no_such_name'"
     assert "does not import" in str(unresolved("accelerate.no_such_module", "x"))
     assert unresolved("accelerate.parallelism_config", "ParallelismConfig") is None
+
+
+def test_the_scan_reads_attribute_chains_and_aliases() -> None:
+    source = """
+import accelerate
+import accelerate.utils as au
+from accelerate.hooks import AlignDevicesHook
+
+def patch():
+    import accelerate.big_modeling
+    accelerate.big_modeling.check_device_map = None
+    au.modeling.get_max_memory({0: 1})
+    getattr(accelerate.hooks, "SequentialHook")
+    return accelerate.__version__, accelerate.hooks.CpuOffload
+"""
+    found = scan.uses_in_source(source, "client/x.py")
+    assert set(found) == {
+        ("accelerate", None),
+        ("accelerate.utils", None),
+        ("accelerate.big_modeling", None),
+        ("accelerate.hooks", "AlignDevicesHook"),
+        ("accelerate.big_modeling", "check_device_map"),
+        ("accelerate.utils.modeling", "get_max_memory"),
+        ("accelerate.hooks", None),
+        ("accelerate", "__version__"),
+        ("accelerate.hooks", "CpuOffload"),
+    }
+
+
+def test_the_clients_names_reached_only_through_attribute_chains_are_in_the_scan() -> None:
+    installed = scan.installed_clients()
+    if not {"transformers", "peft"} <= set(installed):
+        pytest.skip("transformers and peft are not installed (uv sync --group ecosystem)")
+    uses = scan.all_uses()
+    # transformers patches check_device_map; peft reads the version and looks hooks up by name
+    assert (
+        "transformers/integrations/accelerate.py"
+        in uses[("accelerate.big_modeling", "check_device_map")]
+    )
+    assert "peft/utils/other.py" in uses[("accelerate", "__version__")]
+    assert "peft/utils/other.py" in uses[("accelerate.hooks", None)]
