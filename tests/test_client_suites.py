@@ -90,3 +90,15 @@ def test_the_page_keeps_the_sections_of_suites_not_run(suites: ModuleType, tmp_p
     assert "### peft\n\nnew" in text
     assert "### transformers\n\nold" in text
     assert suites.PEFT_SHA256 in text
+
+
+def test_the_hub_endpoint_of_the_runs_refuses_at_once(suites: ModuleType) -> None:
+    """Both sides get a local endpoint whose 404 is final, so a test that downloads a model
+    fails at once on both sides instead of retrying against an unreachable Hub."""
+    import urllib.error
+    import urllib.request
+
+    endpoint = suites.environment("accel")["HF_ENDPOINT"]
+    assert endpoint == suites.environment("reference")["HF_ENDPOINT"]
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        urllib.request.urlopen(f"{endpoint}/api/models/some/model", timeout=10)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import http.server
 import importlib.metadata
 import os
 import shutil
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -152,14 +154,40 @@ def environment(side: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEL_", "ACCELERATE_"))}
     env["ACCEL_AS_ACCELERATE"] = "1" if side == "accel" else "0"
     env["HF_HUB_OFFLINE"] = env["HF_DATASETS_OFFLINE"] = "1"
-    # PEFT's tests turn offline mode off around their first download of a model: a closed local
-    # port makes that download fail at once instead of waiting on the network.
-    env["HF_ENDPOINT"] = "http://127.0.0.1:9"
+    env["HF_ENDPOINT"] = _no_hub()
     env["PYTHONWARNINGS"] = "ignore"
     env["TOKENIZERS_PARALLELISM"] = "false"
     env.setdefault("OMP_NUM_THREADS", "1")
     env.pop("PYTHONPATH", None)
     return env
+
+
+class _NotFound(http.server.BaseHTTPRequestHandler):
+    """Answers 404 to every request."""
+
+    def _answer(self) -> None:
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_HEAD = do_POST = _answer
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+_HUB: list[str] = []
+
+
+def _no_hub() -> str:
+    """A local endpoint that answers 404 at once. PEFT's tests turn offline mode off around a
+    model's first download; without a network the Hub client retries with back-off (about 20 s
+    a call), while a 404 is final, so the download fails on both sides at once."""
+    if not _HUB:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        _HUB.append(f"http://127.0.0.1:{server.server_address[1]}")
+    return _HUB[0]
 
 
 def test_id(classname: str, name: str) -> str:
