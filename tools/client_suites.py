@@ -352,7 +352,7 @@ the same environment, one pytest process per side at once: the reference (accele
 accel under the switch (`ACCEL_AS_ACCELERATE=1`). Counts are passed tests per file; a test that
 passes only on the reference fails the run unless `tools/client_suites_expected.txt` lists it
 with its reason, quoted below. Tests that need the Hugging Face Hub fail on both sides (the runs
-are offline) and count for neither.
+are offline: a local endpoint answers 404) and count for neither.
 
 - **peft** {peft}: its sdist's `tests/` (sha256 `{sha}`), in CI (`.ci/run`, step
   `client_suites` of `tools/test.sh`).
