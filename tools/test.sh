@@ -9,16 +9,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=(lint imports deps types minimal pythons lowest release cluster docs benchmarks gpu_dry_run tests reference_suite xla)
+STEPS=(lint imports deps types minimal pythons lowest release cluster docs benchmarks gpu_dry_run tests reference_suite client_suites xla)
 # When every step runs, the steps that mostly wait on downloads and work in environments of their
 # own (system packages; accel-bigmodel and accel-trackers on the other Pythons and on the lowest
 # versions; XLA; the release dry run) run in a second lane beside the steps that time nothing
 # (lint ... the GPU dry run). The steps whose tests start several processes under timeouts
-# (minimal, tests, reference_suite) start once both lanes are done, alone on the machine.
+# (minimal, tests, reference_suite, client_suites) start once both lanes are done, alone on
+# the machine.
 # Same steps, same checks, less waiting: the downloads overlap the single-threaded checks.
 BESIDE=(cluster pythons lowest xla release)
 FIRST=(lint imports deps types docs benchmarks gpu_dry_run)
-AFTER=(minimal tests reference_suite)
+AFTER=(minimal tests reference_suite client_suites)
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -166,6 +167,15 @@ run_tests() {
 run_reference_suite() {
     step "the reference's own test suite on accel"
     uv run --no-sync python tests/parity/reference_suite/run.py
+}
+
+# The clients' own test suites, each run on the reference and on accel at once (one process a
+# side, in this environment): PEFT's tests that reach accelerate, from its sdist on PyPI (cached
+# in ~/.cache/accel/client-suites). A test passing on the reference and not on accel, unless
+# listed in tools/client_suites_expected.txt, fails (benchmarks/results/client-suites.md).
+run_client_suites() {
+    step "the clients' own test suites, reference and accel side by side"
+    uv run --no-sync python tools/client_suites.py
 }
 
 # torch_xla pins torch 2.9: its tests run in their own cached venv (skipped, exit 0, when PyPI
