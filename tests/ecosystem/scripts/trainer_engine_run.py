@@ -91,7 +91,7 @@ def deepspeed_config(engine: str) -> dict[str, Any]:
                 "total_num_steps": STEPS,
                 "warmup_min_lr": 0.0,
                 "warmup_max_lr": LEARNING_RATE,
-                "warmup_num_steps": 0,
+                "warmup_num_steps": 1,  # transformers checks it against its own count: 1
             },
         }
     return config
