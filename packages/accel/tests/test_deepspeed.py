@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from accel_state import (
     AcceleratorState,
     DeepSpeedPlugin,
@@ -78,6 +79,37 @@ def test_several_plugins_select_by_name():
         acc.state.select_deepspeed_plugin("c")
     with pytest.raises(ValueError, match="select_deepspeed_plugin"):
         plugins["a"].select()
+
+
+def test_placeholder_values_fill_only_auto_entries_as_in_the_reference():
+    # transformers' Trainer completes the optimizer and scheduler sections itself, then hands
+    # DummyOptim(params) (lr 0.001 by default) and DummyScheduler(optimizer) to prepare.
+    from accel._engines._deepspeed_config import complete_config
+    from accel.utils import DummyOptim, DummyScheduler
+
+    config = {
+        "train_micro_batch_size_per_gpu": 4,
+        "gradient_accumulation_steps": 1,
+        "zero_optimization": {"stage": 2},
+        "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": "auto"}},
+        "scheduler": {
+            "type": "WarmupDecayLR",
+            "params": {"total_num_steps": 8, "warmup_max_lr": "auto", "warmup_num_steps": 0},
+        },
+    }
+    plugin = DeepSpeedPlugin(hf_ds_config=config)
+    acc = Accelerator(cpu=True, deepspeed_plugin=plugin)
+    model = torch.nn.Linear(2, 2)
+    optimizer = DummyOptim(model.parameters(), weight_decay=0.1)
+    done = complete_config(
+        acc.engine.context, plugin, model, optimizer, DummyScheduler(optimizer), 1
+    )
+    assert done["optimizer"]["params"] == {"lr": 0.01, "weight_decay": 0.1}
+    assert done["scheduler"]["params"] == {
+        "total_num_steps": 8,
+        "warmup_max_lr": 0.001,
+        "warmup_num_steps": 0,
+    }
 
 
 def test_missing_deepspeed_names_the_install_command(monkeypatch):

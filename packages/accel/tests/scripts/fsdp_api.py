@@ -1,6 +1,7 @@
 """Run on 2 processes: the reference's FSDP checkpoint functions (save_fsdp_model,
 load_fsdp_model, save_fsdp_optimizer, load_fsdp_optimizer, merge_fsdp_weights) round-trip a
-trained FSDP2 model and its optimizer in both layouts.
+trained FSDP2 model and its optimizer in both layouts (with ``adapter_only=True``, ignored for a
+model without PEFT adapters, as the reference does).
 
 ``python -m torch.distributed.run --nproc_per_node 2 fsdp_api.py OUT``
 """
@@ -60,11 +61,15 @@ def main():
     for kind in ("SHARDED_STATE_DICT", "FULL_STATE_DICT"):
         plugin.set_state_dict_type(kind)
         folder = os.path.join(out, kind)
-        save_fsdp_model(plugin, acc, model, folder)
+        # adapter_only=True, as transformers' Trainer passes it: a model without PEFT adapters
+        # is saved and loaded whole.
+        save_fsdp_model(plugin, acc, model, folder, adapter_only=True)
         save_fsdp_optimizer(plugin, acc, opt, model, folder)
+        if kind == "FULL_STATE_DICT":  # the reference's name, which transformers looks for
+            assert os.path.isfile(os.path.join(folder, "optimizer.bin")), os.listdir(folder)
         other, other_opt = acc.prepare(*build(1))  # different weights, no optimizer state
-        load_fsdp_model(plugin, acc, other, folder)
-        load_fsdp_optimizer(plugin, acc, other_opt, other, folder)
+        load_fsdp_model(plugin, acc, other, folder, adapter_only=True)
+        load_fsdp_optimizer(plugin, acc, other_opt, other, folder, adapter_only=True)
         loaded = acc.get_state_dict(other)
         if acc.is_main_process:
             same(loaded, expected_model)
@@ -80,9 +85,10 @@ def main():
         assert written == []
     print(f"PASSED check_merge rank {acc.process_index}", flush=True)
 
+    plugin.set_state_dict_type("SHARDED_STATE_DICT")
     for call, error in (
         (lambda: load_fsdp_model(plugin, acc, other, os.path.join(out, "none")), FileNotFoundError),
-        (lambda: save_fsdp_model(plugin, acc, other, out, adapter_only=True), ValueError),
+        (lambda: save_fsdp_model(plugin, acc, other, out, use_dcp=False), ValueError),
     ):
         try:
             call()

@@ -64,6 +64,25 @@ def complete_config(
     if config.get("sequence_parallel_size") == AUTO_VALUE:
         values["sequence_parallel_size"] = sp_size
     values.update(_bucket_sizes(model))
+    plugin.deepspeed_config_process(must_match=True, **values)
+    # The placeholders' values only fill "auto" entries: a value written in the config's
+    # optimizer or scheduler section wins over the placeholder's (its defaults included, as
+    # transformers' Trainer builds DummyOptim(params) over a config it completed itself).
+    plugin.deepspeed_config_process(must_match=False, **_placeholder_values(optimizer, scheduler))
+    remaining = _auto_keys(config)
+    if remaining:
+        raise ValueError(
+            'every "auto" value of the DeepSpeed config must be filled from the '
+            f"Accelerator before deepspeed.initialize; got unfilled {remaining}. Write these "
+            "values in the config (or pass what fills them: DummyOptim/DummyScheduler "
+            "arguments, a dataloader, gradient_clipping)."
+        )
+    return config
+
+
+def _placeholder_values(optimizer: Any, scheduler: Any) -> dict[str, Any]:
+    """The config values a ``DummyOptim`` / ``DummyScheduler`` stands for, by dotted key."""
+    values: dict[str, Any] = {}
     if isinstance(optimizer, DummyOptim):
         opt_params = {"lr": optimizer.lr, "weight_decay": optimizer.weight_decay}
         opt_params.update(optimizer.kwargs)
@@ -78,16 +97,7 @@ def complete_config(
         }
         params.update(scheduler.kwargs)
         values.update({f"scheduler.params.{k}": v for k, v in params.items()})
-    plugin.deepspeed_config_process(must_match=True, **values)
-    remaining = _auto_keys(config)
-    if remaining:
-        raise ValueError(
-            'every "auto" value of the DeepSpeed config must be filled from the '
-            f"Accelerator before deepspeed.initialize; got unfilled {remaining}. Write these "
-            "values in the config (or pass what fills them: DummyOptim/DummyScheduler "
-            "arguments, a dataloader, gradient_clipping)."
-        )
-    return config
+    return values
 
 
 def _micro_batch_size(context: EngineContext, plugin: DeepSpeedPlugin) -> int | None:

@@ -82,9 +82,11 @@ class DeepSpeedEngineWrapper:
         self.engine = engine
 
     def backward(self, loss: torch.Tensor, sync_gradients: bool = True, **kwargs: Any) -> None:
-        """Backward of ``loss`` (already divided by the accumulation steps); at the end of a
-        cycle (``sync_gradients``), reduce gradients, clip, step and zero them."""
+        """Backward of ``loss`` (already divided by the accumulation steps, unless the caller
+        passed ``scale_wrt_gas=False``: then as given); at the end of a cycle
+        (``sync_gradients``), reduce gradients, clip, step and zero them."""
         self.engine.set_gradient_accumulation_boundary(sync_gradients)
+        kwargs.pop("scale_wrt_gas", None)
         self.engine.backward(loss, scale_wrt_gas=False, **kwargs)
         if sync_gradients:
             self.engine.step()

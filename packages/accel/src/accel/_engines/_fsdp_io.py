@@ -7,7 +7,8 @@ loading:
   ``torch.distributed.checkpoint`` where each process writes its own shards (the model entries
   are ``model.<name>``, which ``accel merge-weights`` turns into one safetensors file).
 - ``FULL_STATE_DICT``: ``pytorch_model_fsdp_<i>.safetensors`` (the whole model, gathered on
-  process 0) and ``optimizer_fsdp_<i>.bin``. On loading, process 0 reads the file and the
+  process 0) and ``optimizer_fsdp_<i>.bin`` (``save_fsdp_optimizer`` writes it under the
+  reference's name, ``optimizer.bin`` / ``optimizer_<i>.bin``, and both are read). On loading, process 0 reads the file and the
   others receive their shards from it, one tensor at a time.
 """
 
@@ -27,6 +28,20 @@ MODEL_DIR = "pytorch_model_fsdp_{}"
 MODEL_FILE = "pytorch_model_fsdp_{}.safetensors"
 OPTIM_DIR = "optimizer_fsdp_{}"
 OPTIM_FILE = "optimizer_fsdp_{}.bin"
+
+
+def reference_optimizer_file(index: int) -> str:
+    """The reference's name of a gathered optimizer file (``optimizer.bin`` for entry 0),
+    which transformers' ``Trainer`` looks for when it resumes."""
+    return "optimizer.bin" if index == 0 else f"optimizer_{index}.bin"
+
+
+def _optimizer_file(input_dir: str, index: int) -> str:
+    """The gathered optimizer file of entry ``index``: accel's name, else the reference's."""
+    ours = os.path.join(input_dir, OPTIM_FILE.format(index))
+    if os.path.isfile(ours):
+        return ours
+    return os.path.join(input_dir, reference_optimizer_file(index))
 
 
 def _options(**kwargs: Any) -> Any:
@@ -172,7 +187,7 @@ def validate(input_dir: str, index: int, trust_pickles: bool = False) -> None:
         folder = os.path.join(input_dir, name.format(index))
         if os.path.isdir(folder):
             read_dcp_metadata_safely(folder, opt_in=LOAD_STATE_OPT_IN)
-    file = os.path.join(input_dir, OPTIM_FILE.format(index))
+    file = _optimizer_file(input_dir, index)
     if os.path.isfile(file):
         safe_torch_load(file, opt_in=LOAD_STATE_OPT_IN)
 
@@ -216,8 +231,11 @@ def save_optimizer(
     output_dir: str,
     index: int,
     sharded: bool,
+    file_name: str | None = None,
 ) -> str:
-    """Write the state of ``optimizer`` (over the parameters of ``model``); a collective."""
+    """Write the state of ``optimizer`` (over the parameters of ``model``); a collective.
+
+    ``file_name`` names the gathered file (default ``optimizer_fsdp_<index>.bin``)."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
@@ -225,7 +243,7 @@ def save_optimizer(
         path = os.path.join(output_dir, OPTIM_DIR.format(index))
         dcp.save({"optimizer": get_optimizer_state_dict(model, optimizer)}, checkpoint_id=path)
         return path
-    path = os.path.join(output_dir, OPTIM_FILE.format(index))
+    path = os.path.join(output_dir, file_name or OPTIM_FILE.format(index))
     # FSDP1 on CPU: every process gathers the full state (see full_model_state).
     offload = not _fsdp1_on_cpu(model)
     state = get_optimizer_state_dict(
@@ -254,7 +272,7 @@ def load_optimizer(
     )
 
     folder = os.path.join(input_dir, OPTIM_DIR.format(index))
-    file = os.path.join(input_dir, OPTIM_FILE.format(index))
+    file = _optimizer_file(input_dir, index)
     if os.path.isdir(folder):
         state = {"optimizer": get_optimizer_state_dict(model, optimizer)}
         _dcp_load(state, folder, trust_pickles)

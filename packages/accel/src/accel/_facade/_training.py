@@ -18,12 +18,16 @@ class TrainingMixin(AcceleratorCore):
         """Backward pass of ``loss``, divided by the accumulation steps and scaled under fp16.
 
         Keyword arguments go to ``loss.backward`` (e.g. ``retain_graph=True``), except
-        ``learning_rate`` while a LOMO optimizer is prepared: then the pass is
+        ``scale_wrt_gas=False`` under DeepSpeed (``loss`` is then not divided by the
+        accumulation steps, as DeepSpeed's own switch does), and ``learning_rate`` while a
+        LOMO optimizer is prepared: then the pass is
         [`lomo_backward`][accel.Accelerator.lomo_backward] at that rate (transformers'
         ``Trainer`` with ``optim="lomo"`` calls it so).
         """
         steps = self.gradient_state.num_steps
-        if steps > 1:
+        # DeepSpeed's switch: transformers' Trainer passes scale_wrt_gas=False for a loss it
+        # already divided by the accumulation steps.
+        if steps > 1 and kwargs.get("scale_wrt_gas", True):
             loss = loss / steps
         learning_rate = kwargs.get("learning_rate")
         if learning_rate is not None and self._lomo_optimizers():

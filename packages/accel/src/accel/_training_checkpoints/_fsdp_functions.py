@@ -1,10 +1,12 @@
 """The reference's FSDP checkpoint functions (``save_fsdp_model``, ``load_fsdp_model``,
 ``save_fsdp_optimizer``, ``load_fsdp_optimizer``) on top of accel's FSDP engine.
 
-They write and read the layout of ``Accelerator.save_state``: ``pytorch_model_fsdp_<i>/`` and
+They write and read the layout of ``Accelerator.save_state`` (but for the name of the gathered
+optimizer file): ``pytorch_model_fsdp_<i>/`` and
 ``optimizer_fsdp_<i>/`` (``torch.distributed.checkpoint`` folders, one shard per process) with
-``SHARDED_STATE_DICT``; ``pytorch_model_fsdp_<i>.safetensors`` and ``optimizer_fsdp_<i>.bin``
-(gathered on the main process) with ``FULL_STATE_DICT``. Every process must call them.
+``SHARDED_STATE_DICT``; ``pytorch_model_fsdp_<i>.safetensors`` and the reference's
+``optimizer.bin`` (``optimizer_<i>.bin``; ``optimizer_fsdp_<i>.bin`` is read too), gathered on
+the main process, with ``FULL_STATE_DICT``. Every process must call them.
 """
 
 from __future__ import annotations
@@ -17,12 +19,22 @@ from typing import Any
 import torch
 
 from .._engines import _fsdp_io as io
+from .._facade._model_probes import is_peft_model
 
 
 def _sharded(
-    fsdp_plugin: Any, accelerator: Any, what: str, adapter_only: bool, use_dcp: bool
+    fsdp_plugin: Any,
+    accelerator: Any,
+    what: str,
+    adapter_only: bool,
+    use_dcp: bool,
+    model: Any = None,
 ) -> bool:
-    """Check the arguments; return whether the plugin writes sharded checkpoints."""
+    """Check the arguments; return whether the plugin writes sharded checkpoints.
+
+    ``adapter_only`` asks for the PEFT adapter weights alone: a model without adapters has
+    nothing to leave out, so it is saved (or loaded) whole, as the reference does (transformers'
+    Trainer passes ``adapter_only=True`` for every model)."""
     if getattr(accelerator.distributed_type, "value", accelerator.distributed_type) != "FSDP":
         raise ValueError(
             f"{what} saves and loads models sharded by FSDP; got an Accelerator whose "
@@ -30,11 +42,12 @@ def _sharded(
             "(Accelerator(fsdp_plugin=...) on several processes), or use save_state / "
             "save_model."
         )
-    if adapter_only:
+    if adapter_only and is_peft_model(model):
         raise ValueError(
             f"{what}(adapter_only=True) keeps only PEFT adapter weights, which accel's FSDP "
-            "checkpoints do not single out; got adapter_only=True. Save the whole model "
-            "(adapter_only=False) and extract the adapter with PEFT's get_peft_model_state_dict."
+            "checkpoints do not single out; got adapter_only=True for a PEFT model. Save the "
+            "whole model (adapter_only=False) and extract the adapter with PEFT's "
+            "get_peft_model_state_dict."
         )
     kind = str(getattr(fsdp_plugin.state_dict_type, "name", fsdp_plugin.state_dict_type))
     if kind.upper() == "LOCAL_STATE_DICT":
@@ -104,13 +117,14 @@ def save_fsdp_model(
         model: The prepared model.
         output_dir: The folder to write into (created).
         model_index: Number in the file names, for several models.
-        adapter_only: Must be False (see the error).
+        adapter_only: Ignored for a model without PEFT adapters (it is saved whole); must be
+            False for a PEFT model.
         use_dcp: Must be True for sharded checkpoints.
 
     Returns:
         The path written.
     """
-    sharded = _sharded(fsdp_plugin, accelerator, "save_fsdp_model", adapter_only, use_dcp)
+    sharded = _sharded(fsdp_plugin, accelerator, "save_fsdp_model", adapter_only, use_dcp, model)
     os.makedirs(output_dir, exist_ok=True)
     return io.save_model(model, os.fspath(output_dir), model_index, sharded)
 
@@ -134,7 +148,7 @@ def load_fsdp_model(
         FileNotFoundError: when ``input_dir`` holds no model entry ``model_index``.
         accel_bigmodel.UntrustedPickleError: for a file that would run code when read.
     """
-    _sharded(fsdp_plugin, accelerator, "load_fsdp_model", adapter_only, use_dcp)
+    _sharded(fsdp_plugin, accelerator, "load_fsdp_model", adapter_only, use_dcp, model)
     _load(
         "load_fsdp_model",
         (io.MODEL_DIR, io.MODEL_FILE),
@@ -163,7 +177,10 @@ def save_fsdp_optimizer(
     sharded = _sharded(fsdp_plugin, accelerator, "save_fsdp_optimizer", False, use_dcp)
     os.makedirs(output_dir, exist_ok=True)
     inner = getattr(optimizer, "optimizer", optimizer)
-    return io.save_optimizer(model, inner, os.fspath(output_dir), optimizer_index, sharded)
+    # The gathered file takes the reference's name, which transformers' Trainer looks for to
+    # restore the optimizer and scheduler when it resumes.
+    name = io.reference_optimizer_file(optimizer_index)
+    return io.save_optimizer(model, inner, os.fspath(output_dir), optimizer_index, sharded, name)
 
 
 def load_fsdp_optimizer(
@@ -186,7 +203,7 @@ def load_fsdp_optimizer(
         FileNotFoundError: when ``input_dir`` holds no optimizer entry ``optimizer_index``.
         accel_bigmodel.UntrustedPickleError: for a file that would run code when read.
     """
-    _sharded(fsdp_plugin, accelerator, "load_fsdp_optimizer", adapter_only, use_dcp)
+    _sharded(fsdp_plugin, accelerator, "load_fsdp_optimizer", adapter_only, use_dcp, model)
     inner = getattr(optimizer, "optimizer", optimizer)
     _load(
         "load_fsdp_optimizer",
