@@ -13,7 +13,7 @@ from torch import nn
 
 from ._device_map import DEVICE_MAP_STRATEGIES, infer_auto_device_map
 from ._devices import DeviceMapError, check_device
-from ._memory_budget import DeviceKey, get_balanced_memory
+from ._memory_budget import get_balanced_memory
 
 _MAP_FIX = "Use 'cpu', 'disk' (with an offload folder), a GPU listed here, or device_map='auto'."
 
@@ -109,7 +109,7 @@ def mapped_device(device_map: Mapping[str, Any], name: str) -> Any:
 def resolve_device_map(
     model: nn.Module,
     device_map: Any,
-    max_memory: Mapping[DeviceKey, Union[int, str]] | None,
+    max_memory: Mapping[Any, Any] | None,
     no_split_module_classes: list[str] | None,
     dtype: Union[str, torch.dtype, None],
     offload_buffers: bool = False,

@@ -20,7 +20,6 @@ from ._checkpoint_io import load_checkpoint_in_model
 from ._device_map_use import check_device_map, require_offload_folder, resolve_device_map
 from ._devices import DeviceMapError, check_device
 from ._hooks import CpuOffload, UserCpuOffloadHook, add_hook_to_module
-from ._memory_budget import DeviceKey
 from ._offload import (
     INDEX_FILE,
     OffloadedWeightsLoader,
@@ -222,7 +221,7 @@ def load_checkpoint_and_dispatch(
     model: nn.Module,
     checkpoint: PathLike,
     device_map: Union[str, Mapping[str, Any], None] = None,
-    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    max_memory: Mapping[Any, Any] | None = None,
     no_split_module_classes: list[str] | None = None,
     offload_folder: PathLike | None = None,
     offload_buffers: bool = False,
