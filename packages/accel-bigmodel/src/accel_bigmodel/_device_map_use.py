@@ -38,13 +38,7 @@ def check_device_map(
     Raises:
         DeviceMapError: Naming the bad entries, the devices that exist, and the fix.
     """
-    if not isinstance(device_map, Mapping):
-        raise DeviceMapError(
-            f"device_map must be a dict of module name -> device; got "
-            f"{type(device_map).__name__} {device_map!r}. {_MAP_FIX}"
-        )
-    for key, value in device_map.items() if check_devices else ():
-        check_device(value, f"device_map[{key!r}]", _MAP_FIX)
+    check_map_devices(device_map, check_devices=check_devices)
     modules = dict(model.named_modules())
     tensor_names = list(model.state_dict().keys())
     known = set(modules) | set(tensor_names)
@@ -78,6 +72,22 @@ def check_device_map(
             UserWarning,
             stacklevel=2,
         )
+
+
+def check_map_devices(device_map: Any, *, check_devices: bool = True) -> None:
+    """Checks that ``device_map`` is a mapping and (with ``check_devices``) that each of its
+    devices exists here: the part of :func:`check_device_map` that does not read the model.
+
+    Raises:
+        DeviceMapError: Naming the bad entry, the devices that exist, and the fix.
+    """
+    if not isinstance(device_map, Mapping):
+        raise DeviceMapError(
+            f"device_map must be a dict of module name -> device; got "
+            f"{type(device_map).__name__} {device_map!r}. {_MAP_FIX}"
+        )
+    for key, value in device_map.items() if check_devices else ():
+        check_device(value, f"device_map[{key!r}]", _MAP_FIX)
 
 
 def require_offload_folder(device_map: Mapping[str, Any], folder: Any, argument: str) -> None:
