@@ -114,7 +114,7 @@ def test_any_max_memory_works_or_names_the_entry(max_memory, check_devices):
     except DeviceMapError as error:
         assert "max_memory" in str(error)
         return
-    assert all(isinstance(v, int) and v >= 0 for v in budget.values())
+    assert all(v is None or type(v) in (int, float) for v in budget.values())
     try:
         device_map = infer_auto_device_map(_empty(), max_memory, check_devices=check_devices)
     except DeviceMapError as error:  # only the empty budget is refused on top

@@ -11,6 +11,7 @@ from typing import Any, Union
 import torch
 from torch import nn
 
+from ._budget_numbers import UNLIMITED, planned_bytes
 from ._devices import DeviceMapError
 from ._layer_reserve import plan_reserving_largest_layer
 from ._memory_budget import DeviceKey, get_max_memory
@@ -27,9 +28,6 @@ logger = logging.getLogger("accel_bigmodel.modeling")
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 _RESERVES = ("largest_layer", "offloaded_layers")
-
-_UNLIMITED = 2**63 - 1
-"""The budget of ``"disk"`` when ``infer_auto_device_map`` adds it (the disk is not limited)."""
 
 
 def _layer_sizes(scan: ModuleScan, no_split: set[str]) -> dict[str, int]:
@@ -239,7 +237,7 @@ def _required_reserve(
 
 def infer_auto_device_map(
     model: nn.Module,
-    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    max_memory: Mapping[Any, Any] | None = None,
     no_split_module_classes: list[str] | None = None,
     dtype: Union[str, torch.dtype, None] = None,
     special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
@@ -272,7 +270,8 @@ def infer_auto_device_map(
 
     Args:
         model: The model to place (may be on the meta device).
-        max_memory: Device -> budget (``int`` bytes or ``"10GiB"``); measured when ``None``.
+        max_memory: Device -> budget as ``get_max_memory`` reads it (bytes as any number or a
+            string like ``"10GiB"``; ``None``: no limit); measured when ``None``.
         no_split_module_classes: Class names never split across devices (residual blocks).
         dtype: Count floating-point weights as this dtype.
         special_dtypes: Per-tensor dtype overrides.
@@ -310,7 +309,10 @@ def infer_auto_device_map(
     if isinstance(no_split_module_classes, str):
         no_split_module_classes = [no_split_module_classes]
     no_split = set(no_split_module_classes or [])
-    budget = get_max_memory(max_memory, check_devices=check_devices)
+    budget = {
+        device: planned_bytes(value)
+        for device, value in get_max_memory(max_memory, check_devices=check_devices).items()
+    }
     if not budget and not offload_to_disk:
         raise DeviceMapError(
             "max_memory must name at least one device; got an empty mapping. Pass e.g. "
@@ -331,7 +333,7 @@ def infer_auto_device_map(
             )
         return clean_device_map(device_map) if clean_result else device_map
     if offload_to_disk and "disk" not in budget:
-        budget["disk"] = _UNLIMITED  # only what the listed devices cannot hold goes there
+        budget["disk"] = UNLIMITED  # only what the listed devices cannot hold goes there
     with gc_paused():
         device_map = _infer(
             model,

@@ -13,7 +13,7 @@ from torch import nn
 
 from ._device_map import DEVICE_MAP_STRATEGIES, infer_auto_device_map
 from ._devices import DeviceMapError, check_device
-from ._memory_budget import DeviceKey, get_balanced_memory
+from ._memory_budget import get_balanced_memory
 
 _MAP_FIX = "Use 'cpu', 'disk' (with an offload folder), a GPU listed here, or device_map='auto'."
 
@@ -38,13 +38,7 @@ def check_device_map(
     Raises:
         DeviceMapError: Naming the bad entries, the devices that exist, and the fix.
     """
-    if not isinstance(device_map, Mapping):
-        raise DeviceMapError(
-            f"device_map must be a dict of module name -> device; got "
-            f"{type(device_map).__name__} {device_map!r}. {_MAP_FIX}"
-        )
-    for key, value in device_map.items() if check_devices else ():
-        check_device(value, f"device_map[{key!r}]", _MAP_FIX)
+    check_map_devices(device_map, check_devices=check_devices)
     modules = dict(model.named_modules())
     tensor_names = list(model.state_dict().keys())
     known = set(modules) | set(tensor_names)
@@ -80,6 +74,22 @@ def check_device_map(
         )
 
 
+def check_map_devices(device_map: Any, *, check_devices: bool = True) -> None:
+    """Checks that ``device_map`` is a mapping and (with ``check_devices``) that each of its
+    devices exists here: the part of :func:`check_device_map` that does not read the model.
+
+    Raises:
+        DeviceMapError: Naming the bad entry, the devices that exist, and the fix.
+    """
+    if not isinstance(device_map, Mapping):
+        raise DeviceMapError(
+            f"device_map must be a dict of module name -> device; got "
+            f"{type(device_map).__name__} {device_map!r}. {_MAP_FIX}"
+        )
+    for key, value in device_map.items() if check_devices else ():
+        check_device(value, f"device_map[{key!r}]", _MAP_FIX)
+
+
 def require_offload_folder(device_map: Mapping[str, Any], folder: Any, argument: str) -> None:
     """Raises :class:`DeviceMapError` when ``device_map`` sends modules to ``"disk"`` but the
     folder argument ``argument`` (``offload_folder`` / ``offload_dir``) is ``None``."""
@@ -109,7 +119,7 @@ def mapped_device(device_map: Mapping[str, Any], name: str) -> Any:
 def resolve_device_map(
     model: nn.Module,
     device_map: Any,
-    max_memory: Mapping[DeviceKey, Union[int, str]] | None,
+    max_memory: Mapping[Any, Any] | None,
     no_split_module_classes: list[str] | None,
     dtype: Union[str, torch.dtype, None],
     offload_buffers: bool = False,

@@ -11,16 +11,22 @@ from typing import Any, Union, cast
 import torch
 from torch import nn
 
+import accel_bigmodel
+
 from ._align_devices import (
     AlignDevicesHook,
     attach_align_device_hook,
     attach_align_device_hook_on_blocks,
 )
 from ._checkpoint_io import load_checkpoint_in_model
-from ._device_map_use import check_device_map, require_offload_folder, resolve_device_map
+from ._device_map_use import (
+    check_device_map,
+    check_map_devices,
+    require_offload_folder,
+    resolve_device_map,
+)
 from ._devices import DeviceMapError, check_device
 from ._hooks import CpuOffload, UserCpuOffloadHook, add_hook_to_module
-from ._memory_budget import DeviceKey
 from ._offload import (
     INDEX_FILE,
     OffloadedWeightsLoader,
@@ -35,6 +41,19 @@ from ._tensors import Device, find_tied_parameters, retie_parameters
 logger = logging.getLogger("accel_bigmodel.big_modeling")
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _check_device_map(model: nn.Module, device_map: Mapping[str, Any]) -> None:
+    """The check ``dispatch_model`` runs: ``accel_bigmodel.check_device_map``, looked up when
+    called, so code that replaces it (transformers does, through the reference's path
+    ``accelerate.big_modeling.check_device_map``, which forwards here) is obeyed; a
+    replacement is called as the reference calls it, and the devices are still checked."""
+    check = accel_bigmodel.check_device_map
+    if check is check_device_map:
+        check_device_map(model, device_map, check_devices=True)
+    else:
+        check(model, device_map)
+        check_map_devices(device_map)
 
 
 def _ensure_offloaded(
@@ -133,7 +152,7 @@ def dispatch_model(
             misses tensors, or sends modules to disk without an offload folder (nothing is
             moved then).
     """
-    check_device_map(model, device_map, check_devices=True)
+    _check_device_map(model, device_map)
     device_map = dict(device_map)
     require_offload_folder(
         device_map, offload_dir if offload_dir is not None else offload_index, "offload_dir"
@@ -222,7 +241,7 @@ def load_checkpoint_and_dispatch(
     model: nn.Module,
     checkpoint: PathLike,
     device_map: Union[str, Mapping[str, Any], None] = None,
-    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    max_memory: Mapping[Any, Any] | None = None,
     no_split_module_classes: list[str] | None = None,
     offload_folder: PathLike | None = None,
     offload_buffers: bool = False,

@@ -4,6 +4,7 @@ spreads a model evenly over the accelerators (``get_balanced_memory``)."""
 from __future__ import annotations
 
 import logging
+import operator
 import os
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Union
@@ -11,8 +12,8 @@ from typing import Any, Union
 import torch
 from torch import nn
 
+from ._budget_numbers import Budget, budget_value
 from ._devices import DeviceMapError, _problem, check_device, describe_devices
-from ._size_text import convert_file_size_to_int
 from ._sizes import compute_module_sizes
 
 logger = logging.getLogger("accel_bigmodel.modeling")
@@ -62,7 +63,12 @@ def _memory_key(key: Any, check_devices: bool) -> DeviceKey:
         key = int(key)
     if isinstance(key, torch.device):
         key = key.index if key.type not in ("cpu", "mps") and key.index is not None else key.type
-    is_index = isinstance(key, int) and not isinstance(key, bool)
+    elif not isinstance(key, str) and hasattr(type(key), "__index__"):
+        try:
+            key = operator.index(key)  # numpy and torch integers name a GPU as an int does
+        except TypeError:
+            pass
+    is_index = isinstance(key, int)
     if not is_index and key not in _DEVICE_ORDER:
         raise DeviceMapError(
             f"max_memory keys must be GPU indices (int), 'mps', 'cpu' or 'disk'; got "
@@ -80,10 +86,10 @@ def _memory_key(key: Any, check_devices: bool) -> DeviceKey:
 
 
 def get_max_memory(
-    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    max_memory: Mapping[Any, Any] | None = None,
     *,
     check_devices: bool = False,
-) -> dict[DeviceKey, int]:
+) -> dict[DeviceKey, Budget]:
     """Returns the memory budget of each device, in bytes, ordered GPUs first, then cpu, then disk.
 
     A plan is not a placement: GPU indices this machine lacks are accepted (a warning is
@@ -92,25 +98,30 @@ def get_max_memory(
 
     As in the reference library, string sizes of the caller's dict are converted in place
     (``{"cpu": "60KB"}`` becomes ``{"cpu": 60000}``): code that passes its dict on after this
-    call (transformers' ``from_pretrained`` does) sees integers.
+    call (transformers' ``from_pretrained`` does) sees integers. Numbers are kept as the
+    reference keeps them: a float stays a float (transformers passes back 90% of the measured
+    memory), numpy and torch scalars become the Python number of the same value, a negative
+    budget is a device that holds nothing, and ``None`` is a device without a limit.
 
     Args:
-        max_memory: Device -> budget (``int`` bytes or a string like ``"10GiB"``). Keys are GPU
-            indices (``int``), ``"mps"``, ``"cpu"`` or ``"disk"``. If ``None``, the free memory of
-            every accelerator and the available RAM are measured.
+        max_memory: Device -> budget (bytes as any number, a string like ``"10GiB"``, or
+            ``None``). Keys are GPU indices (``int`` or any integer type), ``torch.device``,
+            ``"mps"``, ``"cpu"`` or ``"disk"``. If ``None``, the free memory of every
+            accelerator and the available RAM are measured.
         check_devices: Refuse GPU indices (and ``"mps"``) that this machine does not have,
             instead of logging a warning.
 
     Returns:
-        A new dict with integer budgets.
+        A new dict: integer budgets for strings and integral numbers, floats for the other
+        numbers, ``None`` kept.
 
     Raises:
         DeviceMapError: On a device key that is unknown (or absent here, with
-            ``check_devices=True``), a duplicate key, or a malformed or negative size; the
-            message names the entry.
+            ``check_devices=True``), a duplicate key, a size string that cannot be read, NaN,
+            or a value that is not a number; the message names the entry.
     """
     if max_memory is None:
-        result = dict(_accelerator_memory())
+        result: dict[DeviceKey, Budget] = dict(_accelerator_memory())
         if torch.backends.mps.is_available():
             result["mps"] = _available_cpu_memory()
         else:
@@ -121,7 +132,7 @@ def get_max_memory(
             f"max_memory must be a dict of device -> size; got {type(max_memory).__name__} "
             f"{max_memory!r}. Write e.g. max_memory={{0: '10GiB', 'cpu': '30GiB'}}."
         )
-    converted: dict[DeviceKey, int] = {}
+    converted: dict[DeviceKey, Budget] = {}
     written: dict[DeviceKey, Any] = {}
     for original, value in max_memory.items():
         key = _memory_key(original, check_devices)
@@ -131,7 +142,7 @@ def get_max_memory(
                 f"mean device {key!r}. Keep one of them."
             )
         try:
-            converted[key] = convert_file_size_to_int(value)
+            converted[key] = budget_value(value)
         except ValueError as error:
             raise DeviceMapError(
                 f"max_memory[{original!r}] is not a usable size: {error}"
@@ -156,25 +167,33 @@ def get_max_memory(
     return {k: converted[k] for k in order}
 
 
+def _at_most(limit: Union[int, float], budget: Budget) -> Budget:
+    """The smaller of ``limit`` and ``budget`` (``None``: no limit)."""
+    return limit if budget is None else min(limit, budget)
+
+
 def get_balanced_memory(
     model: nn.Module,
-    max_memory: Mapping[DeviceKey, Union[int, str]] | None = None,
+    max_memory: Mapping[Any, Any] | None = None,
     no_split_module_classes: list[str] | None = None,
     dtype: Union[str, torch.dtype, None] = None,
     special_dtypes: Mapping[str, Union[str, torch.dtype]] | None = None,
     low_zero: bool = False,
     *,
     check_devices: bool = False,
-) -> dict[DeviceKey, int]:
+) -> dict[DeviceKey, Budget]:
     """Computes a ``max_memory`` that spreads the model evenly over the available GPUs.
 
     Each GPU but the last gets ``model_size / n_gpus`` plus a margin (the largest unsplittable
     block or 1.25x the mean leaf size, whichever is larger). With ``low_zero`` GPU 0 only gets
-    what the others cannot hold. With fewer than two GPUs the budget is returned unchanged.
+    what the others cannot hold. With fewer than two GPUs the budget is returned unchanged,
+    except that a measured single GPU keeps 10% free (as in the reference, the result is then
+    a float).
 
     Args:
         model: The model to analyze (may be on the meta device).
-        max_memory: Device -> budget; measured when ``None``.
+        max_memory: Device -> budget, read as :func:`get_max_memory` reads it (a GPU whose
+            budget is ``None`` has no limit); measured when ``None``.
         no_split_module_classes: Class names of modules that must not be split.
         dtype: Count floating-point weights as this dtype.
         special_dtypes: Per-tensor dtype overrides.
@@ -189,13 +208,16 @@ def get_balanced_memory(
     """
     user_set = max_memory is not None
     budget = get_max_memory(max_memory, check_devices=check_devices)
-    gpus = [k for k, v in budget.items() if isinstance(k, int) and v > 0]
+    gpus = [k for k, v in budget.items() if isinstance(k, int) and (v is None or v > 0)]
     if not gpus:
         return budget
     if len(gpus) == 1:
-        if not user_set:
-            budget[gpus[0]] = int(budget[gpus[0]] * 0.9)
+        measured = budget[gpus[0]]
+        if not user_set and measured is not None:
+            budget[gpus[0]] = measured * 0.9
         return budget
+    if isinstance(no_split_module_classes, str):
+        no_split_module_classes = [no_split_module_classes]
     sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
     per_gpu = sizes[""] // (len(gpus) - 1 if low_zero else len(gpus))
     no_split = set(no_split_module_classes or [])
@@ -210,8 +232,9 @@ def get_balanced_memory(
     per_gpu += int(1.25 * max(block, mean_leaf))
     for idx in gpus[:-1]:
         if not (low_zero and idx == gpus[0]):
-            budget[idx] = min(per_gpu, budget[idx])
+            budget[idx] = _at_most(per_gpu, budget[idx])
     if low_zero:
-        others = sum(budget[i] for i in gpus[1:])
-        budget[gpus[0]] = min(max(0, sizes[""] - others), budget[gpus[0]])
+        others = [budget[i] for i in gpus[1:]]
+        left = 0 if None in others else max(0, sizes[""] - sum(v for v in others if v is not None))
+        budget[gpus[0]] = _at_most(left, budget[gpus[0]])
     return budget

@@ -46,7 +46,7 @@ def get_quantized_model_device_map(
     model: torch.nn.Module,
     bnb_quantization_config: BnbQuantizationConfig,
     device_map: Union[str, Mapping[str, Any], None] = None,
-    max_memory: Mapping[Any, Union[int, str]] | None = None,
+    max_memory: Mapping[Any, Any] | None = None,
     no_split_module_classes: list[str] | None = None,
 ) -> dict[str, Any] | None:
     """The device map of a model whose linear layers are (about to be) quantized.
@@ -106,7 +106,7 @@ def load_and_quantize_model(
     weights_location: PathLike | None = None,
     device_map: Union[str, Mapping[str, Any], None] = None,
     no_split_module_classes: list[str] | None = None,
-    max_memory: Mapping[Any, Union[int, str]] | None = None,
+    max_memory: Mapping[Any, Any] | None = None,
     offload_folder: PathLike | None = None,
     offload_state_dict: bool = False,
 ) -> torch.nn.Module:
