@@ -15,8 +15,7 @@ Equivalence (``differs``):
 - ``DELIBERATE`` cases differ by a documented rule: both must return.
 
 A name of the scan without a case fails ``test_every_name_of_the_scan_has_a_case_or_a_reason``
-until a case (or a reason it cannot run on the CPU) is added. ``PENDING_ELSEWHERE`` cases are
-strict expected failures. The reference is needed (``uv sync --group bench``).
+until a case (or a reason it cannot run on the CPU) is added. The reference is needed (``uv sync --group bench``).
 """
 
 from __future__ import annotations
@@ -144,15 +143,7 @@ def test_every_name_of_the_scan_has_a_case_or_a_reason() -> None:
     assert not set(cases.CASES) & set(cases.NOT_ON_CPU)
 
 
-def _marks(case_id: str) -> list[pytest.MarkDecorator]:
-    if case_id in cases.PENDING_ELSEWHERE:
-        return [pytest.mark.xfail(strict=True, reason="fixed by the argument-acceptance change")]
-    return []
-
-
-@pytest.mark.parametrize(
-    "case_id", [pytest.param(case_id, marks=_marks(case_id)) for case_id in case_ids()]
-)
+@pytest.mark.parametrize("case_id", case_ids())
 def test_the_case_gives_the_same_result_on_accel_and_the_reference(
     case_id: str, outcomes: dict[str, dict[str, Any]]
 ) -> None:
@@ -173,5 +164,4 @@ def test_the_equivalence_rules() -> None:
     assert differs("c", {"dict": [["a", 1], ["b", 2]]}, {"dict": [["b", 2], ["a", 1]]}) is None
     assert "accel returns" in str(differs("c", error, {"int": 1}))
     assert "accel raises" in str(differs("c", {"int": 1}, clear))
-    assert set(cases.PENDING_ELSEWHERE) <= set(case_ids())
     assert set(cases.DELIBERATE) | set(cases.ACCEL_ACCEPTS_MORE) <= set(case_ids())

@@ -30,12 +30,6 @@ NOT_ON_CPU: dict[tuple[str, str | None], str] = {
 }
 """Names that cannot be probed in one CPU process, with the reason."""
 
-PENDING_ELSEWHERE: set[str] = set()
-"""Cases (``"module:name::case"``) that still differ, fixed by the argument-acceptance change of
-the big-model functions (``get_max_memory``, ``get_balanced_memory``, ``infer_auto_device_map``,
-``check_device_map`` and ``dispatch_model``): reported as strict expected failures, so they fail
-once they pass and leave this set then."""
-
 DELIBERATE: dict[str, str] = {
     "accelerate.utils:find_executable_batch_size::halving_batch_size": "accel halves the batch "
     "size after an out-of-memory error, the reference takes 90% (docs/migration.md)",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cases import PENDING_ELSEWHERE, case, outcome, small_model
+from cases import case, outcome, small_model
 
 
 @case("accelerate.hooks")
@@ -252,9 +252,6 @@ def check_device_map_patched(function: Any) -> Any:
     return len(calls), outcome(model)
 
 
-PENDING_ELSEWHERE.add("accelerate.big_modeling:check_device_map::check_device_map_patched")
-
-
 @case("accelerate:infer_auto_device_map", "accelerate.utils:infer_auto_device_map")
 def auto_map_float_budget(function: Any) -> Any:
     # transformers multiplies measured free memory by 0.9: a float
@@ -283,16 +280,6 @@ def max_memory_given(function: Any) -> Any:
 @case("accelerate.utils:get_balanced_memory")
 def balanced_memory_cpu(function: Any) -> Any:
     return function(small_model(), max_memory={"cpu": 21861303091.2})
-
-
-PENDING_ELSEWHERE.update(
-    {
-        "accelerate:infer_auto_device_map::auto_map_float_budget",
-        "accelerate.utils:infer_auto_device_map::auto_map_float_budget",
-        "accelerate.utils:get_max_memory::max_memory_given",
-        "accelerate.utils:get_balanced_memory::balanced_memory_cpu",
-    }
-)
 
 
 @case("accelerate.utils.modeling:convert_file_size_to_int")
