@@ -34,6 +34,7 @@ def _save_and_resume(eco: SimpleNamespace, project: Path, *flags: str) -> tuple[
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # three interpreters, each training on CPU
 @pytest.mark.parametrize("serialization", ["safetensors", "bin"])
 def test_a_reference_checkpoint_resumes_on_accel_as_on_the_reference(
     tmp_path: Path, eco: SimpleNamespace, serialization: str
@@ -49,6 +50,7 @@ def test_a_reference_checkpoint_resumes_on_accel_as_on_the_reference(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_a_stateful_loader_resumes_from_the_reference_position(
     tmp_path: Path, eco: SimpleNamespace
 ) -> None:
@@ -65,6 +67,7 @@ def test_a_stateful_loader_resumes_from_the_reference_position(
 
 @pytest.mark.slow
 @pytest.mark.multiprocess
+@pytest.mark.timeout(900)  # three 2-process runs; each eco.run has its own timeout
 def test_a_two_process_reference_checkpoint_resumes_on_accel(
     tmp_path: Path, eco: SimpleNamespace
 ) -> None:
@@ -194,3 +197,26 @@ def test_a_tampered_reference_checkpoint_is_refused_and_changes_nothing(
     # the untouched copy loads: the refusal came from the tampered file alone
     accelerator.load_state(str(reference_checkpoint))
     assert counter.seen == 5 and accelerator.step == 5
+
+
+def test_tied_weights_stored_once_by_the_reference_load_into_both_names(
+    tmp_path: Path, eco: SimpleNamespace
+) -> None:
+    """The reference writes a tied tensor once, under its first name, with no alias recorded;
+    accel ties it back from the model (as the reference's loader does)."""
+    eco.require("accelerate")
+    from accel import Accelerator
+
+    script = str(Path(__file__).parent / "scripts" / "reference_tied_save.py")
+    folder = tmp_path / "tied"
+    saved = eco.run([sys.executable, script, str(folder)], as_accelerate=False)
+    torch.manual_seed(1)
+    model = torch.nn.Module()
+    model.emb = torch.nn.Embedding(5, 3)
+    model.head = torch.nn.Linear(3, 5, bias=False)
+    model.head.weight = model.emb.weight
+    accelerator = Accelerator(cpu=True)
+    model = accelerator.prepare(model)
+    accelerator.load_state(str(folder))
+    assert model.emb.weight.sum().item() == saved["sum"]
+    assert model.head.weight is model.emb.weight

@@ -58,6 +58,7 @@ from ._state_files import (
     process_loader_file_name,
     restore_rng_state,
     stateful,
+    tied_aliases,
     weights_file_name,
 )
 
@@ -85,7 +86,10 @@ class _CheckedFiles:
         if name not in self.manifest.files:
             name = weights_file_name(index, False)
         path = verify_file(self.input_dir, self.manifest, name, checksum=False)
-        check_weights(state_dict, path, strict=self.strict, trust_pickles=self.trust_pickles)
+        # The reference stores tied tensors once and records nothing: the model says which.
+        tied = tied_aliases(state_dict) if is_reference(self.manifest) else None
+        trust = self.trust_pickles
+        check_weights(state_dict, path, strict=self.strict, trust_pickles=trust, tied=tied)
         return path
 
     def optimizer(self, index: int, optimizer: Any) -> tuple[Any, str]:
@@ -363,6 +367,8 @@ def apply_checkpoint(
         _undo(undo, exc)
         raise
     try:
+        if is_reference(plan.manifest):  # keys checked in phase 1, ties included
+            model_kwargs = {**model_kwargs, "strict": False}
         engine.apply_checkpoint_states(
             plan.models,
             checkpointer.prepared.optimizers,
