@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -159,7 +160,9 @@ def _tamper_pickle(folder: Path) -> type[Exception]:
 def _tamper_random_states(folder: Path) -> type[Exception]:
     from accel_bigmodel import UntrustedPickleError
 
-    torch.save({"step": 5, "random_state": _Payload()}, folder / "random_states_0.pkl")
+    numpy_state = ("MT19937", np.zeros(624, dtype=np.uint32), 0, 0, 0.0)
+    state = {"step": 5, "numpy_random_seed": numpy_state, "random_state": _Payload()}
+    torch.save(state, folder / "random_states_0.pkl")
     return UntrustedPickleError
 
 

@@ -47,10 +47,21 @@ _SHARDED = re.compile(r"^(pytorch_model_fsdp.*|optimizer_\d+|pytorch_model(_\d+)
 
 def is_reference_checkpoint(path: str) -> bool:
     """Whether ``path`` is a folder without accel's manifest that holds the random states
-    every process of a reference ``save_state`` writes."""
+    every process of a reference ``save_state`` writes: numpy's key as a numpy array (accel
+    stores it as a tensor, so an accel folder that lost its manifest stays incomplete).
+
+    The pickle's opcodes are scanned for the globals it names; nothing is unpickled.
+    """
     if not os.path.isdir(path) or os.path.lexists(os.path.join(path, MANIFEST_NAME)):
         return False
-    return os.path.lexists(os.path.join(path, "random_states_0.pkl"))
+    states = os.path.join(path, "random_states_0.pkl")
+    if not os.path.lexists(states):
+        return False
+    try:
+        named = torch.serialization.get_unsafe_globals_in_checkpoint(states)
+    except Exception:
+        return False  # not a torch.save file: not the reference's either
+    return any(name.startswith("numpy.") and name.endswith(".ndarray") for name in named)
 
 
 def reference_manifest(input_dir: str) -> Manifest:
