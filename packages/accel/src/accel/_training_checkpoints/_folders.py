@@ -29,6 +29,7 @@ from ._manifest import (
     file_checksum,
     read_manifest,
 )
+from ._reference_layout import is_reference_checkpoint
 from ._state_files import fsync_dir, fsync_file
 
 STAGING_MARKER = ".accel_staging"
@@ -309,15 +310,21 @@ def recover_replaced(output_dir: str) -> None:
 
 
 # --------------------------------------------------------------------------- discovery
-def checkpoints_in(folder: str) -> list[tuple[int, str]]:
-    """Complete ``checkpoint_<i>`` folders in ``folder``, oldest first."""
+def checkpoints_in(folder: str, reference: bool = False) -> list[tuple[int, str]]:
+    """Complete ``checkpoint_<i>`` folders in ``folder``, oldest first.
+
+    Args:
+        folder: The ``checkpoints`` folder of a project.
+        reference: Count checkpoints written by HuggingFace accelerate too (to load them;
+            rotation never deletes what accel did not write).
+    """
     if not os.path.isdir(folder):
         return []
     found = []
     for name in os.listdir(folder):
         match = _CHECKPOINT_RE.match(name)
         path = os.path.join(folder, name)
-        if match and is_complete(path):
+        if match and (is_complete(path) or (reference and is_reference_checkpoint(path))):
             found.append((int(match.group(1)), path))
     return sorted(found)
 

@@ -32,9 +32,16 @@ from ._folders import checkpoint_index, warn_world_size
 from ._manifest import (
     Manifest,
     check_digest,
-    read_manifest,
     saved_count,
     verify_file,
+)
+from ._reference_layout import (
+    RNG_GLOBALS,
+    check_loader_state,
+    convert_rng_state,
+    is_reference,
+    loader_file_name,
+    read_any_manifest,
 )
 from ._rendezvous import Rendezvous
 from ._state_files import (
@@ -51,6 +58,7 @@ from ._state_files import (
     process_loader_file_name,
     restore_rng_state,
     stateful,
+    tied_aliases,
     weights_file_name,
 )
 
@@ -78,7 +86,10 @@ class _CheckedFiles:
         if name not in self.manifest.files:
             name = weights_file_name(index, False)
         path = verify_file(self.input_dir, self.manifest, name, checksum=False)
-        check_weights(state_dict, path, strict=self.strict, trust_pickles=self.trust_pickles)
+        # The reference stores tied tensors once and records nothing: the model says which.
+        tied = tied_aliases(state_dict) if is_reference(self.manifest) else None
+        trust = self.trust_pickles
+        check_weights(state_dict, path, strict=self.strict, trust_pickles=trust, tied=tied)
         return path
 
     def optimizer(self, index: int, optimizer: Any) -> tuple[Any, str]:
@@ -123,13 +134,20 @@ def read_checkpoint(
     Load-state pre-hooks run first (they may take models off the list and load them
     themselves; what a hook changes is its own).
     """
-    manifest = read_manifest(input_dir)
+    manifest = read_any_manifest(input_dir, expected_digest)
+    reference = is_reference(manifest)
     if expected_digest is not None:
         check_digest(input_dir, manifest, expected_digest)
     world = checkpointer.num_processes
     if manifest.world_size != world:
         warn_world_size(manifest, world, input_dir)
     engine = checkpointer.engine
+    if reference and not engine.replicated_states:
+        raise NotImplementedError(
+            f"a checkpoint of HuggingFace accelerate ({input_dir!r}) holds whole model and "
+            f"optimizer states, which {type(engine).__name__} does not load (it shards them). "
+            "Resume it on one process or with DDP, save_state there, and load that checkpoint."
+        )
     models = list(checkpointer.prepared.models)
     for hook in hooks:
         hook(models, input_dir)
@@ -162,6 +180,9 @@ def read_checkpoint(
 
     plan = LoadPlan(input_dir, manifest, models, trust_pickles=trust_pickles)
     for i, loader in enumerate(loaders):
+        if reference:
+            _plan_reference_loader(plan, loader, i, read)
+            continue
         name = process_loader_file_name(i, rank)  # a stateful loader's own state
         if name not in manifest.files:
             name = indexed_name(SAMPLER_NAME, "bin", i)
@@ -184,10 +205,30 @@ def read_checkpoint(
         what = f"registered object {i} ({type(obj).__name__})"
         plan.states.append((what, obj, read(name), name))
     rng_name = f"{RNG_STATE_NAME}_{rank}.pkl"
-    if rank < manifest.world_size:
+    if rank < manifest.world_size and reference:
+        path = verify_file(input_dir, manifest, rng_name, checksum=False)
+        raw = load_object(path, trust_pickles=trust_pickles, allowed_globals=RNG_GLOBALS)
+        plan.rng, step = convert_rng_state(raw, rng_name)
+        if step is not None:
+            manifest.step = step
+        _try_rng_state(plan.rng, rng_name)
+    elif rank < manifest.world_size:
         plan.rng = read(rng_name)
         _try_rng_state(plan.rng, rng_name)
     return plan
+
+
+def _plan_reference_loader(
+    plan: LoadPlan, loader: Any, index: int, read: Callable[[str], Any]
+) -> None:
+    """A reference checkpoint holds the state of a stateful loader only (in torchdata's
+    form); any other loader is left as it is, as the reference leaves it."""
+    name = loader_file_name(index)
+    if not getattr(loader, "use_stateful_dataloader", False) or name not in plan.manifest.files:
+        return
+    state = read(name)
+    check_loader_state(state, index, name)
+    plan.loaders.append((loader, state))
 
 
 def _mapping(state: Any, what: str) -> Mapping[str, Any]:
@@ -326,6 +367,8 @@ def apply_checkpoint(
         _undo(undo, exc)
         raise
     try:
+        if is_reference(plan.manifest):  # keys checked in phase 1, ties included
+            model_kwargs = {**model_kwargs, "strict": False}
         engine.apply_checkpoint_states(
             plan.models,
             checkpointer.prepared.optimizers,

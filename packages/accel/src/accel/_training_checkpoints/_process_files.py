@@ -125,7 +125,7 @@ def latest_checkpoint(checkpointer: CheckpointParts) -> str | None:
             "Pass ProjectConfiguration(project_dir=..., automatic_checkpoint_naming=True)."
         )
     folder = os.path.join(config.project_dir, "checkpoints")
-    found = checkpoints_in(folder)
+    found = checkpoints_in(folder, reference=True)
     return found[-1][1] if found else None
 
 
@@ -146,7 +146,7 @@ def resolve_input_dir(
             "automatic_checkpoint_naming=True, project_dir=...)."
         )
     folder = os.path.join(config.project_dir, "checkpoints")
-    found = checkpoints_in(folder)
+    found = checkpoints_in(folder, reference=True)
     if not found:
         raise FileNotFoundError(
             f"load_state() without a folder loads the latest complete checkpoint_<i> in "

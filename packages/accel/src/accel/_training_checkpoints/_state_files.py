@@ -238,7 +238,12 @@ def load_weights(
 
 
 def check_weights(
-    targets: Mapping[str, Any], path: str, strict: bool = True, *, trust_pickles: bool = False
+    targets: Mapping[str, Any],
+    path: str,
+    strict: bool = True,
+    *,
+    trust_pickles: bool = False,
+    tied: Mapping[str, str] | None = None,
 ) -> None:
     """Check, without loading a tensor, that a weights file fits a model's state dict.
 
@@ -250,6 +255,10 @@ def check_weights(
         ValueError: when a tensor's shape differs, or the file is not a valid weights file.
         UnsafeCheckpointError: when a ``.bin`` file holds objects outside the allow-list (and
             ``trust_pickles`` is False).
+
+    ``tied`` maps names of the model that share memory with an earlier name to that name: a
+    file that stores the tensor once, under either name, without recording the other (as the
+    reference library writes safetensors) fits.
     """
     if path.endswith(".safetensors"):
         handle = SafetensorsFile(path)
@@ -265,6 +274,11 @@ def check_weights(
         state, aliases = _unpack(payload)
         shapes = {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
         shapes.update({k: () for k, v in state.items() if not isinstance(v, torch.Tensor)})
+    for later, first in (tied or {}).items():
+        if later not in shapes and first in shapes:
+            aliases.setdefault(later, first)
+        elif first not in shapes and later in shapes:
+            aliases.setdefault(first, later)
     missing, unexpected = _match_keys(targets, set(shapes), aliases)
     if strict and (missing or unexpected):
         raise _key_error(path, missing, unexpected)
