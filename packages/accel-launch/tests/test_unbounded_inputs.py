@@ -163,6 +163,41 @@ def test_a_yaml_alias_bomb_in_a_config_file_is_refused_with_the_file_and_the_key
     assert "alias" in out and "100000 values" in out, out
 
 
+def _merge_bomb(levels: int = 24) -> str:
+    """YAML merge keys (``<<``), each mapping merging the one before it three times: under a
+    kilobyte that the reader's merge step alone would expand to 3**24 key/value pairs."""
+    lines = ["m0: &m0 {a: 1, b: 2}"]
+    for level in range(1, levels):
+        prior = f"*m{level - 1}"
+        lines.append(f"m{level}: &m{level} {{<<: [{prior}, {prior}, {prior}], k{level}: 1}}")
+    return "tpu_env:\n" + "".join(f"  {line}\n" for line in lines)
+
+
+@pytest.mark.parametrize("command", ["env", "tpu-config", "launch"])
+def test_a_yaml_merge_key_bomb_is_refused_while_it_is_read(tmp_path, command):
+    path = tmp_path / "merge.yaml"
+    path.write_text(_merge_bomb())
+    assert path.stat().st_size < 1200
+    argv = [command, "--config_file", str(path)]
+    argv += {"env": [], "tpu-config": ["--command", "ls"], "launch": [_script(tmp_path)]}[command]
+    # It used to run for minutes before any check: the deadline makes a hang a failure.
+    r = accel(*argv, check=False, timeout=60)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert str(path) in r.stderr and "merge" in r.stderr and "100000 values" in r.stderr
+
+
+def test_a_used_merge_key_still_loads(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text(
+        "distributed_type: FSDP\nfsdp_config:\n"
+        "  <<: [{fsdp_version: 2, fsdp_offload_params: true}, {fsdp_version: 1}]\n"
+        "  fsdp_offload_params: false\n"
+    )
+    config = load_config_file(path)
+    assert config.fsdp_config.fsdp_version == 2
+    assert config.fsdp_config.fsdp_offload_params is False
+
+
 def test_a_config_file_larger_than_a_mebibyte_is_refused_unread(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text("num_processes: 2\n" + "# padding\n" * 120_000)

@@ -15,7 +15,7 @@ import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 from accel_state import environment_variables as contract
 
-from ._config_bounds import check_expansion, check_file_size, nested_too_deep
+from ._config_bounds import check_expansion, check_file_size, load_yaml, nested_too_deep
 from ._config_values import coerce
 from ._device_files import accelerator_device_files
 from ._engine_configs import (
@@ -324,7 +324,7 @@ def read_raw(path: Path) -> dict[str, Any]:
             "config file (written by `accel config`)."
         ) from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else load_yaml(text, path)
     except yaml.constructor.ConstructorError as err:
         raise ConfigError(
             f"config files hold plain values only (YAML is read with yaml.safe_load, which never "
