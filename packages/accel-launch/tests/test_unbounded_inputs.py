@@ -299,3 +299,56 @@ def test_a_flag_whose_error_states_the_fix_prints_one_line(isolated_config_home)
     # argparse's own refusals (no fix in their words) keep the usage of the flag.
     code, err = _run(["config", "default", "--mixed_precision"])
     assert code == 2 and err.splitlines()[1].startswith("usage: accel config default")
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ({"model_type": "llama", "num_hidden_layers": int(BILLION)}, "num_hidden_layers"),
+        ({"model_type": "gpt2", "n_layer": int(BILLION)}, "n_layer"),
+        (
+            {"model_type": "mixtral", "num_hidden_layers": 2, "num_local_experts": int(BILLION)},
+            "num_local_experts",
+        ),
+        (
+            {"model_type": "t5", "text_config": {"num_layers": int(BILLION)}},
+            "text_config.num_layers",
+        ),
+    ],
+    ids=["llama", "gpt2", "experts", "nested"],
+)
+def test_estimate_memory_refuses_a_billion_layers_before_building_any(tmp_path, config, key):
+    import json
+    import resource
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert (tmp_path / "config.json").stat().st_size < 200
+
+    def capped() -> None:  # a runaway allocation fails here instead of filling the machine
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    code = (
+        "import sys\nfrom accel_launch.cli import main\n"
+        f"code = main(['estimate-memory', {str(tmp_path)!r}])\n"
+        "print('torch imported:', 'torch' in sys.modules)\nsys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=capped,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{key} = {BILLION}" in done.stderr and "at most 10000" in done.stderr, done.stderr
+    assert "torch imported: False" in done.stdout, done.stdout
+
+
+def test_the_estimate_api_refuses_a_billion_layers_too(tmp_path):
+    from accel_bigmodel import estimate_memory_from_config
+
+    (tmp_path / "config.json").write_text('{"model_type": "llama", "num_hidden_layers": 1e9}')
+    assert estimate_memory_from_config(tmp_path) is None  # not an integer: transformers says so
+    (tmp_path / "config.json").write_text(f'{{"model_type": "llama", "n_layer": {BILLION}}}')
+    with pytest.raises(ValueError, match=f"n_layer = {BILLION}.*at most 10000 layers"):
+        estimate_memory_from_config(tmp_path)

@@ -186,6 +186,10 @@ def estimate_memory_from_config(
         the config is not one whose shapes are known exactly (another family, an unusual field,
         ``auto_map``, ``quantization_config`` ...), the file is missing, or a dtype is not a
         plain name (``float32`` ... ``int4``): then build the model instead.
+
+    Raises:
+        ValueError: when a layer or expert count of the config passes 10000 (any family),
+            before anything is built per layer.
     """
     if not all(dtype in DTYPE_BYTES for dtype in dtypes):
         return None
