@@ -231,7 +231,8 @@ def write_safetensors(
     """Writes tensors to a safetensors file one at a time (no full copy of the set in memory).
 
     Args:
-        path: Destination file (overwritten; written to a temporary name then renamed).
+        path: Destination file (overwritten; written to a temporary name then renamed; the
+            temporary file is removed when the write fails).
         tensors: ``(name, tensor)`` pairs or a dict; each tensor is made contiguous and moved to
             the CPU just before it is written.
         metadata: String metadata stored in the header.
@@ -271,26 +272,30 @@ def write_safetensors(
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     spans: dict[str, tuple[int, int]] = {}
-    with open(tmp, "wb") as handle:
-        handle.write(struct.pack("<Q", len(encoded)))
-        handle.write(encoded)
-        for name, tensor in items:
-            data = tensor.detach()
-            if data.device.type != "cpu":
-                data = data.cpu()
-            if name in casts and data.dtype != casts[name]:
-                data = data.to(casts[name])
-            data = data.contiguous()
-            raw = writable_buffer(data)
-            handle.write(raw)
-            if crc32s is not None:
-                crc32s[name] = zlib.crc32(raw)
-            begin, end = header[name]["data_offsets"]
-            spans[name] = (data_start + begin, data_start + end)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(struct.pack("<Q", len(encoded)))
+            handle.write(encoded)
+            for name, tensor in items:
+                data = tensor.detach()
+                if data.device.type != "cpu":
+                    data = data.cpu()
+                if name in casts and data.dtype != casts[name]:
+                    data = data.to(casts[name])
+                data = data.contiguous()
+                raw = writable_buffer(data)
+                handle.write(raw)
+                if crc32s is not None:
+                    crc32s[name] = zlib.crc32(raw)
+                begin, end = header[name]["data_offsets"]
+                spans[name] = (data_start + begin, data_start + end)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk keeps no partial file
+        raise
     return spans
 
 

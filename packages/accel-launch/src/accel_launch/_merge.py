@@ -6,8 +6,11 @@ one output shard in memory, never the whole model.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +161,8 @@ def merge_weights(
         ConfigError: for a folder that is not a distributed checkpoint, an output path that is a
             file or a folder that already holds weights, a shard size that does not parse, or a
             checkpoint without tensors. All are checked before anything is read or written.
+        OSError: when a file cannot be written (a full disk names the file, the folder and the
+            free space); what the merge wrote is removed first.
         accel_bigmodel.UntrustedPickleError: for a file that would run code when read.
     """
     source, target, limit = check_merge_arguments(checkpoint_dir, output_dir, max_shard_size)
@@ -199,39 +204,81 @@ def merge_weights(
         for key, meta in entries.items()
     }
     shards = _plan_shards(sizes, limit)
+    created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     weight_map: dict[str, str] = {}
-    for index, keys in enumerate(shards, 1):
-        state = {
-            key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
-            for key in keys
-        }
-        safe_dcp_load(state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
-        if len(shards) == 1:
-            name = SAFE_WEIGHTS_NAME
-        else:
-            stem, suffix = SAFE_WEIGHTS_NAME.rsplit(".", 1)
-            name = f"{stem}-{index:05d}-of-{len(shards):05d}.{suffix}"
-        tensors = {rename[k]: v.contiguous() for k, v in state.items()}
-        # accel-bigmodel's writer streams tensor by tensor and needs no numpy (safetensors'
-        # save_file converts every tensor through numpy, which this package does not declare).
-        write_safetensors(target / name, tensors, metadata={"format": "pt"})
-        os.chmod(target / name, _user_mode())  # the usual mode of a new file, whatever the writer
-        weight_map.update(dict.fromkeys(tensors, name))
-        written.append(target / name)
-        del state, tensors
-    if len(shards) > 1:
-        index_path = target / SAFE_WEIGHTS_INDEX_NAME
-        index_path.write_text(
-            json.dumps(
-                {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map},
-                indent=2,
-                sort_keys=True,
+    name = SAFE_WEIGHTS_NAME
+    try:
+        for index, keys in enumerate(shards, 1):
+            state = {
+                key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
+                for key in keys
+            }
+            safe_dcp_load(
+                state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG
             )
-        )
-        written.append(index_path)
+            if len(shards) == 1:
+                name = SAFE_WEIGHTS_NAME
+            else:
+                stem, suffix = SAFE_WEIGHTS_NAME.rsplit(".", 1)
+                name = f"{stem}-{index:05d}-of-{len(shards):05d}.{suffix}"
+            tensors = {rename[k]: v.contiguous() for k, v in state.items()}
+            # accel-bigmodel's writer streams tensor by tensor and needs no numpy (safetensors'
+            # save_file converts every tensor through numpy, which this package does not declare).
+            write_safetensors(target / name, tensors, metadata={"format": "pt"})
+            os.chmod(
+                target / name, _user_mode()
+            )  # the usual mode of a new file, whatever the writer
+            weight_map.update(dict.fromkeys(tensors, name))
+            written.append(target / name)
+            del state, tensors
+        if len(shards) > 1:
+            index_path = target / SAFE_WEIGHTS_INDEX_NAME
+            name = index_path.name
+            written.append(index_path)  # removed with the shards if it cannot be written
+            index_path.write_text(
+                json.dumps(
+                    {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map},
+                    indent=2,
+                    sort_keys=True,
+                )
+            )
+    except OSError as err:
+        raise _failed_write(err, target, name, written, created) from None
     return written
+
+
+_STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS}
+"""Errors of the storage itself (a full disk, a quota, a read-only file system)."""
+
+
+def _failed_write(
+    err: OSError, target: Path, name: str, written: list[Path], created: bool
+) -> OSError:
+    """Remove what a failed merge wrote (its files, the temporary file of the one in flight,
+    the output folder when the merge created it) and return the error to raise: for a storage
+    error one that names the file, the folder, the free space and the fix."""
+    for path in [*written, target / f"{name}.tmp"]:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+    if created:
+        with contextlib.suppress(OSError):
+            target.rmdir()  # only when empty: nothing of the user's is removed
+    if err.errno not in _STORAGE_ERRORS:
+        return err
+    try:
+        space = f" ({shutil.disk_usage(target.parent if created else target).free} bytes free)"
+    except OSError:
+        space = ""
+    fix = "Free space on that disk" if err.errno == errno.ENOSPC else "Fix the storage"
+    return OSError(
+        err.errno,
+        f"merge-weights could not write {name!r} into {str(target)!r}{space}: "
+        f"{err.strerror or err}. What this merge wrote was removed. {fix}, or pass another "
+        "output folder.",
+        str(target / name),
+    )
 
 
 def merge_fsdp_weights(

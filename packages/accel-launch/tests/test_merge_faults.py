@@ -1,0 +1,55 @@
+"""`accel merge-weights` on a full disk and on a checkpoint whose files disagree: one line that
+names the cause, and nothing of the failed merge left behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from .conftest import accel
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 4 MB file system (tmpfs) that a merge fills up; needs root to mount."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("a full disk is simulated with a tmpfs mount, which needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _checkpoint(folder, width=1024):
+    import torch.distributed.checkpoint as dcp
+
+    weights = {"model.w": torch.ones(width, width), "model.b": torch.ones(width)}
+    dcp.save(weights, checkpoint_id=str(folder), no_dist=True)
+
+
+@pytest.mark.parametrize("shard", ["10GB", "2MB"], ids=["one-file", "shards"])
+def test_a_merge_onto_a_full_disk_names_it_and_leaves_nothing(tmp_path, small_disk, shard):
+    ckpt = tmp_path / "ckpt"
+    _checkpoint(ckpt)  # 4 MB of weights: more than the disk holds
+    free = shutil.disk_usage(small_disk).free
+    out = small_disk / "merged"
+    r = accel("merge-weights", str(ckpt), str(out), "--max_shard_size", shard, check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    (line,) = [line for line in r.stderr.splitlines() if "error:" in line]
+    assert "No space left on device" in line and str(out) in line, line
+    assert "Free space on that disk" in line and "this merge wrote was removed" in line, line
+    assert not out.exists() or os.listdir(out) == [], os.listdir(out)
+    assert shutil.disk_usage(small_disk).free == free
