@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -53,3 +54,28 @@ def test_a_merge_onto_a_full_disk_names_it_and_leaves_nothing(tmp_path, small_di
     assert "Free space on that disk" in line and "this merge wrote was removed" in line, line
     assert not out.exists() or os.listdir(out) == [], os.listdir(out)
     assert shutil.disk_usage(small_disk).free == free
+
+
+def test_a_shape_the_files_cannot_hold_is_refused_before_anything_is_allocated(tmp_path):
+    import pickle
+    import resource
+
+    from accel_bigmodel import read_dcp_metadata_safely
+
+    ckpt = tmp_path / "ckpt"
+    _checkpoint(ckpt, width=4)
+    metadata = read_dcp_metadata_safely(ckpt)
+    metadata.state_dict_metadata["model.w"].size = torch.Size([1 << 20, 1 << 20])  # 4 TiB
+    (ckpt / ".metadata").write_bytes(pickle.dumps(metadata))
+
+    def capped() -> None:  # an attempt to allocate the shape fails here, not on the machine
+        resource.setrlimit(resource.RLIMIT_AS, (16 << 30, 16 << 30))
+
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "accel_launch.cli", "merge-weights", str(ckpt), str(out)]
+    r = subprocess.run(command, capture_output=True, text=True, timeout=300, preexec_fn=capped)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    (line,) = [line for line in r.stderr.splitlines() if "error:" in line]
+    assert "'model.w'" in line and "[1048576, 1048576]" in line, line
+    assert "4398046511104 bytes" in line and "inconsistent" in line, line
+    assert not (out / "model.safetensors").exists()

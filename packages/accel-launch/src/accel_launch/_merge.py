@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -203,6 +204,7 @@ def merge_weights(
         * torch.empty((), dtype=meta.properties.dtype).element_size()
         for key, meta in entries.items()
     }
+    check_shapes_fit(source, metadata, sizes)
     shards = _plan_shards(sizes, limit)
     created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
@@ -247,6 +249,47 @@ def merge_weights(
     except OSError as err:
         raise _failed_write(err, target, name, written, created) from None
     return written
+
+
+def check_shapes_fit(source: Path, metadata: Any, sizes: dict[str, int]) -> None:
+    """Refuse a tensor whose shape in ``.metadata`` needs more bytes than the checkpoint's files
+    hold for it, before any tensor is allocated (a tampered shape would ask for terabytes).
+
+    Args:
+        source: The checkpoint folder.
+        metadata: Its ``.metadata`` (a ``torch.distributed.checkpoint`` ``Metadata``).
+        sizes: Bytes of each tensor the merge will read, from its shape and dtype.
+
+    Raises:
+        ConfigError: naming the tensor, its shape, the bytes it needs and the bytes stored.
+    """
+    stored: dict[str, int] = dict.fromkeys(sizes, 0)
+    transformed: set[str] = set()
+    files: dict[str, int] = {}
+    for index, info in metadata.storage_data.items():
+        if index.fqn not in stored:
+            continue
+        name = str(info.relative_path)
+        if name not in files:
+            path = source / name
+            inside = Path(name).name == name and path.is_file()
+            files[name] = path.stat().st_size if inside else 0
+        if 0 <= info.offset and info.offset + info.length <= files[name]:
+            stored[index.fqn] += info.length
+        if getattr(info, "transform_descriptors", None):
+            transformed.add(index.fqn)  # compressed: its bytes may be fewer than the tensor's
+    for key, size in sizes.items():
+        meta = metadata.state_dict_metadata[key]
+        covered = sum(math.prod(chunk.sizes) for chunk in meta.chunks)
+        if covered == math.prod(meta.size) and (key in transformed or size <= stored[key]):
+            continue
+        raise ConfigError(
+            f"merge-weights: the checkpoint {str(source)!r} is inconsistent: its .metadata gives "
+            f"tensor {key!r} the shape {list(meta.size)} ({size} bytes), but its chunks cover "
+            f"{covered} of {math.prod(meta.size)} elements and its files hold {stored[key]} "
+            "bytes for it. The .metadata was changed or belongs to other files: save the "
+            "checkpoint again."
+        )
 
 
 _STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS}
