@@ -212,8 +212,12 @@ class LaunchConfig:
             if comments_of:
                 text = carry_comments(comments_of, text)
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, target)
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # nothing of a failed write stays
+            raise
         return target
 
 
