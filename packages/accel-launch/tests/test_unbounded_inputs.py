@@ -9,6 +9,7 @@ import io
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from accel_state.testing import run_command
@@ -352,3 +353,24 @@ def test_the_estimate_api_refuses_a_billion_layers_too(tmp_path):
     (tmp_path / "config.json").write_text(f'{{"model_type": "llama", "n_layer": {BILLION}}}')
     with pytest.raises(ValueError, match=f"n_layer = {BILLION}.*at most 10000 layers"):
         estimate_memory_from_config(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_config_file_that_is_not_a_regular_file_is_named_so_and_never_read(tmp_path, kind):
+    path = tmp_path / "config.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it to read would wait for a writer forever
+    else:
+        path = Path("/dev/zero")  # reading it never ends
+    with pytest.raises(ConfigError) as info:
+        load_config_file(path)
+    message = str(info.value)
+    assert "is not a regular file" in message and "does not exist" not in message, message
+    assert str(path) in message
+
+
+def test_tpu_config_refuses_a_command_file_that_never_ends(tmp_path):
+    argv = ["tpu-config", "--tpu_name", "pod", "--tpu_zone", "us-central1-a", "--debug"]
+    r = accel(*argv, "--command_file", "/dev/zero", check=False, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "'/dev/zero' is not a regular file" in r.stderr, r.stderr

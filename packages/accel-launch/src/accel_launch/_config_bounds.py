@@ -43,6 +43,21 @@ _FIX = (
 )
 
 
+def check_regular_file(path: Path, what: str = "config file") -> None:
+    """Refuse a path that exists but is not a regular file (a FIFO, a device such as
+    ``/dev/zero``, a folder): reading one could wait forever or never end.
+
+    Raises:
+        ConfigError: naming the path, what it is and the fix.
+    """
+    if path.exists() and not path.is_file():
+        kind = "a folder" if path.is_dir() else "a FIFO, a device or a socket"
+        raise ConfigError(
+            f"{what} {str(path)!r} is not a regular file (it is {kind}), so it is not read. "
+            f"Pass a regular {what} (written by `accel config` or an editor)."
+        )
+
+
 def check_file_size(path: Path) -> None:
     """Refuse a config file larger than :data:`MAX_FILE_BYTES` before reading it.
 
