@@ -374,3 +374,10 @@ def test_tpu_config_refuses_a_command_file_that_never_ends(tmp_path):
     r = accel(*argv, "--command_file", "/dev/zero", check=False, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "'/dev/zero' is not a regular file" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("path", ["os:abort", "os:getcwd", "torch.nn:Linear.__init__"])
+def test_estimate_memory_calls_only_a_module_class_of_a_class_path(path):
+    r = accel("estimate-memory", path, check=False, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert "must name an nn.Module class" in r.stderr and repr(path) in r.stderr, r.stderr

@@ -94,6 +94,13 @@ def _build_from_class_path(spec: str) -> nn.Module:
                 f"A 'module:Class' path must name an attribute of the module; {spec!r} does not "
                 f"exist. Check the class name."
             )
+    if not (isinstance(target, type) and issubclass(target, nn.Module)):
+        # Only a module class is called: any other callable (os:abort) could do anything.
+        raise ValueError(
+            f"A 'module:Class' path must name an nn.Module class, built with no arguments; "
+            f"{spec!r} names a {type(target).__name__}, which is not called. Name the model's "
+            "class (e.g. 'torch.nn:Transformer')."
+        )
     with init_empty_weights():
         built = target()
     if not isinstance(built, nn.Module):
