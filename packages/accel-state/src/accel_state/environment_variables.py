@@ -310,9 +310,7 @@ ACCEL_LOG_LEVEL: Final = EnvironmentVariable(
 )
 """Level of accel's loggers made by ``get_logger`` (``DEBUG``, ``INFO`` ...)."""
 
-_MAX_SECONDS: Final = 1e9
-"""Largest duration a variable of the contract takes (about 31 years): every timer a duration
-feeds (``datetime.timedelta``, the store's millisecond waits, ``threading`` waits) holds it."""
+_MAX_SECONDS: Final = 1e9  # ~31 years: fits timedelta, the store's waits and threading waits
 
 ACCEL_TEARDOWN_TIMEOUT: Final = EnvironmentVariable(
     "ACCEL_TEARDOWN_TIMEOUT",
