@@ -79,3 +79,16 @@ def test_a_shape_the_files_cannot_hold_is_refused_before_anything_is_allocated(t
     assert "'model.w'" in line and "[1048576, 1048576]" in line, line
     assert "4398046511104 bytes" in line and "inconsistent" in line, line
     assert not (out / "model.safetensors").exists()
+
+
+def test_a_damaged_shard_file_is_one_line_naming_the_checkpoint(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    _checkpoint(ckpt, width=64)
+    (shard,) = ckpt.glob("*.distcp")
+    shard.write_bytes(os.urandom(shard.stat().st_size))  # same size, damaged bytes
+    out = tmp_path / "out"
+    r = accel("merge-weights", str(ckpt), str(out), check=False)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    (line,) = [line for line in r.stderr.splitlines() if "error:" in line]
+    assert f"{str(ckpt)!r}" in line and "damaged" in line, line
+    assert not (out / "model.safetensors").exists()

@@ -172,7 +172,6 @@ def merge_weights(
         SAFE_WEIGHTS_INDEX_NAME,
         SAFE_WEIGHTS_NAME,
         read_dcp_metadata_safely,
-        safe_dcp_load,
         write_safetensors,
     )
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
@@ -217,9 +216,7 @@ def merge_weights(
                 key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
                 for key in keys
             }
-            safe_dcp_load(
-                state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG
-            )
+            _read_tensors(state, source, trust_pickles)
             if len(shards) == 1:
                 name = SAFE_WEIGHTS_NAME
             else:
@@ -290,6 +287,26 @@ def check_shapes_fit(source: Path, metadata: Any, sizes: dict[str, int]) -> None
             "bytes for it. The .metadata was changed or belongs to other files: save the "
             "checkpoint again."
         )
+
+
+def _read_tensors(state: dict[str, Any], source: Path, trust_pickles: bool) -> None:
+    """Fill ``state`` from the checkpoint; a shard file that cannot be read (damaged bytes, a
+    truncated pickle) is a ConfigError naming the checkpoint and the first cause."""
+    from accel_bigmodel import UntrustedPickleError, safe_dcp_load
+
+    try:
+        safe_dcp_load(state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
+    except (ConfigError, UntrustedPickleError, OSError, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # torch's CheckpointException is not an Exception
+        failures = getattr(err, "failures", None)  # one (exception, trace) per rank
+        cause = next(iter(failures.values()))[0] if isinstance(failures, dict) and failures else err
+        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        raise ConfigError(
+            f"merge-weights could not read the tensors of the checkpoint {str(source)!r}: "
+            f"{type(cause).__name__}: {first} Its shard files are damaged or incomplete: save "
+            "the checkpoint again, or copy it again from its source."
+        ) from None
 
 
 _STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS}
