@@ -296,3 +296,15 @@ def test_size_strings_that_overflow_are_refused():
     for text in ("infGB", "1e400GB", "nanMB"):
         with pytest.raises(ValueError, match="A size must be digits followed by a unit"):
             convert_file_size_to_int(text)
+
+
+@pytest.mark.parametrize("call", ["infer_auto_device_map", "get_balanced_memory"])
+def test_no_split_module_classes_that_is_not_a_list_of_names_is_refused_with_the_rule(call):
+    model = TinyLM()
+    rule = r"no_split_module_classes is a list of module class names .* got int 5\. Pass a list"
+    function = infer_auto_device_map if call == "infer_auto_device_map" else get_balanced_memory
+    with pytest.raises(TypeError, match=rule):
+        function(model, max_memory={0: 10**6, 1: 10**6, "cpu": 10**9}, no_split_module_classes=5)
+    # A single name, a tuple or None still work as before.
+    assert infer_auto_device_map(model, no_split_module_classes="Block")
+    assert infer_auto_device_map(model, no_split_module_classes=("Block",))

@@ -66,3 +66,23 @@ def test_offload_index_reads_outside_only_a_checkpoint_used_in_place(tmp_path, p
         return
     with pytest.raises(PathOutsideCheckpointError, match="'weight'"):
         OffloadedWeightsLoader(save_folder=str(folder))
+
+
+def test_an_offloaded_dat_file_that_links_outside_the_folder_is_refused(tmp_path):
+    from accel_bigmodel import offload_state_dict
+
+    folder = tmp_path / "offload"
+    offload_state_dict(str(folder), {"weight": torch.zeros(2, 2)})
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(torch.full((2, 2), 7.0).numpy().tobytes())  # the size the index expects
+    (folder / "weight.dat").unlink()
+    (folder / "weight.dat").symlink_to(secret)
+    loader = OffloadedWeightsLoader(save_folder=str(folder))
+    with pytest.raises(PathOutsideCheckpointError, match="'weight'"):
+        loader["weight"]
+    # A link that stays inside the folder still reads.
+    (folder / "kept.bin").write_bytes(torch.zeros(2, 2).numpy().tobytes())
+    (folder / "weight.dat").unlink()
+    (folder / "weight.dat").symlink_to(folder / "kept.bin")
+    loader = OffloadedWeightsLoader(save_folder=str(folder))
+    assert torch.equal(loader["weight"], torch.zeros(2, 2))

@@ -54,3 +54,45 @@ def test_offsets_pointing_outside_the_file_are_rejected(tmp_path):
     path.write_bytes(bytes(data[:8]) + bad + bytes(data[8 + len(bad) :]))
     with pytest.raises(CorruptSafetensorsError, match="claims bytes"):
         SafetensorsFile(path)
+
+
+def _file(path, header: dict, data: bytes) -> None:
+    import json
+    import struct
+
+    encoded = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + data)
+
+
+_F32 = {"dtype": "F32", "shape": [2]}
+
+
+@pytest.mark.parametrize(
+    ("header", "size"),
+    [
+        ({"a": {**_F32, "data_offsets": [0, 8]}, "b": {**_F32, "data_offsets": [4, 12]}}, 12),
+        ({"a": {**_F32, "data_offsets": [0, 8]}, "b": {**_F32, "data_offsets": [12, 20]}}, 20),
+        ({"a": {**_F32, "data_offsets": [4, 12]}}, 12),
+        ({"a": {**_F32, "data_offsets": [0, 8]}}, 16),
+        ({"a": {"dtype": "F32", "shape": [-1, -2], "data_offsets": [0, 8]}}, 8),
+    ],
+    ids=["overlap", "gap", "leading-gap", "trailing-bytes", "negative-dims"],
+)
+def test_offsets_the_safetensors_library_refuses_are_refused(tmp_path, header, size):
+    from safetensors import SafetensorError, safe_open
+
+    path = tmp_path / "bad.safetensors"
+    _file(path, header, b"\0" * size)
+    with pytest.raises(SafetensorError), safe_open(str(path), framework="pt") as handle:
+        handle.get_tensor("a")
+    with pytest.raises(CorruptSafetensorsError, match="bad.safetensors"):
+        SafetensorsFile(path)
+
+
+def test_tensors_in_any_header_order_that_tile_the_data_still_read(tmp_path):
+    path = tmp_path / "ok.safetensors"
+    data = torch.arange(4.0).numpy().tobytes()
+    _file(
+        path, {"b": {**_F32, "data_offsets": [8, 16]}, "a": {**_F32, "data_offsets": [0, 8]}}, data
+    )
+    assert torch.equal(SafetensorsFile(path).load("b"), torch.tensor([2.0, 3.0]))

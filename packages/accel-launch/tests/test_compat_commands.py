@@ -4,6 +4,7 @@ output options, ``to-fsdp2``, and the extra options of ``estimate-memory`` and
 
 import importlib.util
 import json
+import os
 
 import pytest
 import yaml
@@ -96,6 +97,18 @@ def test_to_fsdp2_rewrites_the_fsdp_section(tmp_path, capsys):
     assert "# keep memory low" in target.read_text()  # comments carried over
     assert load_config_file(target).fsdp_config.fsdp_version == 2
     assert source.read_text() == FSDP1  # the input is untouched without --overwrite
+
+
+def test_to_fsdp2_onto_a_folder_is_refused_and_writes_nothing(tmp_path, capsys):
+    source, folder = tmp_path / "fsdp1.yaml", tmp_path / "adir"
+    source.write_text(FSDP1)
+    folder.mkdir()
+    argv = ["to-fsdp2", "--config_file", str(source), "--output_file", str(folder), "--overwrite"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"--output_file {str(folder)!r} is a folder" in err, err
+    assert sorted(os.listdir(tmp_path)) == ["adir", "fsdp1.yaml"]  # no adir.tmp left
 
 
 def test_to_fsdp2_refuses_to_lose_a_file(tmp_path, capsys):

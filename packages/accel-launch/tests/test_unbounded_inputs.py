@@ -9,6 +9,7 @@ import io
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from accel_state.testing import run_command
@@ -163,6 +164,41 @@ def test_a_yaml_alias_bomb_in_a_config_file_is_refused_with_the_file_and_the_key
     assert "alias" in out and "100000 values" in out, out
 
 
+def _merge_bomb(levels: int = 24) -> str:
+    """YAML merge keys (``<<``), each mapping merging the one before it three times: under a
+    kilobyte that the reader's merge step alone would expand to 3**24 key/value pairs."""
+    lines = ["m0: &m0 {a: 1, b: 2}"]
+    for level in range(1, levels):
+        prior = f"*m{level - 1}"
+        lines.append(f"m{level}: &m{level} {{<<: [{prior}, {prior}, {prior}], k{level}: 1}}")
+    return "tpu_env:\n" + "".join(f"  {line}\n" for line in lines)
+
+
+@pytest.mark.parametrize("command", ["env", "tpu-config", "launch"])
+def test_a_yaml_merge_key_bomb_is_refused_while_it_is_read(tmp_path, command):
+    path = tmp_path / "merge.yaml"
+    path.write_text(_merge_bomb())
+    assert path.stat().st_size < 1200
+    argv = [command, "--config_file", str(path)]
+    argv += {"env": [], "tpu-config": ["--command", "ls"], "launch": [_script(tmp_path)]}[command]
+    # It used to run for minutes before any check: the deadline makes a hang a failure.
+    r = accel(*argv, check=False, timeout=60)
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+    assert str(path) in r.stderr and "merge" in r.stderr and "100000 values" in r.stderr
+
+
+def test_a_used_merge_key_still_loads(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text(
+        "distributed_type: FSDP\nfsdp_config:\n"
+        "  <<: [{fsdp_version: 2, fsdp_offload_params: true}, {fsdp_version: 1}]\n"
+        "  fsdp_offload_params: false\n"
+    )
+    config = load_config_file(path)
+    assert config.fsdp_config.fsdp_version == 2
+    assert config.fsdp_config.fsdp_offload_params is False
+
+
 def test_a_config_file_larger_than_a_mebibyte_is_refused_unread(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text("num_processes: 2\n" + "# padding\n" * 120_000)
@@ -264,3 +300,84 @@ def test_a_flag_whose_error_states_the_fix_prints_one_line(isolated_config_home)
     # argparse's own refusals (no fix in their words) keep the usage of the flag.
     code, err = _run(["config", "default", "--mixed_precision"])
     assert code == 2 and err.splitlines()[1].startswith("usage: accel config default")
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ({"model_type": "llama", "num_hidden_layers": int(BILLION)}, "num_hidden_layers"),
+        ({"model_type": "gpt2", "n_layer": int(BILLION)}, "n_layer"),
+        (
+            {"model_type": "mixtral", "num_hidden_layers": 2, "num_local_experts": int(BILLION)},
+            "num_local_experts",
+        ),
+        (
+            {"model_type": "t5", "text_config": {"num_layers": int(BILLION)}},
+            "text_config.num_layers",
+        ),
+    ],
+    ids=["llama", "gpt2", "experts", "nested"],
+)
+def test_estimate_memory_refuses_a_billion_layers_before_building_any(tmp_path, config, key):
+    import json
+    import resource
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert (tmp_path / "config.json").stat().st_size < 200
+
+    def capped() -> None:  # a runaway allocation fails here instead of filling the machine
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    code = (
+        "import sys\nfrom accel_launch.cli import main\n"
+        f"code = main(['estimate-memory', {str(tmp_path)!r}])\n"
+        "print('torch imported:', 'torch' in sys.modules)\nsys.exit(code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=capped,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{key} = {BILLION}" in done.stderr and "at most 10000" in done.stderr, done.stderr
+    assert "torch imported: False" in done.stdout, done.stdout
+
+
+def test_the_estimate_api_refuses_a_billion_layers_too(tmp_path):
+    from accel_bigmodel import estimate_memory_from_config
+
+    (tmp_path / "config.json").write_text('{"model_type": "llama", "num_hidden_layers": 1e9}')
+    assert estimate_memory_from_config(tmp_path) is None  # not an integer: transformers says so
+    (tmp_path / "config.json").write_text(f'{{"model_type": "llama", "n_layer": {BILLION}}}')
+    with pytest.raises(ValueError, match=f"n_layer = {BILLION}.*at most 10000 layers"):
+        estimate_memory_from_config(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_config_file_that_is_not_a_regular_file_is_named_so_and_never_read(tmp_path, kind):
+    path = tmp_path / "config.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it to read would wait for a writer forever
+    else:
+        path = Path("/dev/zero")  # reading it never ends
+    with pytest.raises(ConfigError) as info:
+        load_config_file(path)
+    message = str(info.value)
+    assert "is not a regular file" in message and "does not exist" not in message, message
+    assert str(path) in message
+
+
+def test_tpu_config_refuses_a_command_file_that_never_ends(tmp_path):
+    argv = ["tpu-config", "--tpu_name", "pod", "--tpu_zone", "us-central1-a", "--debug"]
+    r = accel(*argv, "--command_file", "/dev/zero", check=False, timeout=60)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "'/dev/zero' is not a regular file" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("path", ["os:abort", "os:getcwd", "torch.nn:Linear.__init__"])
+def test_estimate_memory_calls_only_a_module_class_of_a_class_path(path):
+    r = accel("estimate-memory", path, check=False, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, (r.returncode, r.stderr)
+    assert "must name an nn.Module class" in r.stderr and repr(path) in r.stderr, r.stderr

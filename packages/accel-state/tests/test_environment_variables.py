@@ -151,6 +151,22 @@ def test_check_environment_reads_every_declared_variable(environ, message):
     assert ev.read_env(ev.ACCEL_CHECKPOINT_TIMEOUT, None, {"ACCEL_CHECKPOINT_TIMEOUT": "2"}) == 2.0
 
 
+@pytest.mark.parametrize(
+    "variable", ["ACCEL_CHECKPOINT_TIMEOUT", "ACCEL_HANG_TIMEOUT", "ACCEL_TEARDOWN_TIMEOUT"]
+)
+def test_a_duration_longer_than_its_timers_can_hold_is_refused(variable):
+    # 1e308 seconds used to pass, then overflowed a timedelta: a raw OverflowError at start, or
+    # a checkpoint rendezvous that blamed the other process.
+    with pytest.raises(ValueError) as info:
+        ev.check_environment({variable: "1e308"})
+    assert str(info.value) == (
+        f"environment variable {variable} must be at most 1e+09 seconds, the longest wait the "
+        "timers it sets can hold; got '1e308'. Set it to a number of seconds up to 1e+09, or "
+        "unset it."
+    )
+    assert ev.read_env(variable, None, {variable: "1e9"}) == 1e9
+
+
 _MAKE_STATE = """
 from accel_state import {cls}
 {cls}(cpu=True)

@@ -24,6 +24,7 @@ from ._config_skeleton import (
     _ROPE_KEYS,
     _ROPE_TYPES,
     ConfigSkeleton,
+    check_layer_counts,
 )
 
 
@@ -479,6 +480,9 @@ def skeleton_from_config_file(path: str) -> ConfigSkeleton | None:
 
     Returns ``None`` when the file is missing, is not a JSON object, or describes a model this
     module does not know exactly.
+
+    Raises:
+        ValueError: when a layer or expert count passes ``MAX_LAYERS`` (whatever the family).
     """
     config_path = os.path.join(path, "config.json") if os.path.isdir(path) else path
     try:
@@ -486,4 +490,7 @@ def skeleton_from_config_file(path: str) -> ConfigSkeleton | None:
             data = json.load(handle)
     except (OSError, ValueError):
         return None
-    return skeleton_from_dict(data) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    check_layer_counts(data, config_path)
+    return skeleton_from_dict(data)

@@ -6,8 +6,10 @@ each dtype, and the config keys every family shares (no torch, no transformers).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 DTYPE_BYTES: dict[str, Union[int, float]] = {
     "float64": 8,
@@ -41,6 +43,38 @@ class ConfigSkeleton:
     def add(self, prefix: str, *tensors: tuple[str, int]) -> None:
         """Adds ``tensors`` (names relative to the module ``prefix``)."""
         self.tensors.extend((f"{prefix}.{name}", numel) for name, numel in tensors)
+
+
+MAX_LAYERS = 10_000
+"""Most layers (or experts) one count of a config may ask for; the largest published models
+have a few hundred, and a model is built (or described) one layer at a time."""
+_COUNT_KEY = re.compile(r"(layers?|experts)$")
+
+
+def check_layer_counts(data: Mapping[str, Any], source: str, _prefix: str = "") -> None:
+    """Refuse a config whose layer or expert counts pass :data:`MAX_LAYERS`, before anything
+    is built per layer (a config.json of 200 bytes can ask for a billion layers).
+
+    Nested configs (``text_config`` ...) are checked too.
+
+    Raises:
+        ValueError: naming the file, the key, its value, the bound and the fix.
+    """
+    for key, value in data.items():
+        name = f"{_prefix}{key}"
+        if isinstance(value, Mapping) and _prefix.count(".") < 8:
+            check_layer_counts(value, source, f"{name}.")
+        elif (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and value > MAX_LAYERS
+            and _COUNT_KEY.search(str(key))
+        ):
+            raise ValueError(
+                f"{source}: {name} = {value}; a model config asks for at most {MAX_LAYERS} "
+                "layers (or experts) per count, and the largest published models have a few "
+                "hundred. Fix the value in the file."
+            )
 
 
 # Keys of any saved config that do not change a parameter shape.

@@ -14,7 +14,7 @@ from torch import nn
 from ._budget_numbers import UNLIMITED, planned_bytes
 from ._devices import DeviceMapError
 from ._layer_reserve import plan_reserving_largest_layer
-from ._memory_budget import DeviceKey, get_max_memory
+from ._memory_budget import DeviceKey, get_max_memory, no_split_names
 from ._sizes import (
     ModuleScan,
     compute_module_sizes,
@@ -306,9 +306,7 @@ def infer_auto_device_map(
             f"reserve must be one of {_RESERVES}; got {reserve!r}. Pass 'largest_layer' (the "
             "default) or 'offloaded_layers'."
         )
-    if isinstance(no_split_module_classes, str):
-        no_split_module_classes = [no_split_module_classes]
-    no_split = set(no_split_module_classes or [])
+    no_split = no_split_names(no_split_module_classes)
     budget = {
         device: planned_bytes(value)
         for device, value in get_max_memory(max_memory, check_devices=check_devices).items()

@@ -94,6 +94,13 @@ def _build_from_class_path(spec: str) -> nn.Module:
                 f"A 'module:Class' path must name an attribute of the module; {spec!r} does not "
                 f"exist. Check the class name."
             )
+    if not (isinstance(target, type) and issubclass(target, nn.Module)):
+        # Only a module class is called: any other callable (os:abort) could do anything.
+        raise ValueError(
+            f"A 'module:Class' path must name an nn.Module class, built with no arguments; "
+            f"{spec!r} names a {type(target).__name__}, which is not called. Name the model's "
+            "class (e.g. 'torch.nn:Transformer')."
+        )
     with init_empty_weights():
         built = target()
     if not isinstance(built, nn.Module):
@@ -186,6 +193,10 @@ def estimate_memory_from_config(
         the config is not one whose shapes are known exactly (another family, an unusual field,
         ``auto_map``, ``quantization_config`` ...), the file is missing, or a dtype is not a
         plain name (``float32`` ... ``int4``): then build the model instead.
+
+    Raises:
+        ValueError: when a layer or expert count of the config passes 10000 (any family),
+            before anything is built per layer.
     """
     if not all(dtype in DTYPE_BYTES for dtype in dtypes):
         return None

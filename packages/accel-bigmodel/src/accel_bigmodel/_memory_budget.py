@@ -220,7 +220,7 @@ def get_balanced_memory(
         no_split_module_classes = [no_split_module_classes]
     sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
     per_gpu = sizes[""] // (len(gpus) - 1 if low_zero else len(gpus))
-    no_split = set(no_split_module_classes or [])
+    no_split = no_split_names(no_split_module_classes)
     block = 0
     leaf_sizes: list[int] = []
     for name, module in model.named_modules():
@@ -238,3 +238,22 @@ def get_balanced_memory(
         left = 0 if None in others else max(0, sizes[""] - sum(v for v in others if v is not None))
         budget[gpus[0]] = _at_most(left, budget[gpus[0]])
     return budget
+
+
+def no_split_names(value: Any) -> set[str]:
+    """The class names of ``no_split_module_classes``: a list (any iterable) of names, one name,
+    or ``None``.
+
+    Raises:
+        TypeError: for a value that is not a list of names (``5``), naming the rule and the fix.
+    """
+    if isinstance(value, str):
+        return {value}
+    try:
+        return set(value or [])
+    except TypeError:
+        raise TypeError(
+            "no_split_module_classes is a list of module class names never split across "
+            f"devices (e.g. ['LlamaDecoderLayer']); got {type(value).__name__} {value!r}. Pass "
+            "a list of class names, or None."
+        ) from None

@@ -14,7 +14,7 @@ from typing import Any, Union
 import torch
 from torch import nn
 
-from ._contained import check_offload_entries
+from ._contained import check_offload_entries, contained_path
 from ._file_guard import FileGuard, verify_crc
 from ._progress import progress
 from ._safetensors_io import SafetensorsFile, st_dtype_name, writable_buffer, write_safetensors
@@ -284,7 +284,7 @@ class OffloadedWeightsLoader(Mapping):
             return tensor
         if self.save_folder is None:
             raise KeyError(f"{key!r} is a .dat entry but the loader has no save_folder.")
-        path = _dat_path(self.save_folder, key)
+        path = self._dat_file(key)
         self.file_guard(path).check(key)
         cached = self._dat.get(key)
         if cached is None:
@@ -310,7 +310,7 @@ class OffloadedWeightsLoader(Mapping):
         if self.save_folder is None:
             return None
         dtype = resolve_dtype(info.get("dtype"))
-        path = _dat_path(self.save_folder, key)
+        path = self._dat_file(key)
         if dtype is None or not os.path.isfile(path):
             return None
         shape = [int(d) for d in info["shape"]]
@@ -319,6 +319,12 @@ class OffloadedWeightsLoader(Mapping):
             return None
         self.file_guard(path)
         return path, 0, nbytes, dtype, shape
+
+    def _dat_file(self, key: str) -> str:
+        """The ``.dat`` file of ``key``; one that resolves (through a link) outside the
+        folder is refused before any byte of it is read."""
+        folder = os.fspath(self.save_folder or "")
+        return contained_path(folder, f"{key}.dat", os.path.join(folder, INDEX_FILE), key)
 
     def spans(self, key: str) -> tuple[SafetensorsFile, str] | None:
         """``(file, tensor name)`` when ``key`` lives in a safetensors file, else ``None``."""

@@ -199,6 +199,7 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
     metadata = header.pop("__metadata__", None) or {}
     data_start = 8 + length
     data_size = size - data_start
+    spans: list[tuple[int, int, str]] = []
     for name, info in header.items():
         try:
             dtype = _ST_TO_TORCH[info["dtype"]]
@@ -208,6 +209,8 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
             raise _corrupt(
                 path, f"entry {name!r} has a malformed or unknown dtype/shape/offsets"
             ) from None
+        if any(d < 0 for d in shape):
+            raise _corrupt(path, f"tensor {name!r} has a negative dimension in shape {shape}")
         itemsize = torch.empty((), dtype=dtype).element_size()
         expected = math.prod(shape) * itemsize
         if not 0 <= begin <= end <= data_size or end - begin != expected:
@@ -216,7 +219,28 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
                 f"tensor {name!r} claims bytes [{begin}, {end}) for shape {shape} but the data "
                 f"section has {data_size} bytes",
             )
+        spans.append((begin, end, name))
+    _check_tiling(path, sorted(spans), data_size)
     return header, metadata, data_start
+
+
+def _check_tiling(path: str, spans: list[tuple[int, int, str]], data_size: int) -> None:
+    """The tensors' byte ranges, in offset order, must follow one another from byte 0 to the
+    end of the file, as the safetensors library requires: no overlap, no gap, no trailing bytes."""
+    reached = 0
+    for begin, end, name in spans:
+        if begin != reached:
+            what = "overlaps the tensor before it" if begin < reached else "leaves a gap"
+            raise _corrupt(
+                path,
+                f"tensor {name!r} starts at data byte {begin} but the tensors before it end at "
+                f"{reached}: it {what}",
+            )
+        reached = end
+    if reached != data_size:
+        raise _corrupt(
+            path, f"the tensors end at data byte {reached} but the data section has {data_size}"
+        )
 
 
 def write_safetensors(
@@ -231,7 +255,8 @@ def write_safetensors(
     """Writes tensors to a safetensors file one at a time (no full copy of the set in memory).
 
     Args:
-        path: Destination file (overwritten; written to a temporary name then renamed).
+        path: Destination file (overwritten; written to a temporary name then renamed; the
+            temporary file is removed when the write fails).
         tensors: ``(name, tensor)`` pairs or a dict; each tensor is made contiguous and moved to
             the CPU just before it is written.
         metadata: String metadata stored in the header.
@@ -271,26 +296,30 @@ def write_safetensors(
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
     spans: dict[str, tuple[int, int]] = {}
-    with open(tmp, "wb") as handle:
-        handle.write(struct.pack("<Q", len(encoded)))
-        handle.write(encoded)
-        for name, tensor in items:
-            data = tensor.detach()
-            if data.device.type != "cpu":
-                data = data.cpu()
-            if name in casts and data.dtype != casts[name]:
-                data = data.to(casts[name])
-            data = data.contiguous()
-            raw = writable_buffer(data)
-            handle.write(raw)
-            if crc32s is not None:
-                crc32s[name] = zlib.crc32(raw)
-            begin, end = header[name]["data_offsets"]
-            spans[name] = (data_start + begin, data_start + end)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(struct.pack("<Q", len(encoded)))
+            handle.write(encoded)
+            for name, tensor in items:
+                data = tensor.detach()
+                if data.device.type != "cpu":
+                    data = data.cpu()
+                if name in casts and data.dtype != casts[name]:
+                    data = data.to(casts[name])
+                data = data.contiguous()
+                raw = writable_buffer(data)
+                handle.write(raw)
+                if crc32s is not None:
+                    crc32s[name] = zlib.crc32(raw)
+                begin, end = header[name]["data_offsets"]
+                spans[name] = (data_start + begin, data_start + end)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk keeps no partial file
+        raise
     return spans
 
 

@@ -279,6 +279,8 @@ def _merge_weights(args: argparse.Namespace) -> int:
         )
     except UntrustedPickleError as err:
         raise ConfigError(str(err)) from None
+    except OSError as err:  # a full disk, a file of the checkpoint that cannot be read
+        raise ConfigError(err.strerror if isinstance(err.strerror, str) else str(err)) from None
     for path in written:
         print(f"accel merge-weights: wrote {path}")
     if args.remove_checkpoint_dir:

@@ -12,12 +12,18 @@ reader therefore refuses:
 
 The walk that measures the expansion stops as soon as a bound is passed, so the check itself
 costs at most a bounded number of steps whatever the file holds.
+
+YAML merge keys (``<<: [*a, *a]``) copy key/value pairs while the YAML reader builds the value,
+before any walk of the result could run: :func:`load_yaml` reads with a loader that counts every
+value it builds and every pair a merge copies, and stops at :data:`MAX_VALUES`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from ._errors import ConfigError
 
@@ -35,6 +41,21 @@ _FIX = (
     "Write the value out plainly, without YAML aliases (*name), or regenerate the file with "
     "`accel config`."
 )
+
+
+def check_regular_file(path: Path, what: str = "config file") -> None:
+    """Refuse a path that exists but is not a regular file (a FIFO, a device such as
+    ``/dev/zero``, a folder): reading one could wait forever or never end.
+
+    Raises:
+        ConfigError: naming the path, what it is and the fix.
+    """
+    if path.exists() and not path.is_file():
+        kind = "a folder" if path.is_dir() else "a FIFO, a device or a socket"
+        raise ConfigError(
+            f"{what} {str(path)!r} is not a regular file (it is {kind}), so it is not read. "
+            f"Pass a regular {what} (written by `accel config` or an editor)."
+        )
 
 
 def check_file_size(path: Path) -> None:
@@ -110,3 +131,74 @@ def nested_too_deep(path: Path) -> ConfigError:
         f"file nests at most {MAX_DEPTH} levels. Write the settings as plain `key: value` "
         "lines, or regenerate the file with `accel config`."
     )
+
+
+class _OverBudget(Exception):
+    """Raised inside the loader when a bound is passed; :func:`load_yaml` names the file."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that counts, while it builds, each value and each merged pair."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.budget = MAX_VALUES
+        self.merging: set[int] = set()
+
+    def _spend(self, count: int, node: yaml.Node, what: str) -> None:
+        self.budget -= count
+        if self.budget < 0:
+            line = node.start_mark.line + 1 if node.start_mark is not None else 0
+            raise _OverBudget(
+                f"the {what} at line {line} expands to more than {MAX_VALUES} values once its "
+                "YAML aliases (*name) and merge keys (<<) are expanded"
+            )
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        if node not in self.constructed_objects:
+            self._spend(1, node, "value")
+        return super().construct_object(node, deep=deep)
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        # Merge the merged mappings first (each one bounded by this same method), then count
+        # the pairs this mapping will hold before the base loader copies them.
+        if id(node) in self.merging:
+            line = node.start_mark.line + 1
+            raise _OverBudget(
+                f"the mapping at line {line} merges itself, which expands without end"
+            )
+        self.merging.add(id(node))
+        try:
+            merged = [v for k, v in node.value if k.tag == "tag:yaml.org,2002:merge"]
+            sources: list[yaml.Node] = []
+            for value in merged:
+                items = value.value if isinstance(value, yaml.SequenceNode) else [value]
+                sources.extend(item for item in items if isinstance(item, yaml.MappingNode))
+            for source in sources:
+                self.flatten_mapping(source)
+            if sources:
+                pairs = len(node.value) + sum(len(source.value) for source in sources)
+                self._spend(pairs, node, "mapping that merges keys (<<)")
+        finally:
+            self.merging.discard(id(node))
+        super().flatten_mapping(node)
+
+
+def load_yaml(text: str, path: Path) -> Any:
+    """Parse YAML text as ``yaml.safe_load`` does, within :data:`MAX_VALUES` built values.
+
+    Raises:
+        ConfigError: naming the file, the line where the bound was passed, and the fix.
+        yaml.YAMLError: when the text does not parse.
+    """
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    except _OverBudget as err:
+        raise ConfigError(
+            f"config file {str(path)!r}: {err}; a config file may hold at most {MAX_VALUES} "
+            "values. Write the settings out plainly, without aliases "
+            "or merge keys, or regenerate the file with `accel config`."
+        ) from None
+    finally:
+        loader.dispose()

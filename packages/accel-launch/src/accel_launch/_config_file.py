@@ -15,7 +15,13 @@ import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 from accel_state import environment_variables as contract
 
-from ._config_bounds import check_expansion, check_file_size, nested_too_deep
+from ._config_bounds import (
+    check_expansion,
+    check_file_size,
+    check_regular_file,
+    load_yaml,
+    nested_too_deep,
+)
 from ._config_values import coerce
 from ._device_files import accelerator_device_files
 from ._engine_configs import (
@@ -212,8 +218,12 @@ class LaunchConfig:
             if comments_of:
                 text = carry_comments(comments_of, text)
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, target)
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # nothing of a failed write stays
+            raise
         return target
 
 
@@ -298,6 +308,7 @@ def load_config_file(path: str | os.PathLike[str]) -> LaunchConfig:
         ConfigError: when the file is missing, does not parse, or holds invalid settings.
     """
     target = Path(path)
+    check_regular_file(target)
     if not target.is_file():
         raise ConfigError(
             f"config file {str(target)!r} does not exist. Create it with `accel config` or "
@@ -315,6 +326,7 @@ def read_raw(path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: when the file is too large, does not parse, or expands past the bounds.
     """
+    check_regular_file(path)
     check_file_size(path)
     try:
         text = path.read_text()
@@ -324,7 +336,7 @@ def read_raw(path: Path) -> dict[str, Any]:
             "config file (written by `accel config`)."
         ) from None
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else load_yaml(text, path)
     except yaml.constructor.ConstructorError as err:
         raise ConfigError(
             f"config files hold plain values only (YAML is read with yaml.safe_load, which never "

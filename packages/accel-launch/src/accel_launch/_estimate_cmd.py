@@ -213,9 +213,11 @@ def estimate_rows(args: argparse.Namespace) -> list[Any]:
     from accel_bigmodel import estimate_memory_from_config
 
     # A config of a family whose shapes follow from its fields answers without torch.
-    rows = (
-        estimate_memory_from_config(args.model, args.dtypes) if Path(args.model).exists() else None
-    )
+    try:
+        exists = Path(args.model).exists()
+        rows = estimate_memory_from_config(args.model, args.dtypes) if exists else None
+    except ValueError as err:  # a count no model has, refused before anything is built
+        raise ConfigError(str(err)) from None
     if rows is None:
         rows = _built_model_rows(args)
     return list(rows)

@@ -179,10 +179,12 @@ def _hang_timeout(command: Command, args: argparse.Namespace) -> None:
     value = getattr(args, "hang_timeout", None)
     if value is None:
         return
-    if value < 0:
+    most = contract.ACCEL_HANG_TIMEOUT.maximum or float("inf")
+    if not 0 <= value <= most:
         raise ConfigError(
             "--hang_timeout is the seconds a process may wait in one collective and must be "
-            f">= 0; got {value}. Use e.g. --hang_timeout 60, or 0 to turn the watchdog off."
+            f">= 0 and at most {most:g}; got {value:g}. Use e.g. --hang_timeout 60, or 0 to "
+            "turn the watchdog off."
         )
     command.env[contract.ACCEL_HANG_TIMEOUT] = f"{value:g}"
 

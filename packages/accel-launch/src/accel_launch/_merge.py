@@ -6,8 +6,12 @@ one output shard in memory, never the whole model.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +162,8 @@ def merge_weights(
         ConfigError: for a folder that is not a distributed checkpoint, an output path that is a
             file or a folder that already holds weights, a shard size that does not parse, or a
             checkpoint without tensors. All are checked before anything is read or written.
+        OSError: when a file cannot be written (a full disk names the file, the folder and the
+            free space); what the merge wrote is removed first.
         accel_bigmodel.UntrustedPickleError: for a file that would run code when read.
     """
     source, target, limit = check_merge_arguments(checkpoint_dir, output_dir, max_shard_size)
@@ -166,7 +172,6 @@ def merge_weights(
         SAFE_WEIGHTS_INDEX_NAME,
         SAFE_WEIGHTS_NAME,
         read_dcp_metadata_safely,
-        safe_dcp_load,
         write_safetensors,
     )
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
@@ -198,40 +203,142 @@ def merge_weights(
         * torch.empty((), dtype=meta.properties.dtype).element_size()
         for key, meta in entries.items()
     }
+    check_shapes_fit(source, metadata, sizes)
     shards = _plan_shards(sizes, limit)
+    created = not target.exists()
     target.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     weight_map: dict[str, str] = {}
-    for index, keys in enumerate(shards, 1):
-        state = {
-            key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
-            for key in keys
-        }
-        safe_dcp_load(state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
-        if len(shards) == 1:
-            name = SAFE_WEIGHTS_NAME
-        else:
-            stem, suffix = SAFE_WEIGHTS_NAME.rsplit(".", 1)
-            name = f"{stem}-{index:05d}-of-{len(shards):05d}.{suffix}"
-        tensors = {rename[k]: v.contiguous() for k, v in state.items()}
-        # accel-bigmodel's writer streams tensor by tensor and needs no numpy (safetensors'
-        # save_file converts every tensor through numpy, which this package does not declare).
-        write_safetensors(target / name, tensors, metadata={"format": "pt"})
-        os.chmod(target / name, _user_mode())  # the usual mode of a new file, whatever the writer
-        weight_map.update(dict.fromkeys(tensors, name))
-        written.append(target / name)
-        del state, tensors
-    if len(shards) > 1:
-        index_path = target / SAFE_WEIGHTS_INDEX_NAME
-        index_path.write_text(
-            json.dumps(
-                {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map},
-                indent=2,
-                sort_keys=True,
+    name = SAFE_WEIGHTS_NAME
+    try:
+        for index, keys in enumerate(shards, 1):
+            state = {
+                key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
+                for key in keys
+            }
+            _read_tensors(state, source, trust_pickles)
+            if len(shards) == 1:
+                name = SAFE_WEIGHTS_NAME
+            else:
+                stem, suffix = SAFE_WEIGHTS_NAME.rsplit(".", 1)
+                name = f"{stem}-{index:05d}-of-{len(shards):05d}.{suffix}"
+            tensors = {rename[k]: v.contiguous() for k, v in state.items()}
+            # accel-bigmodel's writer streams tensor by tensor and needs no numpy (safetensors'
+            # save_file converts every tensor through numpy, which this package does not declare).
+            write_safetensors(target / name, tensors, metadata={"format": "pt"})
+            os.chmod(
+                target / name, _user_mode()
+            )  # the usual mode of a new file, whatever the writer
+            weight_map.update(dict.fromkeys(tensors, name))
+            written.append(target / name)
+            del state, tensors
+        if len(shards) > 1:
+            index_path = target / SAFE_WEIGHTS_INDEX_NAME
+            name = index_path.name
+            written.append(index_path)  # removed with the shards if it cannot be written
+            index_path.write_text(
+                json.dumps(
+                    {"metadata": {"total_size": sum(sizes.values())}, "weight_map": weight_map},
+                    indent=2,
+                    sort_keys=True,
+                )
             )
-        )
-        written.append(index_path)
+    except OSError as err:
+        raise _failed_write(err, target, name, written, created) from None
     return written
+
+
+def check_shapes_fit(source: Path, metadata: Any, sizes: dict[str, int]) -> None:
+    """Refuse a tensor whose shape in ``.metadata`` needs more bytes than the checkpoint's files
+    hold for it, before any tensor is allocated (a tampered shape would ask for terabytes).
+
+    Args:
+        source: The checkpoint folder.
+        metadata: Its ``.metadata`` (a ``torch.distributed.checkpoint`` ``Metadata``).
+        sizes: Bytes of each tensor the merge will read, from its shape and dtype.
+
+    Raises:
+        ConfigError: naming the tensor, its shape, the bytes it needs and the bytes stored.
+    """
+    stored: dict[str, int] = dict.fromkeys(sizes, 0)
+    transformed: set[str] = set()
+    files: dict[str, int] = {}
+    for index, info in metadata.storage_data.items():
+        if index.fqn not in stored:
+            continue
+        name = str(info.relative_path)
+        if name not in files:
+            path = source / name
+            inside = Path(name).name == name and path.is_file()
+            files[name] = path.stat().st_size if inside else 0
+        if 0 <= info.offset and info.offset + info.length <= files[name]:
+            stored[index.fqn] += info.length
+        if getattr(info, "transform_descriptors", None):
+            transformed.add(index.fqn)  # compressed: its bytes may be fewer than the tensor's
+    for key, size in sizes.items():
+        meta = metadata.state_dict_metadata[key]
+        covered = sum(math.prod(chunk.sizes) for chunk in meta.chunks)
+        if covered == math.prod(meta.size) and (key in transformed or size <= stored[key]):
+            continue
+        raise ConfigError(
+            f"merge-weights: the checkpoint {str(source)!r} is inconsistent: its .metadata gives "
+            f"tensor {key!r} the shape {list(meta.size)} ({size} bytes), but its chunks cover "
+            f"{covered} of {math.prod(meta.size)} elements and its files hold {stored[key]} "
+            "bytes for it. The .metadata was changed or belongs to other files: save the "
+            "checkpoint again."
+        )
+
+
+def _read_tensors(state: dict[str, Any], source: Path, trust_pickles: bool) -> None:
+    """Fill ``state`` from the checkpoint; a shard file that cannot be read (damaged bytes, a
+    truncated pickle) is a ConfigError naming the checkpoint and the first cause."""
+    from accel_bigmodel import UntrustedPickleError, safe_dcp_load
+
+    try:
+        safe_dcp_load(state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
+    except (ConfigError, UntrustedPickleError, OSError, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # torch's CheckpointException is not an Exception
+        failures = getattr(err, "failures", None)  # one (exception, trace) per rank
+        cause = next(iter(failures.values()))[0] if isinstance(failures, dict) and failures else err
+        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        raise ConfigError(
+            f"merge-weights could not read the tensors of the checkpoint {str(source)!r}: "
+            f"{type(cause).__name__}: {first} Its shard files are damaged or incomplete: save "
+            "the checkpoint again, or copy it again from its source."
+        ) from None
+
+
+_STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS}
+"""Errors of the storage itself (a full disk, a quota, a read-only file system)."""
+
+
+def _failed_write(
+    err: OSError, target: Path, name: str, written: list[Path], created: bool
+) -> OSError:
+    """Remove what a failed merge wrote (its files, the temporary file of the one in flight,
+    the output folder when the merge created it) and return the error to raise: for a storage
+    error one that names the file, the folder, the free space and the fix."""
+    for path in [*written, target / f"{name}.tmp"]:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+    if created:
+        with contextlib.suppress(OSError):
+            target.rmdir()  # only when empty: nothing of the user's is removed
+    if err.errno not in _STORAGE_ERRORS:
+        return err
+    try:
+        space = f" ({shutil.disk_usage(target.parent if created else target).free} bytes free)"
+    except OSError:
+        space = ""
+    fix = "Free space on that disk" if err.errno == errno.ENOSPC else "Fix the storage"
+    return OSError(
+        err.errno,
+        f"merge-weights could not write {name!r} into {str(target)!r}{space}: "
+        f"{err.strerror or err}. What this merge wrote was removed. {fix}, or pass another "
+        "output folder.",
+        str(target / name),
+    )
 
 
 def merge_fsdp_weights(

@@ -85,6 +85,7 @@ def fsdp2_paths(args: argparse.Namespace) -> tuple[Path, Path]:
         FileNotFoundError: ``--config_file`` does not exist.
         ValueError: neither ``--output_file`` nor ``--overwrite`` is given.
         FileExistsError: the output file exists and ``--overwrite`` is not set.
+        IsADirectoryError: the output path is a folder.
     """
     source = Path(args.config_file)
     if not source.is_file():
@@ -98,6 +99,11 @@ def fsdp2_paths(args: argparse.Namespace) -> tuple[Path, Path]:
             "Pass --output_file new.yaml, or --overwrite to rewrite the input file."
         )
     target = Path(args.output_file) if args.output_file else source
+    if target.is_dir():
+        raise IsADirectoryError(
+            f"--output_file {str(target)!r} is a folder; to-fsdp2 writes one config file. Pass "
+            "a file path, e.g. --output_file fsdp2.yaml."
+        )
     if target.exists() and not args.overwrite:
         raise FileExistsError(
             f"--output_file {str(target)!r} already exists and --overwrite is not set. Choose "
@@ -110,7 +116,7 @@ def to_fsdp2_command(args: argparse.Namespace) -> int:
     """Convert ``args.config_file`` and write the result; return the exit code."""
     try:
         source, target = fsdp2_paths(args)
-    except (FileNotFoundError, FileExistsError) as err:
+    except (FileNotFoundError, FileExistsError, IsADirectoryError) as err:
         raise ConfigError(str(err)) from None
     return write_fsdp2(source, target)
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from accel_state import environment_variables as contract
 from accel_state import patch_environment, torch_xla_module
 
+from ._config_bounds import check_file_size, check_regular_file
 from ._config_file import LaunchConfig, default_config_file, load_config_file
 from ._errors import ConfigError
 from ._tpu_settings import check_pod, env_pairs, xla_precision_environment
@@ -149,6 +150,8 @@ def tpu_config_plan(args: argparse.Namespace) -> list[str]:
 
 
 def _read_commands(path: str) -> list[str]:
+    check_regular_file(Path(path), "command_file")
+    check_file_size(Path(path))
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as err:

@@ -310,37 +310,44 @@ ACCEL_LOG_LEVEL: Final = EnvironmentVariable(
 )
 """Level of accel's loggers made by ``get_logger`` (``DEBUG``, ``INFO`` ...)."""
 
+_MAX_SECONDS: Final = 1e9  # ~31 years: fits timedelta, the store's waits and threading waits
+
 ACCEL_TEARDOWN_TIMEOUT: Final = EnvironmentVariable(
     "ACCEL_TEARDOWN_TIMEOUT",
     "float",
     minimum=0,
+    maximum=_MAX_SECONDS,
     written_by="the user",
     read_by="``teardown_process_group``",
 )
-"""Seconds the exit barrier waits for the other processes before the process group is destroyed."""
+"""Seconds the exit barrier waits for the other processes before the process group is destroyed
+(at most 1e9)."""
 
 ACCEL_CHECKPOINT_TIMEOUT: Final = EnvironmentVariable(
     "ACCEL_CHECKPOINT_TIMEOUT",
     "float",
     minimum=0,
+    maximum=_MAX_SECONDS,
     above_minimum=True,
     written_by="the user",
     read_by="``Accelerator.save_state`` / ``load_state``",
 )
 """Seconds a collective of ``save_state`` / ``load_state`` waits for the other processes
-(default 600)."""
+(default 600, at most 1e9)."""
 
 ACCEL_HANG_TIMEOUT: Final = EnvironmentVariable(
     "ACCEL_HANG_TIMEOUT",
     "float",
     minimum=0,
+    maximum=_MAX_SECONDS,
     written_by="the user, or ``accel launch`` ``--hang_timeout``",
     read_by="``PartialState`` (the hang watchdog, ``accel_state.hang_watchdog``)",
 )
 """Seconds a process may wait inside one collective before every process reports where it is
 (operation, sequence number, shapes, Python stack) and the job exits with code 124. Unset: 80 %
 of the process group's timeout (``InitProcessGroupKwargs(timeout=...)``, else torch's 30
-minutes); 0 turns the watchdog off."""
+minutes); 0 turns the watchdog off. At most 1e9 (about 31 years): a longer duration fits no
+timer and is refused."""
 
 ACCEL_IGNORE_SLURM: Final = EnvironmentVariable(
     "ACCEL_IGNORE_SLURM",

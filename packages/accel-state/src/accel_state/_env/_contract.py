@@ -76,6 +76,8 @@ class EnvironmentVariable(str):
     """The number must be greater than ``minimum`` (``minimum`` itself is refused)."""
     numbered: bool
     """A ``choice`` variable also takes the 1-based position of a choice (legacy FSDP form)."""
+    maximum: float | None
+    """Largest valid number (a duration: the longest wait the timers it feeds can hold)."""
 
     def __new__(
         cls,
@@ -89,6 +91,7 @@ class EnvironmentVariable(str):
         minimum: float | None = None,
         above_minimum: bool = False,
         numbered: bool = False,
+        maximum: float | None = None,
     ) -> EnvironmentVariable:
         """Declare a variable (only this module declares them)."""
         self = super().__new__(cls, name)
@@ -100,6 +103,7 @@ class EnvironmentVariable(str):
         self.minimum = minimum
         self.above_minimum = above_minimum
         self.numbered = numbered
+        self.maximum = maximum
         return self
 
     def vocabulary(self) -> str:
@@ -141,6 +145,13 @@ class EnvironmentVariable(str):
                 or (self.above_minimum and value == self.minimum)
             ):
                 value = None
+            if value is not None and self.maximum is not None and value > self.maximum:
+                raise ValueError(
+                    f"environment variable {source or str(self)} must be at most "
+                    f"{self.maximum:g} seconds, the longest wait the timers it sets can hold; "
+                    f"got {raw!r}. Set it to a number of seconds up to {self.maximum:g}, or "
+                    "unset it."
+                )
             if value is not None and (not self.choices or value in self.choices):
                 return value
         elif self.kind == "choice":
