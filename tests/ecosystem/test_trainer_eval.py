@@ -53,3 +53,16 @@ def test_eval_loss_on_two_processes_is_the_references(
     )
     assert ours["num_processes"] == theirs["num_processes"] == 2
     assert ours["eval_loss"] == theirs["eval_loss"]
+
+
+@pytest.mark.slow
+def test_memory_metrics_are_recorded_as_with_the_reference(
+    tmp_path: Path, eco: SimpleNamespace
+) -> None:
+    # transformers records them only when psutil is installed: accel-torch requires it, as the
+    # reference does (packages/accel/tests/test_dependencies.py pins it).
+    eco.require("transformers", "accelerate")
+    ours = eco.run([sys.executable, SCRIPT, str(tmp_path / "a"), "--memory"], as_accelerate=True)
+    theirs = eco.run([sys.executable, SCRIPT, str(tmp_path / "r"), "--memory"], as_accelerate=False)
+    assert ours["memory_keys"] == theirs["memory_keys"]
+    assert "eval_mem_cpu_alloc_delta" in ours["memory_keys"]
