@@ -133,15 +133,20 @@ def test_types_no_process_runs_are_refused_from_a_config_file(tmp_path, kind):
         assert "not supported by this version of accel" in result.stderr
 
 
-@pytest.mark.timeout(300)
-def test_multi_gpu_without_gpus_is_refused():
+@pytest.mark.multiprocess
+@pytest.mark.timeout(400)
+def test_multi_gpu_without_gpus_runs_the_processes_on_cpu():
     if _has_cuda():
-        pytest.skip("this machine has CUDA devices: --multi_gpu is valid here")
-    result = _launch("--multi_gpu", check=False)
-    assert result.returncode == 2 and "CHILD" not in result.stdout
-    assert "--multi_gpu runs one process per GPU, but this machine has no CUDA device" in (
-        result.stderr
-    )
+        pytest.skip("this machine has CUDA devices: --multi_gpu runs on them here")
+    result = _launch("--multi_gpu")
+    warning = "accel launch: warning: --multi_gpu found no GPU on this machine; the 2 process(es)"
+    assert [line for line in result.stderr.splitlines() if "warning" in line] == [
+        warning + " run on CPU."
+    ], result.stderr
+    said = LAUNCH_LINE.search(result.stderr)
+    assert said is not None and said.group(1) == "2" and said.group(3) == "MULTI_CPU", said
+    children = sorted(CHILD_LINE.findall(result.stdout))
+    assert children == [("0", "2", "MULTI_CPU"), ("1", "2", "MULTI_CPU")], result.stdout
 
 
 def _has_cuda() -> bool:

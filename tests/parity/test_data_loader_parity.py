@@ -351,3 +351,16 @@ def test_dispatched_loaders_match_the_reference_on_two_processes() -> None:
     summaries = re.findall(r"rank (\d): (\d+) dispatch cases compared", result.stdout)
     assert sorted(rank for rank, _ in summaries) == ["0", "1"], result.stdout
     assert all(int(count) > 200 for _, count in summaries), summaries
+
+
+# ------------------------------------------------------------------------ gather_for_metrics
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("num_processes", [1, 2])
+def test_gather_for_metrics_of_the_last_step_matches_the_reference(num_processes: int) -> None:
+    # 66 samples in batches of 8: the last step holds 2; transformers' Trainer gathers each
+    # batch's loss repeated to the batch size and relies on the cut to the real samples.
+    result = run_distributed(SCRIPTS / "gather_parity.py", num_processes=num_processes, timeout=240)
+    assert "DIFF" not in result.stdout, result.stdout
+    summaries = re.findall(r"rank (\d): (\d+) gather cases compared", result.stdout)
+    assert sorted(rank for rank, _ in summaries) == [str(r) for r in range(num_processes)]
+    assert all(int(count) == 3 for _, count in summaries), summaries

@@ -257,3 +257,18 @@ def test_shuffle_follows_the_callers_generator_after_prepare() -> None:
     for epoch in range(2):
         steps = [a + b for a, b in zip(shards[0][epoch], shards[1][epoch], strict=True)]
         assert steps == baseline[epoch]
+
+
+class Unsized(IterableDataset):
+    def __iter__(self):
+        return iter(range(66))
+
+
+@pytest.mark.parametrize("dataset", [Unsized(), list(range(66))], ids=["stream", "map"])
+def test_gather_for_metrics_cuts_a_repeated_batch_value_to_the_real_samples(dataset) -> None:
+    # transformers' Trainer gathers each batch's loss repeated to the batch size (8); the last
+    # batch holds 2 samples, so 2 of its 8 rows are kept and the mean is the exact one.
+    prepared = prepare_data_loader(DataLoader(dataset, batch_size=8), put_on_device=True)
+    rows = [gather_for_metrics(b.float().mean().repeat(8)) for b in prepared]
+    assert [len(r) for r in rows] == [8] * 8 + [2]
+    assert torch.cat(rows).mean().item() == pytest.approx(32.5)

@@ -29,6 +29,7 @@ def _names(requirements: list[str], extra: str | None = None) -> set[str]:
 def test_required_dependencies() -> None:
     assert _names(requires("accel-torch") or []) == SIBLINGS | {
         "numpy",
+        "psutil",
         "safetensors",
         "torch",
         "zlib-ng",

@@ -3,7 +3,6 @@ the last step."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,16 +34,6 @@ def _first_dims(data: Any) -> set[int]:
     return sizes
 
 
-def _warn_unknown(size: int, expected: int) -> None:
-    warnings.warn(
-        f"gather_for_metrics drops the repeated samples of the last step only from per-sample "
-        f"results; the gathered result has {size} rows but the last step held {expected} "
-        "samples, so nothing was dropped. Gather one row per sample (e.g. predictions of "
-        "shape [batch, ...]).",
-        stacklevel=3,
-    )
-
-
 def gather_for_metrics(input_data: Any, use_gather_object: bool = False) -> Any:
     """Gather ``input_data`` from every process, without the samples repeated at the end.
 
@@ -69,25 +58,29 @@ def gather_for_metrics(input_data: Any, use_gather_object: bool = False) -> Any:
     state = GradientState()
     if not state.end_of_dataloader:
         return data
-    loader = state.active_dataloader
-    if hasattr(loader, "_real_remainder"):
-        remainder = int(loader._real_remainder)
-        step_size = int(getattr(loader, "_last_step_size", -1))
-    else:
-        # A loader from elsewhere: its remainder counts the real samples of the last step when
-        # positive, and 0 means the step is complete.
-        remainder, step_size = state.remainder, -1
-        if remainder == 0:
-            return data
-    if remainder < 0 or (step_size >= 0 and remainder >= step_size):
+    keep = _rows_to_keep(data, use_gather_object, state)
+    if keep < 0:
         return data
     if use_gather_object:
-        if step_size >= 0 and len(data) != step_size:
-            _warn_unknown(len(data), step_size)
-            return data
-        return data[:remainder]
-    sizes = _first_dims(data)
-    if step_size >= 0 and sizes != {step_size}:
-        _warn_unknown(max(sizes) if sizes else 0, step_size)
-        return data
-    return map_tensors(lambda t: t[:remainder], data)
+        return data[:keep]
+    return map_tensors(lambda t: t[:keep] if t.ndim else t, data)
+
+
+def _rows_to_keep(data: Any, gathered_objects: bool, state: GradientState) -> int:
+    """How many leading rows of the last step's gathered ``data`` to keep (-1: all of them).
+
+    A prepared loader knows the real samples of its last step and the size of that step once
+    completed: a result with one row per sample of the step keeps exactly the real ones. Any
+    other result (a per-batch value repeated to a fixed length, as transformers' ``Trainer``
+    gathers its losses, or data of a loader from elsewhere) is cut to the loader's
+    ``remainder`` when it is positive, the rule of the reference library.
+    """
+    loader = state.active_dataloader
+    if hasattr(loader, "_real_remainder"):
+        real = int(loader._real_remainder)
+        step_size = int(getattr(loader, "_last_step_size", -1))
+        rows = {len(data)} if gathered_objects else _first_dims(data)
+        if real >= 0 and step_size >= 0 and rows == {step_size}:
+            return real if real < step_size else -1
+    remainder = int(state.remainder)
+    return remainder if remainder > 0 else -1

@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import os
 import socket
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -311,11 +312,17 @@ def _refuse_unsupported(config: LaunchConfig, sources: dict[str, str]) -> None:
 def _derive(config: LaunchConfig, sources: dict[str, str], multi_gpu: bool) -> None:
     """Fill what the hardware decides, so the plan states what the processes will use."""
     accelerator = _has_accelerator()
-    if multi_gpu and (config.use_cpu or not accelerator):
-        reason = "--cpu is set" if config.use_cpu else "this machine has no CUDA device"
+    if multi_gpu and config.use_cpu:
         raise ConfigError(
-            f"--multi_gpu runs one process per GPU, but {reason}; got --multi_gpu. Drop "
+            "--multi_gpu runs one process per GPU, but --cpu is set; got --multi_gpu. Drop "
             "--multi_gpu: several CPU processes need only --num_processes N."
+        )
+    if multi_gpu and not accelerator:
+        # As the reference does: a script written for a GPU machine still runs on a laptop.
+        print(
+            "accel launch: warning: --multi_gpu found no GPU on this machine; the "
+            f"{config.num_processes} process(es) run on CPU.",
+            file=sys.stderr,
         )
     if multi_gpu and config.distributed_type == "NO":
         config.distributed_type = "MULTI_GPU"
