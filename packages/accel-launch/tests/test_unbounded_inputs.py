@@ -184,14 +184,25 @@ def test_a_yaml_merge_key_bomb_is_refused_while_it_is_read(tmp_path, command):
     # It used to run for minutes before any check: the deadline makes a hang a failure.
     r = accel(*argv, check=False, timeout=60)
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
-    assert str(path) in r.stderr and "merge" in r.stderr and "100000 values" in r.stderr
+    if _merges_each_key_once():
+        # PyYAML 6.0.4 and later copy a merged key once however often it is merged: the file
+        # is small once read, and the config check refuses its value.
+        assert "tpu_env must be a list" in r.stderr, r.stderr
+    else:
+        assert str(path) in r.stderr and "merge" in r.stderr and "100000 values" in r.stderr
+
+
+def _merges_each_key_once() -> bool:
+    import yaml
+
+    return tuple(int(part) for part in yaml.__version__.split(".")[:3]) >= (6, 0, 4)
 
 
 def test_a_used_merge_key_still_loads(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text(
         "distributed_type: FSDP\nfsdp_config:\n"
-        "  <<: [{fsdp_version: 2, fsdp_offload_params: true}, {fsdp_version: 1}]\n"
+        "  <<: [{fsdp_version: 2}, {fsdp_offload_params: true}]\n"
         "  fsdp_offload_params: false\n"
     )
     config = load_config_file(path)
