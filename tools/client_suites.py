@@ -387,7 +387,9 @@ are offline: a local endpoint answers 404) and count for neither.
   `test_trainer_distributed_loss.py` and `test_trainer_distributed_worker_seed.py`
   (`require_torch_multi_accelerator`: torchrun on several accelerators),
   `test_trainer_autocast.py` (a bf16 GPU and a Hub model), `test_trainer_sampler_seed.py`
-  (passes `group_by_length` to `TrainingArguments`, which 5.23.0 refuses, on both sides), and
+  (passes `group_by_length` to `TrainingArguments`, which 5.23.0 refuses, on both sides),
+  `test_trainer_optimizer_skip.py` (counts `TrainerState.optimizer_step_attempts`, which 5.23.0
+  lacks), `test_skip_logits_eval.py` (`use_liger_kernel`: the Liger kernel is not installed), and
   `test_trainer.py` (264,017 characters at the stored version read,
   `0052c30e2198e6d9f60c8517df6502042fd48345`, which imports `GlueDataset`: not copied yet).
 """
