@@ -66,13 +66,22 @@ PEFT_FILES = (
 
 TRANSFORMERS_VERSION = "5.23.0"
 # tests/trainer of the public repository: the files that go through accelerate on the CPU
-# (Trainer's dataloaders, evaluation and prediction loops, the batch-size finder), each at the
-# commit of its newest stored version that runs on the installed 5.23.0 release, with the
-# helpers they import. Fetch them into a folder outside this repository.
+# (Trainer's dataloaders, evaluation and prediction loops, the batch-size finder, the
+# accelerator config, callbacks, checkpoint save and resume, training arguments), each at the
+# commit of its newest stored version that runs on the installed 5.23.0 release (with the edits
+# the page names), with the helpers they import. Fetch them into a folder outside this
+# repository.
 TRANSFORMERS_COMMITS = {
     "tests/trainer/trainer_test_utils.py": "fef6f3591b8998bd9ddd80b793b25e0c861ca3c7",
     "tests/trainer/test_trainer_evaluation.py": "d7f1740350ba292a268a0f4531dff14aca025403",
     "tests/trainer/test_trainer_data.py": "003432ac431659ea2564483634f35e4a2ee4c391",
+    "tests/trainer/test_trainer_accelerator.py": "0d7e95d96b4e187c651e2b2406ed98ed40d74963",
+    "tests/trainer/test_trainer_callback.py": "020a37d2264e60dc7beb9634c3e87ad870073e2c",
+    "tests/trainer/test_trainer_checkpointing.py": "22c22fa26f5f3352d243bc358f0947af05b1d61b",
+    "tests/trainer/test_trainer_optimizers.py": "0d7e95d96b4e187c651e2b2406ed98ed40d74963",
+    "tests/trainer/test_trainer_resume.py": "37ff9888a5faa033e5579a42e611f8ad7cdbaed7",
+    "tests/trainer/test_trainer_utils.py": "08d4e4f6ad2bd1d0d8b81a3da9bbf5b9886c71f1",
+    "tests/trainer/test_training_args.py": "34de825520ff42f3bf328e7ab4ec39b5b0a73f94",
 }
 TRANSFORMERS_FILES = tuple(f for f in TRANSFORMERS_COMMITS if f.split("/")[-1].startswith("test_"))
 
@@ -364,10 +373,25 @@ are offline: a local endpoint answers 404) and count for neither.
   (`tests/trainer/distributed/`: DDP, FSDP, DeepSpeed) are marked for accelerators
   (`require_torch_multi_accelerator`, `require_torch_accelerator`) at those commits and skip on
   the CPU on both sides; Trainer on 2 CPU processes with DDP, FSDP and DeepSpeed is covered by
-  accel's own `tests/ecosystem/test_trainer.py`. The copies hold the classes of the two files
-  that run on the CPU (their accelerator-only and `@slow` hub classes skip anyway), and
-  `test_trainer_evaluation.py` without its import of `GlueDataset`, which 5.23.0 no longer
-  exports and only its `@slow` MRPC test uses.
+  accel's own `tests/ecosystem/test_trainer.py`. Edits to the copies: `test_trainer_data.py`
+  and `test_trainer_evaluation.py` hold their classes that run on the CPU (their
+  accelerator-only and `@slow` hub classes skip anyway), and `test_trainer_evaluation.py` lacks
+  its import of `GlueDataset`, which 5.23.0 no longer exports and only its `@slow` MRPC test
+  uses; `test_trainer_checkpointing.py` lacks its two `@is_staging_test` Hub classes (they push
+  to a staging Hub and skip without one); `test_trainer_utils.py` lacks
+  `DistributedTensorGatherer` and `SequentialDistributedSampler` in its import (5.23.0 no longer
+  has them, the stored versions do not collect without the edit), so its three tests of them
+  fail on both sides. Left out: `test_loss_reduction.py` (its 8 tests call
+  `Trainer._reduce_loss`, which 5.23.0 lacks, and fail on both sides),
+  `test_gradient_clipping.py` (downloads `distilbert-base-uncased` from the Hub),
+  `test_trainer_distributed_loss.py` and `test_trainer_distributed_worker_seed.py`
+  (`require_torch_multi_accelerator`: torchrun on several accelerators),
+  `test_trainer_autocast.py` (a bf16 GPU and a Hub model), `test_trainer_sampler_seed.py`
+  (passes `group_by_length` to `TrainingArguments`, which 5.23.0 refuses, on both sides),
+  `test_trainer_optimizer_skip.py` (counts `TrainerState.optimizer_step_attempts`, which 5.23.0
+  lacks), `test_skip_logits_eval.py` (`use_liger_kernel`: the Liger kernel is not installed), and
+  `test_trainer.py` (264,017 characters at the stored version read,
+  `0052c30e2198e6d9f60c8517df6502042fd48345`, which imports `GlueDataset`: not copied yet).
 """
 
 
