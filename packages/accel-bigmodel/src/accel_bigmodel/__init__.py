@@ -1,8 +1,6 @@
 """Big-model inference: empty-weight init, device maps, offload hooks and streaming safetensors loading. Depends only on torch and safetensors."""
 
-from importlib import import_module as _import_module
-from importlib.metadata import version as _version
-from typing import TYPE_CHECKING, Any
+from ._lazy import lazy_module as _lazy_module
 
 # Public name -> private module, loaded on first use: importing this package imports
 # nothing heavy (torch loads with the first name that needs it).
@@ -106,19 +104,9 @@ _EXPORTS = {
     "tensor_view_key": "._weights_io",
 }
 
-__version__ = _version("accel-bigmodel")
+# Read from the installed metadata on first access (see accel_bigmodel._lazy).
+__version__: str
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'accel_bigmodel' has no attribute {name!r}")
-    value = getattr(_import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS, distribution="accel-bigmodel")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from importlib import import_module as _import_module
-from typing import Any
+from ._lazy import lazy_module as _lazy_module
 
 # Public name -> the private module that defines it, loaded on first use: the one list of
 # this package's names (__all__ and the type stub beside this file are made from it).
@@ -38,28 +37,4 @@ __version__: str
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        if name == "__version__":
-            from importlib.metadata import version
-
-            globals()[name] = version("accel-trackers")
-            return globals()[name]
-        raise AttributeError(_unknown(name))
-    value = getattr(_import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS) | {"__version__"})
-
-
-def _unknown(name: str) -> str:
-    from difflib import get_close_matches
-
-    close = get_close_matches(name, list(_EXPORTS), n=3)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    return f"module 'accel_trackers' has no attribute {name!r}{hint}"
+__getattr__, __dir__ = _lazy_module(globals(), _EXPORTS, distribution="accel-trackers")

@@ -47,14 +47,14 @@ from accel._training_checkpoints._model_weights import (
 )
 from accel._training_checkpoints._state_files import (
     MODEL_NAME as MODEL_NAME,
-    SAFE_WEIGHTS_INDEX_NAME as SAFE_WEIGHTS_INDEX_NAME,
-    SAFE_WEIGHTS_NAME as SAFE_WEIGHTS_NAME,
     SCALER_NAME as SCALER_NAME,
-    WEIGHTS_INDEX_NAME as WEIGHTS_INDEX_NAME,
-    WEIGHTS_NAME as WEIGHTS_NAME,
 )
 from accel_bigmodel import (
+    SAFE_WEIGHTS_INDEX_NAME as SAFE_WEIGHTS_INDEX_NAME,
+    SAFE_WEIGHTS_NAME as SAFE_WEIGHTS_NAME,
     SAFE_WEIGHTS_PATTERN_NAME as SAFE_WEIGHTS_PATTERN_NAME,
+    WEIGHTS_INDEX_NAME as WEIGHTS_INDEX_NAME,
+    WEIGHTS_NAME as WEIGHTS_NAME,
     WEIGHTS_PATTERN_NAME as WEIGHTS_PATTERN_NAME,
     clean_state_dict_for_safetensors as clean_state_dict_for_safetensors,
     get_state_dict_offloaded_model as get_state_dict_offloaded_model,

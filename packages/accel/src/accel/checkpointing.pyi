@@ -15,16 +15,16 @@ from accel._training_checkpoints._state_files import (
     MODEL_NAME as MODEL_NAME,
     OPTIMIZER_NAME as OPTIMIZER_NAME,
     RNG_STATE_NAME as RNG_STATE_NAME,
-    SAFE_WEIGHTS_NAME as SAFE_WEIGHTS_NAME,
     SCALER_NAME as SCALER_NAME,
     SCHEDULER_NAME as SCHEDULER_NAME,
-    WEIGHTS_NAME as WEIGHTS_NAME,
 )
 from accel._training_checkpoints._torch_load import (
     load as load,
 )
 from accel_bigmodel import (
     SAFE_MODEL_NAME as SAFE_MODEL_NAME,
+    SAFE_WEIGHTS_NAME as SAFE_WEIGHTS_NAME,
+    WEIGHTS_NAME as WEIGHTS_NAME,
 )
 from accel_state import (
     PartialState as PartialState,

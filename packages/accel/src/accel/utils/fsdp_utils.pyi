@@ -19,10 +19,10 @@ from accel._training_checkpoints._model_weights import (
 )
 from accel._training_checkpoints._state_files import (
     OPTIMIZER_NAME as OPTIMIZER_NAME,
-    SAFE_WEIGHTS_NAME as SAFE_WEIGHTS_NAME,
-    WEIGHTS_NAME as WEIGHTS_NAME,
 )
 from accel_bigmodel import (
+    SAFE_WEIGHTS_NAME as SAFE_WEIGHTS_NAME,
+    WEIGHTS_NAME as WEIGHTS_NAME,
     get_non_persistent_buffers as get_non_persistent_buffers,
 )
 from accel_launch import (

@@ -4,13 +4,11 @@
 from accel._facade._model_probes import (
     is_peft_model as is_peft_model,
 )
-from accel._training_checkpoints._state_files import (
+from accel_bigmodel import (
+    CustomDtype as CustomDtype,
     SAFE_WEIGHTS_NAME as SAFE_WEIGHTS_NAME,
     WEIGHTS_INDEX_NAME as WEIGHTS_INDEX_NAME,
     WEIGHTS_NAME as WEIGHTS_NAME,
-)
-from accel_bigmodel import (
-    CustomDtype as CustomDtype,
     align_module_device as align_module_device,
     calculate_maximum_sizes as calculate_maximum_sizes,
     check_device_map as check_device_map,
