@@ -6,12 +6,21 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import torch
 
 if TYPE_CHECKING:
     from ._context import EngineContext
+
+_State = TypeVar("_State")
+
+
+class StateCopy(Protocol):
+    """Copies a state (a state dict, nested containers of tensors) to host memory, tied
+    tensors kept tied, and returns the copy: what asynchronous saves write."""
+
+    def __call__(self, state: _State, /) -> _State: ...
 
 
 @dataclass
@@ -36,12 +45,14 @@ class CheckpointFiles(Protocol):
 
     input_dir: str
 
-    def weights(self, index: int, state_dict: Mapping[str, Any]) -> str:
+    def weights(self, index: int, state_dict: Mapping[str, torch.Tensor]) -> str:
         """The path of model ``index``'s weights file, its keys and shapes checked against
         ``state_dict``."""
         ...
 
-    def optimizer(self, index: int, optimizer: Any) -> tuple[Any, str]:
+    def optimizer(
+        self, index: int, optimizer: torch.optim.Optimizer
+    ) -> tuple[dict[str, object], str]:
         """Optimizer ``index``'s saved state, checked against ``optimizer``, and its file's
         name."""
         ...
@@ -103,7 +114,7 @@ class Engine:
         """Whether ``model`` is this engine's wrapper."""
         return False
 
-    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[object]:
         """Context in which backward passes do not synchronise gradients."""
         return contextlib.nullcontext()
 
@@ -112,7 +123,7 @@ class Engine:
         buffers: list[torch.Tensor],
         buffer_seq_dims: list[int],
         no_restore_buffers: set[torch.Tensor] | None,
-    ) -> contextlib.AbstractContextManager[Any]:
+    ) -> contextlib.AbstractContextManager[object]:
         """Context that splits ``buffers`` along their sequence dimension between the
         context-parallel processes; nothing to split here (no ``cp`` mesh dimension)."""
         return contextlib.nullcontext()
@@ -180,11 +191,13 @@ class Engine:
         model = _inner(self, model)
         return load_weights(model, path, strict=strict, trust_pickles=trust_pickles, **kwargs)
 
-    def optimizer_state_dict(self, optimizer: Any) -> dict[str, Any]:
+    def optimizer_state_dict(self, optimizer: torch.optim.Optimizer) -> dict[str, object]:
         """The full state dict of a prepared optimizer."""
         return optimizer.state_dict()
 
-    def load_optimizer_state_dict(self, optimizer: Any, state_dict: dict[str, Any]) -> None:
+    def load_optimizer_state_dict(
+        self, optimizer: torch.optim.Optimizer, state_dict: dict[str, object]
+    ) -> None:
         """Restore a prepared optimizer from :meth:`optimizer_state_dict` output."""
         optimizer.load_state_dict(state_dict)
 
@@ -244,9 +257,9 @@ class Engine:
     def checkpoint_states(
         self,
         models: list[torch.nn.Module],
-        optimizers: list[Any],
+        optimizers: list[torch.optim.Optimizer],
         output_dir: str,
-        copy: Callable[[Any], Any] | None = None,
+        copy: StateCopy | None = None,
     ) -> CheckpointStates:
         """The states of ``models`` and ``optimizers`` for a checkpoint, called on every
         process: whole state dicts where every process holds them (:attr:`replicated_states`),
@@ -271,7 +284,7 @@ class Engine:
     def read_checkpoint_states(
         self,
         models: list[torch.nn.Module],
-        optimizers: list[Any],
+        optimizers: list[torch.optim.Optimizer],
         files: CheckpointFiles,
         *,
         trust_pickles: bool = False,
@@ -296,7 +309,7 @@ class Engine:
     def apply_checkpoint_states(
         self,
         models: list[torch.nn.Module],
-        optimizers: list[Any],
+        optimizers: list[torch.optim.Optimizer],
         loaded: LoadedStates,
         input_dir: str,
         *,
@@ -339,9 +352,9 @@ class Engine:
     def snapshot_sharded_states(
         self,
         models: list[torch.nn.Module],
-        optimizers: list[Any],
+        optimizers: list[torch.optim.Optimizer],
         output_dir: str,
-        copy: Callable[[Any], Any],
+        copy: StateCopy,
     ) -> Callable[[], None]:
         """Copy this process's shards of ``models`` and ``optimizers`` to host memory now and
         return the job that writes them into ``output_dir`` in the layout of

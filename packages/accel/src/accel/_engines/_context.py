@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import torch
     from accel_state import AcceleratorState, GradientState, KwargsHandler
 
     from .._facade._prepared_objects import PreparedObjects
+
+_Handler = TypeVar("_Handler", bound="KwargsHandler")
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,10 @@ class EngineContext:
         """``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"``."""
         return str(self.state.mixed_precision)
 
-    def handler(self, kind: type) -> Any:
+    def handler(self, kind: type[_Handler]) -> _Handler | None:
         """The kwargs handler of class ``kind`` the run was given, else None."""
-        return self.handlers.get(kind)
+        found = self.handlers.get(kind)
+        return found if isinstance(found, kind) else None
 
     @property
     def gradient_accumulation_steps(self) -> int:

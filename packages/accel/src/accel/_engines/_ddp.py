@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 import torch
 from accel_state import DistributedDataParallelKwargs
@@ -34,7 +33,7 @@ class DDPEngine(Engine):
     def is_wrapped(self, model: torch.nn.Module) -> bool:
         return isinstance(model, DistributedDataParallel)
 
-    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[object]:
         if isinstance(model, DistributedDataParallel):
             return model.no_sync()
         return contextlib.nullcontext()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -209,7 +210,7 @@ class DeepSpeedEngine(Engine):
     def is_wrapped(self, model: torch.nn.Module) -> bool:
         return isinstance(model, _engine_class())
 
-    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[object]:
         """A null context: DeepSpeed decides when gradients travel. Stages 0 and 1 reduce them at
         the end of the accumulation cycle only; stages 2 and 3 reduce-scatter every backward
         into the partitioned gradient buffers (that is how they save memory)."""
@@ -232,7 +233,7 @@ class DeepSpeedEngine(Engine):
         return wrapper
 
     def clip_grad_norm_(
-        self, parameters: Any, max_norm: float, norm_type: float = 2
+        self, parameters: Iterable[torch.nn.Parameter], max_norm: float, norm_type: float = 2
     ) -> torch.Tensor:
         """DeepSpeed clips inside its step to the config's ``gradient_clipping``: check that it
         is ``max_norm`` and return the norm DeepSpeed measured at its last step."""
@@ -250,7 +251,7 @@ class DeepSpeedEngine(Engine):
         norm = self._backward_wrapper().get_global_grad_norm()
         return torch.tensor(float("nan") if norm is None else norm)
 
-    def _plugin_of(self, engine: Any) -> DeepSpeedPlugin:
+    def _plugin_of(self, engine: object) -> DeepSpeedPlugin:
         return self._plugins[id(engine)]
 
     # ------------------------------------------------------------------ states

@@ -21,7 +21,7 @@ from . import _context_parallel as cp
 from . import _fsdp_build as build
 from . import _fsdp_comm as comm
 from . import _fsdp_io as io
-from ._base import Engine
+from ._base import Engine, StateCopy
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -60,7 +60,7 @@ class FSDPEngine(Engine):
         self._mesh: DeviceMesh | None = None
         self._param_map: dict[int, torch.nn.Parameter] = {}
         self._models: list[torch.nn.Module] = []
-        self._save_groups: list[Any] = []
+        self._save_groups: list[dist.ProcessGroup] = []
         """Gloo groups of ``torch.distributed.checkpoint.async_save``, one per state."""
 
     # ------------------------------------------------------------------------ the mesh
@@ -90,7 +90,7 @@ class FSDPEngine(Engine):
         buffers: list[torch.Tensor],
         buffer_seq_dims: list[int],
         no_restore_buffers: set[torch.Tensor] | None,
-    ) -> contextlib.AbstractContextManager[Any]:
+    ) -> contextlib.AbstractContextManager[object]:
         """Ring attention over the ``cp`` mesh dimension (see ``_context_parallel``)."""
         if self.config is None or not self.config.cp_enabled:
             return super().context_parallel(buffers, buffer_seq_dims, no_restore_buffers)
@@ -259,7 +259,7 @@ class FSDPEngine(Engine):
         return isinstance(model, (FSDP, FSDPModule)) or any(model is m for m in self._models)
 
     # ----------------------------------------------------------------------- training
-    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[object]:
         from torch.distributed.fsdp import FSDPModule
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -359,9 +359,9 @@ class FSDPEngine(Engine):
     def snapshot_sharded_states(
         self,
         models: list[torch.nn.Module],
-        optimizers: list[Any],
+        optimizers: list[torch.optim.Optimizer],
         output_dir: str,
-        copy: Callable[[Any], Any],
+        copy: StateCopy,
     ) -> Callable[[], None]:
         """Stage the shards in host memory (``torch.distributed.checkpoint.async_save`` for
         sharded layouts, a gather on process 0 for full ones); see ``_fsdp_io.snapshot``."""

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.distributed as dist
 from accel_bigmodel import read_dcp_metadata_safely, safe_dcp_load, safe_torch_load
 
 from .._training_checkpoints._state_files import LOAD_STATE_OPT_IN, load_object
+
+if TYPE_CHECKING:
+    from ._base import StateCopy
+
+_S = TypeVar("_S")
 
 MODEL_DIR = "pytorch_model_fsdp_{}"
 MODEL_FILE = "pytorch_model_fsdp_{}.safetensors"
@@ -100,8 +105,8 @@ def snapshot(
     optimizers: list[tuple[torch.nn.Module, torch.optim.Optimizer]],
     output_dir: str,
     sharded: bool,
-    groups: list[Any],
-    copy: Callable[[Any], Any],
+    groups: list[dist.ProcessGroup],
+    copy: StateCopy,
 ) -> Callable[[], None]:
     """Copy the states of ``models`` and ``optimizers`` (each with its model) to host memory
     now and return the job that writes them in the layout of :func:`save_model` /
@@ -155,7 +160,7 @@ def snapshot(
     return job
 
 
-def _writer(save: Callable[[Any, str], None], state: Any, path: str) -> Callable[[], None]:
+def _writer(save: Callable[[_S, str], None], state: _S, path: str) -> Callable[[], None]:
     """A job writing ``state`` to ``path`` on process 0 (the only one holding a full state)."""
 
     def write() -> None:

@@ -63,6 +63,8 @@ from ._state_files import (
 )
 
 if TYPE_CHECKING:
+    import torch
+
     from ._parts import CheckpointParts
 
 
@@ -81,7 +83,7 @@ class _CheckedFiles:
         self.input_dir, self.manifest, self.read = input_dir, manifest, read
         self.strict, self.trust_pickles = strict, trust_pickles
 
-    def weights(self, index: int, state_dict: Mapping[str, Any]) -> str:
+    def weights(self, index: int, state_dict: Mapping[str, torch.Tensor]) -> str:
         name = weights_file_name(index, True)
         if name not in self.manifest.files:
             name = weights_file_name(index, False)
@@ -92,7 +94,9 @@ class _CheckedFiles:
         check_weights(state_dict, path, strict=self.strict, trust_pickles=trust, tied=tied)
         return path
 
-    def optimizer(self, index: int, optimizer: Any) -> tuple[Any, str]:
+    def optimizer(
+        self, index: int, optimizer: torch.optim.Optimizer
+    ) -> tuple[dict[str, object], str]:
         name = indexed_name(OPTIMIZER_NAME, "bin", index)
         state = self.read(name)
         _check_optimizer_state(optimizer, state, index, self.input_dir)
@@ -231,7 +235,7 @@ def _plan_reference_loader(
     plan.loaders.append((loader, state))
 
 
-def _mapping(state: Any, what: str) -> Mapping[str, Any]:
+def _mapping(state: object, what: str) -> Mapping[str, Any]:
     if not isinstance(state, Mapping):
         raise TypeError(
             f"the saved state of {what} must be a dict, as state_dict() returns; the checkpoint "
@@ -308,7 +312,7 @@ def _plan_scaler(checkpointer: CheckpointParts, plan: LoadPlan, read: Callable[[
         )
 
 
-def _try_rng_state(state: Any, name: str) -> None:
+def _try_rng_state(state: object, name: str) -> None:
     """Restore ``state`` once and put the current states back: a state that the generators
     refuse fails here, in phase 1."""
     current = capture_rng_state()

@@ -20,7 +20,7 @@ import mmap
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ._crc import crc32_of_file
 
@@ -99,7 +99,15 @@ def file_checksum(path: str, algorithm: str = CHECKSUM_ALGORITHM) -> str:
 _HASH_WINDOW = 64 << 20
 
 
-def _hasher(algorithm: str) -> Any:
+class _Hasher(Protocol):
+    """What a checksum needs of a ``hashlib`` object."""
+
+    def update(self, data: bytes | memoryview | mmap.mmap, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
+def _hasher(algorithm: str) -> _Hasher:
     if algorithm == "sha256":
         return hashlib.sha256()
     if algorithm == "blake2b":
@@ -286,7 +294,7 @@ def _check_relative(name: str, where: str) -> None:
         raise _invalid(where, f"it lists itself ({name!r}) as a checkpoint file")
 
 
-def _is_checksum(value: Any) -> bool:
+def _is_checksum(value: object) -> bool:
     if not isinstance(value, str) or ":" not in value:
         return False
     algorithm, digits = value.split(":", 1)

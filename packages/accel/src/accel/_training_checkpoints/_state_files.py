@@ -156,7 +156,7 @@ def load_object(path: str, trust_pickles: bool = False, **load_kwargs: Any) -> A
 
 
 # --------------------------------------------------------------------------- weights
-def view_key(tensor: torch.Tensor) -> tuple[Any, ...]:
+def view_key(tensor: torch.Tensor) -> tuple[object, ...]:
     """What makes two tensors the same view of the same memory (tied weights)."""
     return tensor_view_key(tensor)
 

@@ -12,7 +12,7 @@ import torch
 from accel_bigmodel import UntrustedPickleError, safe_torch_load
 
 
-def _numpy_globals() -> list[Any]:
+def _numpy_globals() -> list[object]:
     multiarray = getattr(np, "_core", None) or np.core
     return [
         multiarray.multiarray._reconstruct,
