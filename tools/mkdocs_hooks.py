@@ -13,8 +13,7 @@ The header shows the version of ``accel-torch``. With ``ACCEL_REPO_URL`` set whe
 page" (``ACCEL_EDIT_URI``, ``edit/main/docs/`` by default).
 
 Each chart (an image alone on its line, ``![title](chart.png)``) links to its full-size file: the
-charts are drawn for the text column and saved at twice its resolution. Once every page is rendered, the Sphinx roles of the docstrings become links or code
-(``tools/docs_roles.py``).
+charts are drawn for the text column and saved at twice its resolution.
 
 mkdocs loads this file through ``hooks:`` in ``mkdocs.yml``.
 """
@@ -30,13 +29,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
-from docs_roles import link_roles, roles_to_code  # noqa: E402
 from gen_cli_docs import render as render_cli  # noqa: E402
 
 # Page, package, title, one-line summary: the groups of the specification.
@@ -68,7 +65,16 @@ def _section_title(module_name: str, package_name: str) -> str:
         return "Constants and other names"
     doc = inspect.getdoc(importlib.import_module(module_name)) or module_name
     first = doc.strip().split("\n\n")[0].replace("\n", " ")
-    return roles_to_code(first.split(". ")[0].rstrip("."))
+    return links_to_code(first.split(". ")[0].rstrip("."))
+
+
+DOCSTRING_LINK = re.compile(r"\[(`[^`\]]+`)\]\[[\w.]+\]")
+"""A cross-reference of a docstring: ``[`prepare`][accel.Accelerator.prepare]``."""
+
+
+def links_to_code(text: str) -> str:
+    """``text`` with each cross-reference as its code span alone (for a heading)."""
+    return DOCSTRING_LINK.sub(r"\1", text)
 
 
 def _entries(package_name: str, names: list[str], section_level: int = 2) -> list[str]:
@@ -255,21 +261,3 @@ def link_charts(markdown: str) -> str:
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     """Link every chart of the page to its full-size image."""
     return link_charts(markdown)
-
-
-@event_priority(0)  # before autorefs (-50), which resolves the links written here
-def on_env(env: Any, config: Any, files: Files) -> Any:
-    """Turn the docstrings' Sphinx roles into links to documented objects, or code."""
-    autorefs = config.plugins["autorefs"]
-
-    def documented(identifier: str) -> bool:
-        try:
-            autorefs.get_item_url(identifier)
-        except KeyError:
-            return False
-        return True
-
-    for file in files:
-        if file.page is not None and file.page.content and ":" in file.page.content:
-            file.page.content = link_roles(file.page.content, documented)
-    return env

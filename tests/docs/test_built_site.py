@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docs_test_helpers import ROOT, load_module
 
-roles = load_module("tools/docs_roles.py")
+links = load_module("tools/roles_to_links.py")
 
 SOURCES = ("mkdocs.yml", "docs", "tools", "packages", "benchmarks/results")
 
@@ -61,54 +61,18 @@ def _text(page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
-def test_the_role_pattern_sees_every_form() -> None:
-    for left in (
-        ":meth:`prepare`",
-        ":class:<code>AlignDevicesHook</code>",
-        ":class:AlignDevicesHook",
-        ":py:func:&#96;gather&#96;",
-        ":exc:`ValueError`",
-    ):
-        assert roles.raw_roles(left), left
-    assert not roles.raw_roles("see https://example.org: a note, 12:30: done")
-
-
-def test_roles_become_links_or_code() -> None:
-    page = (
-        '<h3 id="accel_bigmodel.AlignDevicesHook">x</h3>'
-        '<h4 id="accel_bigmodel.AlignDevicesHook.fetch_weights">y</h4>'
-        "<p>See :meth:<code>init_hook</code>, :func:<code>~accel_data.skip_first_batches</code>"
-        " and :class:<code>Unknown</code>.</p>"
-        '<a title=":class:Hook">t</a>'
-    )
-    documented = {"accel_bigmodel.AlignDevicesHook.init_hook", "accel_data.skip_first_batches"}
-    out = roles.link_roles(page, documented.__contains__)
-    assert (
-        '<autoref identifier="accel_bigmodel.AlignDevicesHook.init_hook" optional>'
-        "<code>init_hook</code></autoref>"
-    ) in out
-    assert (
-        '<autoref identifier="accel_data.skip_first_batches" optional>'
-        "<code>skip_first_batches</code></autoref>"
-    ) in out
-    assert "<code>Unknown</code>." in out
-    assert '<a title="Hook">' in out
-    assert not roles.raw_roles(out)
-    assert roles.roles_to_code("Hooks: :class:`AlignDevicesHook`") == "Hooks: `AlignDevicesHook`"
-
-
 def test_no_page_prints_a_sphinx_role(site: Path) -> None:
     left = {
-        name: [" ".join(found.split()) for found in roles.raw_roles(page)]
+        name: [" ".join(found.split()) for found in links.left_in(page)]
         for name, page in _pages(site).items()
     }
     left = {name: found for name, found in left.items() if found}
-    assert not left, f"raw roles in the built pages (tools/docs_roles.py converts them): {left}"
+    assert not left, f"raw roles in the built pages (tools/roles_to_links.py converts them): {left}"
 
 
 def test_roles_of_the_api_pages_link_to_their_targets(site: Path) -> None:
     page = (site / "api" / "bigmodel" / "index.html").read_text(encoding="utf-8")
-    # AlignDevicesHook.init_hook's docstring names load_checkpoint_in_model with a role
+    # AlignDevicesHook.init_hook's docstring links load_checkpoint_in_model
     assert re.search(
         r'<a class="autorefs autorefs-internal"[^>]*href="#accel_bigmodel.load_checkpoint_in_model"',
         page,
