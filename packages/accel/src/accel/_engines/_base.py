@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -92,7 +92,7 @@ class Engine:
         """Move ``model`` to the device of this process before it is wrapped."""
         return model.to(self.context.device)
 
-    def prepare_all(self, objects: list[Any]) -> dict[int, Any]:
+    def prepare_all(self, objects: Sequence[object]) -> dict[int, object]:
         """Prepare objects that the engine needs together (model, optimizer, scheduler).
 
         Called by ``prepare`` after the dataloaders are prepared, with every object passed.

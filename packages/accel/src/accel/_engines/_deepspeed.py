@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -85,7 +85,7 @@ class DeepSpeedEngine(Engine):
         self._last_trainable: DeepSpeedEngineWrapper | None = None
 
     # ------------------------------------------------------------------ prepare
-    def prepare_all(self, objects: list[Any]) -> dict[int, Any]:
+    def prepare_all(self, objects: Sequence[object]) -> dict[int, object]:
         """Build one DeepSpeed engine from the model, optimizer and scheduler in ``objects``.
 
         Returns:

@@ -22,6 +22,7 @@ this engine does not run) are refused when they leave their defaults, instead of
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -157,7 +158,7 @@ class MegatronLMEngine(DDPEngine):
         return state.get_data_parallel_world_size(), state.get_data_parallel_rank()
 
     # ------------------------------------------------------------------ prepare
-    def prepare_all(self, objects: list[Any]) -> dict[int, Any]:
+    def prepare_all(self, objects: Sequence[object]) -> dict[int, object]:
         """Replace a ``MegatronLMDummyScheduler`` by megatron-core's schedule of its optimizer."""
         prepared: dict[int, Any] = {}
         for index, obj in enumerate(objects):
