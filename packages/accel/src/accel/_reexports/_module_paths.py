@@ -42,6 +42,11 @@ PATHS: dict[str, Owned] = {
         save_accelerator_state save_custom_state save_fsdp_model save_fsdp_optimizer
         skip_first_batches wait_for_everyone"""
     ),
+    # The reference's command modules that only re-export (the others define a ``main``).
+    "accel.commands.to_fsdp2": Owned(
+        "convert_config_to_fsdp2 to_fsdp2_command to_fsdp2_command_parser"
+    ),
+    "accel.commands.tpu": Owned("tpu_command_launcher tpu_command_parser"),
     "accel.parallelism_config": Owned(
         """DeepSpeedSequenceParallelConfig DistributedType ParallelismConfig
         TorchContextParallelConfig TorchTensorParallelConfig is_torch_version"""
