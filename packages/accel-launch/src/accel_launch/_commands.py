@@ -257,7 +257,7 @@ def _config_update(args: argparse.Namespace) -> int:
 
 
 def _merge_weights(args: argparse.Namespace) -> int:
-    from ._merge import check_merge_arguments, merge_fsdp_weights
+    from ._merge import check_merge_arguments, merge_fsdp_weights, reporting
 
     if args.unsafe_serialization:
         raise ConfigError(
@@ -266,17 +266,23 @@ def _merge_weights(args: argparse.Namespace) -> int:
             "accel load model.safetensors directly."
         )
     # Every argument is checked before torch is imported (seconds on a busy machine).
-    check_merge_arguments(args.checkpoint_directory, args.output_path, args.max_shard_size)
+    check_merge_arguments(
+        args.checkpoint_directory,
+        args.output_path,
+        args.max_shard_size,
+        args.remove_checkpoint_dir,
+    )
     from accel_bigmodel import UntrustedPickleError
 
     try:
-        written = merge_fsdp_weights(
-            args.checkpoint_directory,
-            args.output_path,
-            remove_checkpoint_dir=args.remove_checkpoint_dir,
-            max_shard_size=args.max_shard_size,
-            trust_pickles=args.trust_pickles,
-        )
+        with reporting(sys.stderr):
+            written = merge_fsdp_weights(
+                args.checkpoint_directory,
+                args.output_path,
+                remove_checkpoint_dir=args.remove_checkpoint_dir,
+                max_shard_size=args.max_shard_size,
+                trust_pickles=args.trust_pickles,
+            )
     except UntrustedPickleError as err:
         raise ConfigError(str(err)) from None
     except OSError as err:  # a full disk, a file of the checkpoint that cannot be read
