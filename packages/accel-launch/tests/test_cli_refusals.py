@@ -68,3 +68,114 @@ def test_the_progress_line_draws_only_on_a_terminal():
         text = stream.getvalue()
         assert ("25% of 4.0 GiB" in text and "100% of 4.0 GiB" in text) is drawn, text
         assert text.endswith("\r\033[K") is drawn
+
+
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 688,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "vocab_size": 32000,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hidden_size": -5}, "hidden_size is a whole number >= 1 in a model config; got -5"),
+        ({"vocab_size": "32k"}, "vocab_size is a whole number >= 1 in a model config; got '32k'"),
+        ({"num_hidden_layers": 2.5}, "num_hidden_layers is a whole number >= 0"),
+        (
+            {"hidden_size": 1 << 20, "intermediate_size": 1 << 22, "num_hidden_layers": 10_000},
+            "builds at most 1e+14",
+        ),
+        (
+            {"model_type": "mixtral", "num_local_experts": 10_000, "num_hidden_layers": 100},
+            "layers x experts is 100 x 10000 = 1000000",
+        ),
+        ({"model_type": None}, None),
+    ],
+)
+def test_estimate_memory_refuses_numbers_no_model_has_before_torch(tmp_path, change, message):
+    import json
+
+    data = {**LLAMA, **change}
+    if change == {"model_type": None}:
+        del data["model_type"]
+        message = "names its model_type; "
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    r = _no_torch_run(["estimate-memory", str(tmp_path)])
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert str(tmp_path / "config.json") in r.stderr and "NO TORCH" in r.stdout, r.stdout
+
+
+def test_estimate_memory_refuses_a_python_file_or_a_folder_without_config_before_torch(tmp_path):
+    script = tmp_path / "model.py"
+    script.write_text("print(1)\n")
+    r = _no_torch_run(["estimate-memory", str(script)])
+    assert r.returncode == 2 and "is not valid JSON" in r.stderr, r.stderr
+    assert "'package.module:Class'" in r.stderr and "NO TORCH" in r.stdout, r.stderr
+    r = _no_torch_run(["estimate-memory", str(tmp_path)])
+    assert r.returncode == 2 and "holds none" in r.stderr and "NO TORCH" in r.stdout, r.stderr
+
+
+def test_estimate_memory_still_answers_a_published_size_from_the_config():
+    from accel_launch._estimate_bounds import check_config_numbers
+
+    # DeepSeek-V3's numbers (61 layers of 256 experts, 671 billion parameters) are accepted.
+    check_config_numbers(
+        {
+            "model_type": "deepseek_v3",
+            "hidden_size": 7168,
+            "intermediate_size": 18432,
+            "moe_intermediate_size": 2048,
+            "n_routed_experts": 256,
+            "num_hidden_layers": 61,
+            "vocab_size": 129280,
+            "num_key_value_heads": 128,
+            "head_dim": None,
+        },
+        "config.json",
+    )
+
+
+@pytest.mark.parametrize("extra", [[], ["--command", "echo hi"]])
+def test_tpu_config_errors_name_the_command(extra):
+    r = accel("tpu-config", *extra, check=False)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("accel tpu-config: error: accel tpu-config needs the TPU name")
+
+
+def test_multi_gpu_against_use_cpu_names_the_config_file_and_key(tmp_path):
+    config = tmp_path / "cpu.yaml"
+    config.write_text("use_cpu: true\nnum_processes: 2\n")
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    r = accel("launch", "--config_file", str(config), "--multi_gpu", str(script), check=False)
+    assert r.returncode == 2 and "ran" not in r.stdout, r.stderr
+    assert f"but use_cpu: true (config file {config}) is set" in r.stderr, r.stderr
+    assert f"or set use_cpu: false in {config}." in r.stderr and "--cpu is set" not in r.stderr
+    r = accel("launch", "--cpu", "--multi_gpu", str(script), check=False)
+    assert r.returncode == 2 and "but --cpu is set" in r.stderr, r.stderr
+
+
+def test_gpu_ids_on_a_machine_without_gpus_is_named_in_a_warning(tmp_path):
+    from accel_launch._limits import local_accelerators
+
+    if local_accelerators() > 0:
+        pytest.skip("this machine has accelerators: gpu_ids is used")
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    r = accel("launch", "--gpu_ids", "0,1", str(script))
+    assert r.stdout.strip() == "ran", r.stdout
+    assert (
+        "accel launch: warning: gpu_ids 0,1 (flag --gpu_ids) names GPUs, but this machine has "
+        "none; the processes run on CPU and gpu_ids is not used." in r.stderr
+    ), r.stderr
+
+
+def test_accel_test_refuses_a_count_before_saying_the_processes_start():
+    r = accel("test", "--num_processes", "500", check=False)
+    assert r.returncode == 2 and "num_processes=500" in r.stderr, r.stderr
+    assert "starting the processes" not in r.stdout + r.stderr, r.stdout

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import shutil
 import sys
 from pathlib import Path
@@ -331,6 +333,12 @@ def _test(args: argparse.Namespace) -> int:
     if args.cpu:
         argv.append("--cpu")
     launch_args = parser.parse_args([*argv, "--module", TEST_MODULE])
+    from ._resolve import resolve
+
+    # Refuse what the launch would refuse before saying the processes start; the plan's
+    # warnings are printed once, by the launch itself.
+    with contextlib.redirect_stderr(io.StringIO()):
+        resolve(launch_args)
     print(
         "accel test: starting the processes (each imports torch first: a few seconds)",
         flush=True,
