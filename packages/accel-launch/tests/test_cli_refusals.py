@@ -179,3 +179,19 @@ def test_accel_test_refuses_a_count_before_saying_the_processes_start():
     r = accel("test", "--num_processes", "500", check=False)
     assert r.returncode == 2 and "num_processes=500" in r.stderr, r.stderr
     assert "starting the processes" not in r.stdout + r.stderr, r.stdout
+
+
+def test_to_fsdp2_writes_the_files_own_keys_as_the_reference_does(tmp_path):
+    import yaml
+
+    reference = pytest.importorskip("accelerate.commands.to_fsdp2")
+    source = tmp_path / "fsdp1.yaml"
+    source.write_text(
+        "# my run\ncompute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\n"
+        "fsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_use_orig_params: true\n"
+        "  fsdp_offload_params: false\nnum_processes: 2\n"
+    )
+    accel("to-fsdp2", "--config_file", str(source), "--output_file", str(tmp_path / "out.yaml"))
+    expected = reference.convert_config_to_fsdp2(reference.load_config(str(source)))
+    written = (tmp_path / "out.yaml").read_text()
+    assert yaml.safe_load(written) == expected and written.startswith("# my run\n"), written
