@@ -274,7 +274,10 @@ def _merge_weights(args: argparse.Namespace) -> int:
         args.max_shard_size,
         args.remove_checkpoint_dir,
     )
-    from accel_bigmodel import UntrustedPickleError
+    from ._status import status
+
+    with status("accel merge-weights: importing torch (seconds on a busy machine)"):
+        from accel_bigmodel import UntrustedPickleError
 
     try:
         with reporting(sys.stderr):
