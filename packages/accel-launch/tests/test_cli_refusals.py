@@ -192,3 +192,12 @@ def test_to_fsdp2_writes_the_files_own_keys_as_the_reference_does(tmp_path):
     expected = reference.convert_config_to_fsdp2(reference.load_config(str(source)))
     written = (tmp_path / "out.yaml").read_text()
     assert yaml.safe_load(written) == expected and written.startswith("# my run\n"), written
+
+
+def test_an_unknown_flag_is_blamed_on_the_subcommand_it_was_given_to(tmp_path):
+    r = accel("launch", "--num_proceses", "2", str(tmp_path / "s.py"), check=False)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(
+        "accel launch: error: unrecognized arguments: --num_proceses (--num_proceses: did you "
+        "mean --num_processes?)\nusage: accel launch --help lists its flags"
+    ), r.stderr
