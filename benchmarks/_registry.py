@@ -87,6 +87,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         reference=True,
     ),
     Benchmark(
+        "cli_refusals",
+        "cli/bench_cli_refusals.py",
+        "cli-refusals.md",
+        full=("--runs", "3"),
+        short=("--runs", "1"),
+    ),
+    Benchmark(
         "collectives",
         "collectives/bench_collectives.py",
         "collectives.md",

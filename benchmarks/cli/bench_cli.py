@@ -107,16 +107,31 @@ def _cell(samples: list[float]) -> str:
     return f"{statistics.median(samples):.2f} ({min(samples):.2f}-{max(samples):.2f})"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="Repetitions of each command.")
+def parse_page_arguments(doc: str | None, runs: int) -> argparse.Namespace:
+    """``--runs`` and ``--out`` of a CLI benchmark (its docstring's first line describes it)."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=runs, help="Repetitions of each command.")
     parser.add_argument(
         "--out",
         type=Path,
         default=None,
         help="Also write the table into its own section of this page, keeping the rest.",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def publish(table: str, out: Path | None, key: str, title: str) -> None:
+    """Print ``table`` and, with ``out``, write it as the section ``key`` of that page."""
+    print(table)
+    if out is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from _machine import write_section  # benchmarks/_machine.py
+
+        write_section(out, key, title, f"## Latest run of `{key}.py`\n\n{table}")
+
+
+def main() -> None:
+    args = parse_page_arguments(__doc__, runs=3)
     with tempfile.TemporaryDirectory(prefix="accel-bench-cli-") as tmp:
         root = Path(tmp)
         model = root / "llama"
@@ -190,14 +205,7 @@ def main() -> None:
     ]
     if failures:
         lines += ["", "Commands that failed:", *sorted({f"- {f}" for f in failures})]
-    table = "\n".join(lines)
-    print(table)
-    if args.out is not None:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from _machine import write_section  # benchmarks/_machine.py
-
-        body = f"## Latest run of `bench_cli.py`\n\n{table}"
-        write_section(args.out, "bench_cli", "CLI: wall time of each command", body)
+    publish("\n".join(lines), args.out, "bench_cli", "CLI: wall time of each command")
 
 
 if __name__ == "__main__":

@@ -60,10 +60,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             logged += 1
 
     accelerator.end_training()  # flushes and closes every tracker
-    accelerator.print(
-        f"tracking: logged {logged} epochs to {args.log_with if args.with_tracking else 'none'}, "
-        f"final accuracy {accuracy:.6f}"
-    )
+    if args.with_tracking:
+        where = f"{args.log_with} under {args.project_dir}"
+        accelerator.print(f"tracking: logged {logged} epochs to {where}")
+    else:
+        accelerator.print(
+            "tracking: off, nothing was logged; pass --with_tracking to log each epoch to "
+            f"{args.log_with} under {args.project_dir}"
+        )
+    accelerator.print(f"tracking: final accuracy {accuracy:.6f}")
     return {"logged": logged, "accuracy": accuracy}
 
 

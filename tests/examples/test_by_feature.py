@@ -204,3 +204,15 @@ def test_deepspeed_with_config_file_on_two_processes(tmp_path):
     # WarmupLR climbs over the 5 warm-up steps to the script's --lr, filled into "auto".
     assert warmup == sorted(warmup) and warmup[0] < warmup[-1] == 0.01, warmup
     assert float(out.rsplit("accuracy ", 1)[1].split()[0]) > LEARNED, out
+
+
+def test_tracking_without_with_tracking_says_it_is_off_and_how_to_turn_it_on(tmp_path):
+    script = FEATURES / "tracking.py"
+    command = [sys.executable, str(script), "--cpu", "--num_epochs", "1"]
+    out = run_command([*command, "--project_dir", "runs"], timeout=300, cwd=tmp_path).stdout
+    assert "logged 0 epochs to none" not in out, out
+    assert (
+        "tracking: off, nothing was logged; pass --with_tracking to log each epoch to "
+        "tensorboard under runs" in out
+    ), out
+    assert not (tmp_path / "runs").exists()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import shutil
 import sys
 from pathlib import Path
@@ -257,7 +259,7 @@ def _config_update(args: argparse.Namespace) -> int:
 
 
 def _merge_weights(args: argparse.Namespace) -> int:
-    from ._merge import check_merge_arguments, merge_fsdp_weights
+    from ._merge import check_merge_arguments, merge_fsdp_weights, reporting
 
     if args.unsafe_serialization:
         raise ConfigError(
@@ -266,17 +268,26 @@ def _merge_weights(args: argparse.Namespace) -> int:
             "accel load model.safetensors directly."
         )
     # Every argument is checked before torch is imported (seconds on a busy machine).
-    check_merge_arguments(args.checkpoint_directory, args.output_path, args.max_shard_size)
-    from accel_bigmodel import UntrustedPickleError
+    check_merge_arguments(
+        args.checkpoint_directory,
+        args.output_path,
+        args.max_shard_size,
+        args.remove_checkpoint_dir,
+    )
+    from ._status import status
+
+    with status("accel merge-weights: importing torch (seconds on a busy machine)"):
+        from accel_bigmodel import UntrustedPickleError
 
     try:
-        written = merge_fsdp_weights(
-            args.checkpoint_directory,
-            args.output_path,
-            remove_checkpoint_dir=args.remove_checkpoint_dir,
-            max_shard_size=args.max_shard_size,
-            trust_pickles=args.trust_pickles,
-        )
+        with reporting(sys.stderr):
+            written = merge_fsdp_weights(
+                args.checkpoint_directory,
+                args.output_path,
+                remove_checkpoint_dir=args.remove_checkpoint_dir,
+                max_shard_size=args.max_shard_size,
+                trust_pickles=args.trust_pickles,
+            )
     except UntrustedPickleError as err:
         raise ConfigError(str(err)) from None
     except OSError as err:  # a full disk, a file of the checkpoint that cannot be read
@@ -325,6 +336,12 @@ def _test(args: argparse.Namespace) -> int:
     if args.cpu:
         argv.append("--cpu")
     launch_args = parser.parse_args([*argv, "--module", TEST_MODULE])
+    from ._resolve import resolve
+
+    # Refuse what the launch would refuse before saying the processes start; the plan's
+    # warnings are printed once, by the launch itself.
+    with contextlib.redirect_stderr(io.StringIO()):
+        resolve(launch_args)
     print(
         "accel test: starting the processes (each imports torch first: a few seconds)",
         flush=True,

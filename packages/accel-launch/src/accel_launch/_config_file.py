@@ -206,25 +206,33 @@ class LaunchConfig:
             comments_of: The text of an older YAML version of the file, whose comments are
                 written above the same keys.
         """
-        from ._comments import carry_comments
+        return write_config_data(path, self.to_dict(), comments_of)
 
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        data = self.to_dict()
-        if target.suffix == ".json":
-            text = json.dumps(data, indent=2) + "\n"
-        else:
-            text = yaml.safe_dump(data, sort_keys=False)
-            if comments_of:
-                text = carry_comments(comments_of, text)
-        tmp = target.with_name(target.name + ".tmp")
-        try:
-            tmp.write_text(text)
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)  # nothing of a failed write stays
-            raise
-        return target
+
+def write_config_data(
+    path: str | os.PathLike[str], data: dict[str, Any], comments_of: str | None = None
+) -> Path:
+    """Write the mapping ``data`` as a config file, as ``LaunchConfig.save`` does (YAML, or
+    JSON for a ``.json`` name; replaced in one step; the comments of ``comments_of`` carried
+    over); return the path."""
+    from ._comments import carry_comments
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.suffix == ".json":
+        text = json.dumps(data, indent=2) + "\n"
+    else:
+        text = yaml.safe_dump(data, sort_keys=False)
+        if comments_of:
+            text = carry_comments(comments_of, text)
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # nothing of a failed write stays
+        raise
+    return target
 
 
 def check_layout(config: LaunchConfig) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import ConfigError
+from ._estimate_bounds import check_config_numbers
 from ._status import status
 
 DTYPES = ("float32", "float16", "bfloat16", "int8", "int4")
@@ -137,21 +138,31 @@ def _config_file(path: Path) -> Path | None:
     """The config.json a local model argument names (the file, or the one in the folder)."""
     if path.is_dir():
         return path / "config.json" if (path / "config.json").is_file() else None
-    return path if path.suffix == ".json" else None
+    return path
 
 
 def _check_config_json(path: Path) -> None:
-    """Refuse, before torch is imported, a config.json that is not a JSON object, naming it."""
+    """Refuse, before torch is imported, a local model argument that is not a config.json
+    holding a JSON object with a ``model_type``, or whose numbers no model has (see
+    ``check_config_numbers``), naming the file."""
     config = _config_file(path)
     if config is None:
-        return
+        raise ConfigError(
+            f"accel estimate-memory reads a model's config.json; the folder {str(path)!r} holds "
+            "none. Pass the folder a transformers model was saved to (or its config.json)."
+        )
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
+        hint = (
+            "Fix the file (or write it again with config.save_pretrained)."
+            if config.suffix == ".json"
+            else "Pass a model's config.json (or its folder), or 'package.module:Class' for a "
+            "class of a Python file on the path."
+        )
         raise ConfigError(
             f"accel estimate-memory reads a model's config.json as JSON; {str(config)!r} is not "
-            f"valid JSON ({err.msg} at line {err.lineno}, column {err.colno}). Fix the file "
-            "(or write it again with config.save_pretrained)."
+            f"valid JSON ({err.msg} at line {err.lineno}, column {err.colno}). {hint}"
         ) from None
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(
@@ -163,6 +174,12 @@ def _check_config_json(path: Path) -> None:
             f"a model's config.json holds one JSON object; {str(config)!r} holds a "
             f"{type(data).__name__}. Pass the config.json of a transformers model."
         )
+    if "model_type" not in data and not data.get("auto_map"):
+        raise ConfigError(
+            f"a transformers config.json names its model_type; {str(config)!r} has none (its "
+            f"keys: {sorted(data)[:10]}). Pass a config.json saved by transformers."
+        )
+    check_config_numbers(data, str(config))
 
 
 def _innermost(err: BaseException) -> BaseException:

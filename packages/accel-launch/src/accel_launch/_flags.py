@@ -121,6 +121,7 @@ class FlagParser(argparse.ArgumentParser):
                 close = difflib.get_close_matches(flag, options, n=1)
                 if close:
                     hints.append(f"{flag}: did you mean {close[0]}?")
+        self._at_fault = parser.prog  # the subcommand the unknown words were given to
         return "; ".join(hints), f"usage: {parser.prog} --help lists its flags"
 
     def error(self, message: str) -> NoReturn:
@@ -130,6 +131,7 @@ class FlagParser(argparse.ArgumentParser):
         suggestion = self._suggestion(message)
         if suggestion is not None:
             hint, usage = suggestion
+            lines[0] = f"{getattr(self, '_at_fault', self.prog)}: error: {message}"
             if hint:
                 lines[0] += f" ({hint})"
             self.exit(2, "\n".join([*lines, usage]) + "\n")

@@ -12,12 +12,19 @@ import json
 import math
 import os
 import shutil
+import warnings
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ._errors import ConfigError
+from ._status import ByteProgress, size_text
 
 MODEL_PREFIX = "model."
+READ_GROUP = 1 << 30
+"""Bytes of tensors read at once within one output file (the unit of its progress)."""
+_REPORT: ContextVar[TextIO | None] = ContextVar("merge_report", default=None)
 TRUST_FLAG = "--trust_pickles (merge_weights(..., trust_pickles=True))"
 
 
@@ -76,13 +83,20 @@ def shard_size_bytes(value: int | float | str) -> int:
     return limit
 
 
+MERGED_NAMES = ("model.safetensors", "model.safetensors.index.json")
+"""Files a merge writes whatever the shard count (accel_bigmodel's ``SAFE_WEIGHTS_NAME`` and
+``SAFE_WEIGHTS_INDEX_NAME``, named here so the check imports no torch)."""
+
+
 def check_merge_arguments(
     checkpoint_dir: str | os.PathLike[str],
     output_dir: str | os.PathLike[str],
     max_shard_size: int | str,
+    remove_checkpoint_dir: bool = False,
 ) -> tuple[Path, Path, int]:
     """Check a merge's arguments, without importing torch: the checkpoint folder holds
-    ``.metadata``, the output path can be a folder, and the shard size parses.
+    ``.metadata``, the output path can be a folder that holds no merged weights yet (and lies
+    outside the checkpoint folder when that is to be removed), and the shard size parses.
 
     Returns:
         The checkpoint folder, the output folder and the shard size in bytes.
@@ -93,6 +107,19 @@ def check_merge_arguments(
     limit = shard_size_bytes(max_shard_size)
     target = check_output_folder(output_dir)
     source = Path(checkpoint_dir)
+    inside = Path(output_dir).resolve()
+    if remove_checkpoint_dir and source.resolve() in (inside, *inside.parents):
+        raise ConfigError(
+            "remove_checkpoint_dir deletes the checkpoint folder, but the output "
+            f"{str(output_dir)!r} is inside it (or is it) and would be deleted too. Write the "
+            "merged weights outside the checkpoint folder."
+        )
+    for name in MERGED_NAMES:
+        if (target / name).exists():
+            raise ConfigError(
+                f"merge-weights does not overwrite merged weights; {str(target / name)!r} exists. "
+                "Pick an empty output folder or delete the old files."
+            )
     if not (source / ".metadata").is_file():
         raise ConfigError(
             f"merge-weights reads a torch.distributed.checkpoint folder, which holds a "
@@ -117,6 +144,17 @@ def check_output_folder(output_dir: str | os.PathLike[str]) -> Path:
                 "the file away."
             )
     return target
+
+
+@contextlib.contextmanager
+def reporting(stream: TextIO) -> Iterator[None]:
+    """Within the block, merges print to ``stream`` what they read and write, one line per
+    file written, and a progress line on a terminal (``accel merge-weights`` uses stderr)."""
+    token = _REPORT.set(stream)
+    try:
+        yield
+    finally:
+        _REPORT.reset(token)
 
 
 def _user_mode() -> int:
@@ -176,12 +214,6 @@ def merge_weights(
     )
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    for name in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME):
-        if (target / name).exists():
-            raise ConfigError(
-                f"merge-weights does not overwrite merged weights; {str(target / name)!r} exists. "
-                "Pick an empty output folder or delete the old files."
-            )
     metadata = read_dcp_metadata_safely(source, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
     entries: dict[str, Any] = {
         key: meta
@@ -210,18 +242,36 @@ def merge_weights(
     written: list[Path] = []
     weight_map: dict[str, str] = {}
     name = SAFE_WEIGHTS_NAME
+    report = _REPORT.get()
+    if report is not None:
+        files = {str(info.relative_path) for info in metadata.storage_data.values()}
+        print(
+            f"accel merge-weights: reading {source} ({len(entries)} tensors, "
+            f"{size_text(sum(sizes.values()))} in {len(files)} files) into {len(shards)} "
+            f"safetensors file(s) in {target}",
+            file=report,
+            flush=True,
+        )
     try:
         for index, keys in enumerate(shards, 1):
-            state = {
-                key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
-                for key in keys
-            }
-            _read_tensors(state, source, trust_pickles)
             if len(shards) == 1:
                 name = SAFE_WEIGHTS_NAME
             else:
                 stem, suffix = SAFE_WEIGHTS_NAME.rsplit(".", 1)
                 name = f"{stem}-{index:05d}-of-{len(shards):05d}.{suffix}"
+            step = f"accel merge-weights: [{index}/{len(shards)}] {name}"
+            bar = ByteProgress(step, sum(sizes[k] for k in keys), report) if report else None
+            state: dict[str, Any] = {}
+            # Read in groups of about READ_GROUP bytes, so a long shard shows its progress.
+            for group in _plan_shards({k: sizes[k] for k in keys}, READ_GROUP):
+                part = {
+                    key: torch.empty(tuple(entries[key].size), dtype=entries[key].properties.dtype)
+                    for key in group
+                }
+                _read_tensors(part, source, trust_pickles)
+                state.update(part)
+                if bar is not None:
+                    bar.update(sum(sizes[k] for k in group))
             tensors = {rename[k]: v.contiguous() for k, v in state.items()}
             # accel-bigmodel's writer streams tensor by tensor and needs no numpy (safetensors'
             # save_file converts every tensor through numpy, which this package does not declare).
@@ -231,6 +281,10 @@ def merge_weights(
             )  # the usual mode of a new file, whatever the writer
             weight_map.update(dict.fromkeys(tensors, name))
             written.append(target / name)
+            if bar is not None and report is not None:
+                bar.close()
+                done = sum(sizes[k] for k in keys)
+                print(f"{step}: read and wrote {size_text(done)}", file=report, flush=True)
             del state, tensors
         if len(shards) > 1:
             index_path = target / SAFE_WEIGHTS_INDEX_NAME
@@ -295,7 +349,11 @@ def _read_tensors(state: dict[str, Any], source: Path, trust_pickles: bool) -> N
     from accel_bigmodel import UntrustedPickleError, safe_dcp_load
 
     try:
-        safe_dcp_load(state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG)
+        with warnings.catch_warnings():  # "assuming the intent is to load in a single process"
+            warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+            safe_dcp_load(
+                state, source, no_dist=True, trust_pickles=trust_pickles, opt_in=TRUST_FLAG
+            )
     except (ConfigError, UntrustedPickleError, OSError, KeyboardInterrupt, SystemExit):
         raise
     except BaseException as err:  # torch's CheckpointException is not an Exception
@@ -377,14 +435,7 @@ def merge_fsdp_weights(
             "when it is loaded; got safe_serialization=False. Drop it: transformers and accel "
             "load model.safetensors directly."
         )
-    source, output = Path(checkpoint_dir).resolve(), Path(output_path).resolve()
-    if remove_checkpoint_dir and (output == source or source in output.parents):
-        raise ConfigError(
-            "remove_checkpoint_dir deletes the checkpoint folder, but the output "
-            f"{str(output_path)!r} is inside it (or is it) and would be deleted too. Write the "
-            "merged weights outside the checkpoint folder."
-        )
-    check_merge_arguments(checkpoint_dir, output_path, max_shard_size)
+    check_merge_arguments(checkpoint_dir, output_path, max_shard_size, remove_checkpoint_dir)
     import shutil
 
     import torch.distributed as dist

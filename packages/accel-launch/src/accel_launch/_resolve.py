@@ -313,9 +313,22 @@ def _derive(config: LaunchConfig, sources: dict[str, str], multi_gpu: bool) -> N
     """Fill what the hardware decides, so the plan states what the processes will use."""
     accelerator = _has_accelerator()
     if multi_gpu and config.use_cpu:
+        origin = sources.get("use_cpu", "default")
+        cpu, fix = "--cpu", ""
+        if not origin.startswith("flag"):
+            cpu = f"use_cpu: true ({origin})"
+            if origin.startswith("config file "):
+                fix = f", or set use_cpu: false in {origin.removeprefix('config file ')}"
         raise ConfigError(
-            "--multi_gpu runs one process per GPU, but --cpu is set; got --multi_gpu. Drop "
-            "--multi_gpu: several CPU processes need only --num_processes N."
+            f"--multi_gpu runs one process per GPU, but {cpu} is set; got --multi_gpu. Drop "
+            f"--multi_gpu (several CPU processes need only --num_processes N){fix}."
+        )
+    if config.gpu_ids not in ("all", "", None) and not accelerator:
+        print(
+            f"accel launch: warning: gpu_ids {config.gpu_ids} "
+            f"({sources.get('gpu_ids', 'default')}) names GPUs, but this machine has none; "
+            "the processes run on CPU and gpu_ids is not used.",
+            file=sys.stderr,
         )
     if multi_gpu and not accelerator:
         # As the reference does: a script written for a GPU machine still runs on a laptop.

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ._config_file import config_from_dict, read_raw
+from ._config_file import config_from_dict, read_raw, write_config_data
 from ._errors import ConfigError
 from ._migrate import migrate
 
@@ -124,11 +124,13 @@ def to_fsdp2_command(args: argparse.Namespace) -> int:
 def write_fsdp2(source: Path, target: Path) -> int:
     """Write the FSDP2 conversion of the config file ``source`` to ``target``; print what
     changed. Returns the exit code (0)."""
-    raw, _ = migrate(read_raw(source))
+    raw = read_raw(source)
     converted, changes = convert_to_fsdp2(raw)
-    config = config_from_dict(converted, source=f"{source} converted to FSDP2")  # before writing
+    # Checked as accel reads it before writing; written with the file's own keys, as the
+    # reference writes it (not every setting with its default, nor a config_version it lacked).
+    config_from_dict(migrate(converted)[0], source=f"{source} converted to FSDP2")
     old_text = source.read_text()
-    config.save(target, comments_of=old_text if target.suffix != ".json" else None)
+    write_config_data(target, converted, old_text if target.suffix != ".json" else None)
     if not changes:
         why = "already uses FSDP2" if raw.get("fsdp_config") else "has no fsdp_config"
         print(f"accel to-fsdp2: {source} {why}; wrote it unchanged to {target}.")

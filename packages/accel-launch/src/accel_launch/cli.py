@@ -20,6 +20,9 @@ def build_parser(prog: str = "accel") -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="command")
     add_subcommands(sub)
+    for name, child in sub.choices.items():
+        # The name in messages: `tpu-config --command ...` fills `args.command` with its own value.
+        child.set_defaults(subcommand=name)
     _dash_spellings_everywhere(parser)
     return parser
 
@@ -73,15 +76,16 @@ def main(argv: list[str] | None = None, prog: str = "accel") -> int:
     if not getattr(args, "func", None):
         build_parser(prog).print_help()
         return 2
+    command = args.subcommand
     try:
         return int(args.func(args) or 0)
     except ConfigError as err:
-        print(f"{prog} {args.command}: error: {err}", file=sys.stderr)
+        print(f"{prog} {command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         start = "\n" if sys.stderr.isatty() else ""  # after the terminal's ^C
         print(
-            f"{start}{prog} {args.command}: interrupted (Ctrl-C); {_LEFT[args.command]}",
+            f"{start}{prog} {command}: interrupted (Ctrl-C); {_LEFT[command]}",
             file=sys.stderr,
         )
         return INTERRUPTED
