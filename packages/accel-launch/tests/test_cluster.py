@@ -13,7 +13,7 @@ from accel_launch import ConfigError
 from accel_launch._cluster import detect_slurm, expand_nodelist, read_hostfile
 from accel_launch._launch import build_command
 
-from .conftest import SCRIPTS, accel, reports
+from .conftest import OPEN_MPI_ENV, SCRIPTS, accel, reports
 from .test_engines import plan_for
 
 # What srun sets in each task of `srun --nodes 2 --ntasks-per-node 1 accel launch ...`.
@@ -193,11 +193,7 @@ def test_mpirun_command_line(tmp_path):
 def test_mpirun_runs_two_ranks(tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("localhost slots=2\n")
-    env = {
-        "OMPI_ALLOW_RUN_AS_ROOT": "1",
-        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-        "OMPI_MCA_btl": "self,tcp",
-    }
+    env = OPEN_MPI_ENV
     out = accel(
         "launch",
         "--mpirun_hostfile",

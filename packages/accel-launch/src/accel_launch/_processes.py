@@ -22,6 +22,7 @@ from accel_state.crash_report import PEER_STOPPED
 from accel_state.hang_watchdog import HANG_EXIT_CODE
 
 from ._errors import ConfigError
+from ._parent_death import preexec, torch_workers_die_with_agent
 
 _STOP_GRACE = 30
 """Seconds a started launcher (mpirun, deepspeed) gets to stop its ranks before it is killed."""
@@ -94,8 +95,12 @@ def run_child(argv: list[str], env: dict[str, str], forward_sigint: bool) -> int
     On Ctrl-C the child gets SIGINT (``forward_sigint``: a launcher that stops its own ranks)
     or SIGTERM, then is killed after :data:`_STOP_GRACE` seconds; ``KeyboardInterrupt`` is
     raised again once it is gone.
+
+    The child dies with this process (Linux): SIGKILL for a process of the job, SIGTERM for a
+    launcher (``forward_sigint``), so that it stops its own ranks first.
     """
-    proc = subprocess.Popen(argv, env=env)
+    death = signal.SIGTERM if forward_sigint else signal.SIGKILL
+    proc = subprocess.Popen(argv, env=env, preexec_fn=preexec(death))
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -124,7 +129,8 @@ def run_torchrun(argv: list[str], env: dict[str, Any], quiet: bool) -> int:
     """Run torch.distributed.run in this process with ``env`` as the environment.
 
     Ctrl-C (SIGINT) stops the workers with SIGTERM and raises ``KeyboardInterrupt``; SIGTERM,
-    SIGHUP or SIGQUIT stop them too and return 128 + the signal number.
+    SIGHUP or SIGQUIT stop them too and return 128 + the signal number. The workers die with
+    this process when it is killed outright (Linux).
     """
     from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -152,7 +158,8 @@ def run_torchrun(argv: list[str], env: dict[str, Any], quiet: bool) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        run(torch_args)
+        with torch_workers_die_with_agent():
+            run(torch_args)
     except SignalException as err:
         if hush.active:
             raise KeyboardInterrupt from None
