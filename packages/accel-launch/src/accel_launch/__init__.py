@@ -57,6 +57,10 @@ _EXPORTS = {
     "tpu_command_parser": "._reference_cli",
     "validate_launch_command": "._simple_launch",
     "write_basic_config": "._config_file",
+    "LaunchCommand": ".launchers._launcher_base",
+    "LaunchTarget": ".launchers._launcher_base",
+    "Launcher": ".launchers._launcher_base",
+    "register_launcher": ".launchers._launcher_registry",
 }
 
 # Read from the installed metadata on first access (see lazy_module).

@@ -79,6 +79,14 @@ from ._torchrun_env import (
 from ._tpu import (
     install_xla as install_xla,
 )
+from .launchers._launcher_base import (
+    LaunchCommand as LaunchCommand,
+    LaunchTarget as LaunchTarget,
+    Launcher as Launcher,
+)
+from .launchers._launcher_registry import (
+    register_launcher as register_launcher,
+)
 
 __version__: str
 
@@ -89,8 +97,11 @@ __all__ = [
     "DeepSpeedConfig",
     "DynamoConfig",
     "FSDPConfig",
+    "LaunchCommand",
     "LaunchConfig",
     "LaunchPlan",
+    "LaunchTarget",
+    "Launcher",
     "MegatronLMConfig",
     "PrepareForLaunch",
     "SAGEMAKER_PARALLEL_EC2_INSTANCES",
@@ -123,6 +134,7 @@ __all__ = [
     "prepare_multi_gpu_env",
     "prepare_sagemager_args_inputs",
     "prepare_simple_launcher_cmd_env",
+    "register_launcher",
     "resolve",
     "test_command",
     "test_command_parser",

@@ -313,11 +313,10 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         help="Seconds a process may wait in one collective before every process reports its "
         "position and stack and the job exits (ACCEL_HANG_TIMEOUT; 0 turns the watchdog off).",
     )
-    dist.add_argument(
-        "--mpirun_hostfile",
-        default=None,
-        help="Start the processes with mpirun on the hosts of this hostfile.",
-    )
+    from .launchers._launcher_registry import registered
+
+    for launcher in registered():  # each backend's own flags
+        launcher.add_flags(dist)
     dist.add_argument(
         "--multi_gpu",
         action="store_true",

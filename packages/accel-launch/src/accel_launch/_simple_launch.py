@@ -95,7 +95,7 @@ def prepare_simple_launcher_cmd_env(
     config = plan.config
     target, module, no_python = _target(args)
     port = int(config.main_process_port or DEFAULT_PORT)
-    command = build_command(plan, target, module, no_python, port)
+    command = build_command(plan, target, module, no_python, port, args)
     if command.launcher not in ("python", "mpirun", "slurm-task"):
         from ._cluster import python_target
 
