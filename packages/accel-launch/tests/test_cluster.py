@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from accel_launch import ConfigError
-from accel_launch._cluster import detect_slurm, expand_nodelist, read_hostfile
 from accel_launch._launch import build_command
+from accel_launch.launchers._cluster import detect_slurm, expand_nodelist, read_hostfile
 
 from .conftest import OPEN_MPI_ENV, SCRIPTS, accel, reports
 from .test_engines import plan_for
@@ -296,7 +296,7 @@ def test_deepspeed_launcher_missing_is_a_clear_error(tmp_path):
 
 
 def test_child_bootstrap_sets_the_packed_environment(tmp_path):
-    from accel_launch._cluster import encode_environment
+    from accel_launch.launchers._cluster import encode_environment
 
     script = tmp_path / "show.py"
     script.write_text("import os, sys; print(os.environ['ACCEL_X'], sys.argv[1:], __name__)")

@@ -21,7 +21,8 @@ from accel_state.environment_variables import (
 )
 
 from ._compat_flags import add_compat_arguments
-from ._engine_configs import (
+from .commands._tpu import add_tpu_launch_arguments
+from .configs._engine_configs import (
     DEEPSPEED_LAUNCHERS,
     DeepSpeedConfig,
     DynamoConfig,
@@ -30,7 +31,6 @@ from ._engine_configs import (
     ParallelismSection,
     Section,
 )
-from ._tpu import add_tpu_launch_arguments
 
 _BOOL_WORDS = {"1", "0", "true", "false", "yes", "no", "on", "off", "y", "n"}
 _CHOICES: dict[str, tuple[str, ...]] = {

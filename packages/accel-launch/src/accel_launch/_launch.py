@@ -19,8 +19,8 @@ from ._resolve import (
     free_port,
     resolve,
 )
-from ._sagemaker import launch_on_sagemaker, sagemaker_config_path
-from ._tpu import launch_tpu
+from .commands._sagemaker import launch_on_sagemaker, sagemaker_config_path
+from .commands._tpu import launch_tpu
 from .launchers._launcher_base import LaunchCommand as Command
 from .launchers._launcher_base import Launcher
 from .launchers._launcher_base import LaunchTarget as Target

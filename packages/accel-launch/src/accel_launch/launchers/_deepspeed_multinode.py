@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from .._cluster import deepspeed_command, find_executable
 from .._errors import ConfigError
+from ._cluster import deepspeed_command, find_executable
 from ._launcher_base import LaunchCommand, Launcher, LaunchTarget
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from .._cluster import find_executable
-from .._processes import check_target, run_child
+from ._cluster import find_executable
+from ._processes import check_target, run_child
 
 if TYPE_CHECKING:
     from .._resolve import LaunchPlan

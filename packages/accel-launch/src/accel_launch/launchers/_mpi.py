@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from accel_state import environment_variables as contract
 
-from .._cluster import mpi_flavour, mpirun_command
+from ._cluster import mpi_flavour, mpirun_command
 from ._launcher_base import LaunchCommand, Launcher, LaunchTarget
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from accel_state import environment_variables as contract
 
-from .._processes import run_torchrun
 from ._launcher_base import LaunchCommand, Launcher, LaunchTarget
+from ._processes import run_torchrun
 
 if TYPE_CHECKING:
     from .._resolve import LaunchPlan

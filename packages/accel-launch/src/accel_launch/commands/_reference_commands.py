@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Sequence
 from typing import Any
 
-from ._flags import FlagParser, add_launch_arguments, normalize_argv
+from .._flags import FlagParser, add_launch_arguments, normalize_argv
 
 
 class _LaunchParser(FlagParser):
@@ -59,7 +59,7 @@ def launch_command(args: argparse.Namespace) -> None:
         subprocess.CalledProcessError: The launched processes failed (the reference raises the
             same), with their exit code.
     """
-    from ._launch import launch
+    from .._launch import launch
 
     code = launch(args)
     if code != 0:

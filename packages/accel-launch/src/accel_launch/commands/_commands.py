@@ -10,20 +10,20 @@ from typing import Any
 
 from accel_state import PrecisionType
 
-from ._comments import has_comments
-from ._config_file import (
+from .._device_files import accelerator_device_files
+from .._errors import ConfigError
+from .._flags import _StatedValueError, add_launch_arguments, integer
+from ..configs._comments import has_comments
+from ..configs._config_file import (
     config_from_dict,
     default_config_file,
     read_raw,
     write_basic_config,
 )
-from ._device_files import accelerator_device_files
+from ..configs._migrate import migrate
 from ._env_cmd import env_command
-from ._errors import ConfigError
 from ._estimate_cmd import add_estimate_arguments, estimate_memory_command
-from ._flags import _StatedValueError, add_launch_arguments, integer
 from ._install_command import add_install_command_parser
-from ._migrate import migrate
 from ._to_fsdp2 import add_to_fsdp2_arguments, to_fsdp2_command
 from ._tpu import add_tpu_config_parser
 
@@ -191,7 +191,7 @@ def _shard_size(text: str) -> int:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    from ._launch import launch
+    from .._launch import launch
 
     if not getattr(args, "config_file", None):
         _print_reference_notice("launch")
@@ -199,7 +199,7 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _print_reference_notice(command: str) -> None:
-    from ._config_import import reference_config_notice
+    from ..configs._config_import import reference_config_notice
 
     notice = reference_config_notice(command)
     if notice:
@@ -207,7 +207,7 @@ def _print_reference_notice(command: str) -> None:
 
 
 def _config_import(args: argparse.Namespace) -> int:
-    from ._config_import import import_config, reference_config_file
+    from ..configs._config_import import import_config, reference_config_file
 
     source = args.path or reference_config_file()
     target, _, changes = import_config(
@@ -220,8 +220,8 @@ def _config_import(args: argparse.Namespace) -> int:
 
 
 def _config_questions(args: argparse.Namespace) -> int:
-    from ._prompts import Prompter
-    from ._questionnaire import run_questionnaire
+    from ..questionnaire._prompts import Prompter
+    from ..questionnaire._questionnaire import run_questionnaire
 
     if not args.config_file:
         _print_reference_notice("config")
@@ -306,7 +306,7 @@ def _config_default(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    from ._launch import launch
+    from .._launch import launch
 
     parser = argparse.ArgumentParser()
     add_launch_arguments(parser)

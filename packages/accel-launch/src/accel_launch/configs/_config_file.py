@@ -15,6 +15,8 @@ import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 from accel_state import environment_variables as contract
 
+from .._device_files import accelerator_device_files
+from .._errors import ConfigError
 from ._config_bounds import (
     check_expansion,
     check_file_size,
@@ -23,7 +25,6 @@ from ._config_bounds import (
     nested_too_deep,
 )
 from ._config_values import coerce
-from ._device_files import accelerator_device_files
 from ._engine_configs import (
     SECTIONS,
     DeepSpeedConfig,
@@ -32,7 +33,6 @@ from ._engine_configs import (
     MegatronLMConfig,
     ParallelismSection,
 )
-from ._errors import ConfigError
 from ._migrate import CONFIG_VERSION, IGNORED_KEYS, migrate
 from ._tpu_settings import check_tpu_settings
 
@@ -321,7 +321,7 @@ def read_raw(path: Path) -> dict[str, Any]:
     """The mapping held by a YAML or JSON config file, before any check of its settings.
 
     The file's size and what it expands to (YAML aliases included) are bounded first
-    (:mod:`accel_launch._config_bounds`), so no file makes a later step work without end.
+    (:mod:`accel_launch.configs._config_bounds`), so no file makes a later step work without end.
 
     Raises:
         ConfigError: when the file is too large, does not parse, or expands past the bounds.

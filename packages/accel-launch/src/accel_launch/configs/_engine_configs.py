@@ -24,8 +24,8 @@ from accel_state.environment_variables import (
     env_text,
 )
 
+from .._errors import ConfigError
 from ._config_values import _choice, check_norm, coerce
-from ._errors import ConfigError
 
 
 @dataclass

@@ -14,15 +14,15 @@ from accel_state.environment_variables import (
     WRAP_POLICIES,
 )
 
-from ._config_file import LaunchConfig
-from ._engine_configs import (
+from ..commands._sagemaker import SageMakerConfig
+from ..configs._config_file import LaunchConfig
+from ..configs._engine_configs import (
     DEEPSPEED_LAUNCHERS,
     DeepSpeedConfig,
     DynamoConfig,
     FSDPConfig,
 )
 from ._prompts import Prompter, number, whole
-from ._sagemaker import SageMakerConfig
 
 MACHINE_TYPES = ("No distributed training", "multi-CPU", "multi-GPU", "Amazon SageMaker", "TPU")
 """What the questionnaire offers: what this version runs."""

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from accel_state import environment_variables as contract
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 PROCESSES_PER_UNIT = 8
 """Processes a machine may run per usable CPU core or per local accelerator."""

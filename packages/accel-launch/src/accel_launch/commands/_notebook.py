@@ -18,7 +18,7 @@ from typing import Any
 from accel_state import PrecisionType, get_current_device_type, is_initialized, patch_environment
 from accel_state import environment_variables as contract
 
-from ._limits import check_machines, check_processes_per_machine
+from ..configs._limits import check_machines, check_processes_per_machine
 
 # Libraries known to initialise the accelerator's driver when imported.
 _INITIALISE_DEVICE_ON_IMPORT = ("bitsandbytes",)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._engine_configs import DynamoConfig
+from ..commands._sagemaker import SAGEMAKER_PARALLEL_EC2_INSTANCES, SageMakerConfig
+from ..configs._engine_configs import DynamoConfig
 from ._prompts import Prompter, whole
 from ._questionnaire import PRECISIONS, _existing_file, _positive
-from ._sagemaker import SAGEMAKER_PARALLEL_EC2_INSTANCES, SageMakerConfig
 
 SAGEMAKER_MODES = ("No distributed training", "Data parallelism")
 CREDENTIALS = ("An AWS profile", "Key id and secret given to `accel launch` (--aws_* flags)")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 TPU_FIELDS: dict[str, Any] = {
     "downcast_bf16": False,

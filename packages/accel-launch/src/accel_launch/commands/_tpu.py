@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from accel_state import environment_variables as contract
 from accel_state import patch_environment, torch_xla_module
 
-from ._config_bounds import check_file_size, check_regular_file
-from ._config_file import LaunchConfig, default_config_file, load_config_file
-from ._errors import ConfigError
-from ._tpu_settings import check_pod, env_pairs, xla_precision_environment
+from .._errors import ConfigError
+from ..configs._config_bounds import check_file_size, check_regular_file
+from ..configs._config_file import LaunchConfig, default_config_file, load_config_file
+from ..configs._tpu_settings import check_pod, env_pairs, xla_precision_environment
 
 if TYPE_CHECKING:
-    from ._resolve import LaunchPlan
+    from .._resolve import LaunchPlan
 
 
 def _file_config(path: str | None) -> LaunchConfig | None:

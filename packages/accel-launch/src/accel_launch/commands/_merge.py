@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 MODEL_PREFIX = "model."
 TRUST_FLAG = "--trust_pickles (merge_weights(..., trust_pickles=True))"

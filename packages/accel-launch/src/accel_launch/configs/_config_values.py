@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 _TRUE_WORDS = {"1", "true", "yes", "y", "on"}
 _FALSE_WORDS = {"0", "false", "no", "n", "off"}

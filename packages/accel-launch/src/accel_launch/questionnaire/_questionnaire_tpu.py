@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from ._config_file import LaunchConfig
-from ._errors import ConfigError
+from .._errors import ConfigError
+from ..configs._config_file import LaunchConfig
+from ..configs._tpu_settings import XLA_PRECISIONS, check_pod, env_pairs
 from ._prompts import Prompter, whole
 from ._questionnaire import _existing_file, _positive
-from ._tpu_settings import XLA_PRECISIONS, check_pod, env_pairs
 
 
 def _problem(check: Callable[[], object]) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any
 from accel_state.crash_report import PEER_STOPPED
 from accel_state.hang_watchdog import HANG_EXIT_CODE
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 from ._parent_death import preexec, torch_workers_die_with_agent
 
 _STOP_GRACE = 30

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any, TypeVar
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 T = TypeVar("T")
 

@@ -19,7 +19,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 MARKER = "# accel install-command:"
 """The line that marks a script as written by ``accel install-command``."""

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 MAX_FILE_BYTES = 1 << 20
 """Largest config file read (1 MiB; ``accel config`` writes about 1 KiB)."""

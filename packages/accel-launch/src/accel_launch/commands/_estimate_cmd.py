@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 from ._status import status
 
 DTYPES = ("float32", "float16", "bfloat16", "int8", "int4")

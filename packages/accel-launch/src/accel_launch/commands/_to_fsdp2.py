@@ -11,9 +11,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ._config_file import config_from_dict, read_raw
-from ._errors import ConfigError
-from ._migrate import migrate
+from .._errors import ConfigError
+from ..configs._config_file import config_from_dict, read_raw
+from ..configs._migrate import migrate
 
 RESHARDS = {
     "FULL_SHARD": True,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from accel_state import environment_variables as env
 
-from ._engine_configs import ParallelismSection
+from ..configs._engine_configs import ParallelismSection
 from ._prompts import Prompter, whole
 
 CP_COMM_STRATEGIES = tuple(env.ACCEL_PARALLELISM_CONFIG_CP_COMM_STRATEGY.choices)

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._errors import ConfigError
 from ._config_file import LaunchConfig, config_from_dict, default_config_file, read_raw
-from ._errors import ConfigError
 from ._migrate import IGNORED_KEYS, migrate
 
 __all__ = ["import_config", "reference_config_file", "reference_config_notice"]

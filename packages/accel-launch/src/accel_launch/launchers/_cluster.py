@@ -15,7 +15,7 @@ from pathlib import Path
 
 from accel_state import environment_variables as contract
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 
 def job_port(job_id: str) -> int:

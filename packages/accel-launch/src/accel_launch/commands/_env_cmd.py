@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
 from typing import Any
 
-from ._config_file import default_config_file, load_config_file
+from ..configs._config_file import default_config_file, load_config_file
 
 ACCEL_DISTRIBUTIONS = (
     "accel-torch",

@@ -9,9 +9,9 @@ from typing import Any
 
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 
-from ._compat_flags import REFUSED
+from .._compat_flags import REFUSED
+from .._errors import ConfigError
 from ._config_file import LaunchConfig
-from ._errors import ConfigError
 
 
 @dataclass

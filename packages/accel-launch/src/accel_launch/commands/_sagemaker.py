@@ -19,8 +19,8 @@ from typing import Any
 
 from accel_state import PrecisionType, SageMakerDistributedType, merge_dicts
 
-from ._engine_configs import DynamoConfig
-from ._errors import ConfigError
+from .._errors import ConfigError
+from ..configs._engine_configs import DynamoConfig
 
 SAGEMAKER_PYTORCH_VERSION = "1.10.2"
 """PyTorch version of the training image when the config file names none."""
@@ -446,7 +446,7 @@ def explain_job(kwargs: Mapping[str, Any], inputs: Mapping[str, str] | None) -> 
 def launch_on_sagemaker(path: Path, args: Any) -> int:
     """``accel launch`` under a SageMaker config file: submit the job (``--explain``: print
     what would be submitted, without contacting AWS); return the exit code."""
-    from ._config_file import read_raw
+    from ..configs._config_file import read_raw
 
     config = sagemaker_config_from_dict(read_raw(path), str(path))
     if args.explain:
@@ -461,7 +461,7 @@ def launch_on_sagemaker(path: Path, args: Any) -> int:
 
 def sagemaker_config_path(args: Any) -> Path | None:
     """The config file of this launch when it describes a SageMaker launch, else None."""
-    from ._config_file import default_config_file, read_raw
+    from ..configs._config_file import default_config_file, read_raw
 
     given = getattr(args, "config_file", None)
     path = Path(given) if given else default_config_file()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._engine_configs import MegatronLMConfig
+from ..configs._engine_configs import MegatronLMConfig
 from ._prompts import Prompter, number, whole
 from ._questionnaire import _norm, _positive
 

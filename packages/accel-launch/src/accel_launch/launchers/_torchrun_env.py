@@ -8,9 +8,7 @@ import argparse
 import os
 from typing import Any
 
-from ._config_file import LaunchConfig
-from ._engine_configs import section_flags
-from ._resolve import (
+from .._resolve import (
     _ENGINE_FLAGS,
     _NOT_SETTINGS,
     _SECTION_ENGINE,
@@ -20,6 +18,8 @@ from ._resolve import (
     child_environment,
     free_port,
 )
+from ..configs._config_file import LaunchConfig
+from ..configs._engine_configs import section_flags
 
 DEFAULT_PORT = 29500
 """The rendezvous port when none is given (torchrun's own default)."""
