@@ -8,7 +8,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from accel_launch._engine_configs import SECTIONS
+from accel_launch.configs._engine_configs import SECTIONS
 from accel_state import environment_variables as ev
 
 ROOT = Path(__file__).resolve().parents[1]

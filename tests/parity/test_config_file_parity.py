@@ -12,8 +12,8 @@ config_args = pytest.importorskip(
     reason="the reference library is not installed (uv sync --group bench)",
 )
 
-from accel_launch._config_import import import_config  # noqa: E402
 from accel_launch._resolve import child_environment  # noqa: E402
+from accel_launch.configs._config_import import import_config  # noqa: E402
 
 TPU = {
     "tpu_name": "my-pod",

@@ -8,6 +8,12 @@ import pytest
 from accel_state.testing import run_command
 
 SCRIPTS = Path(__file__).parent / "scripts"
+OPEN_MPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    "OMPI_MCA_btl": "self,tcp",
+}
+"""What Open MPI needs to start local ranks here (as root, over TCP)."""
 
 
 @pytest.fixture(autouse=True)

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel_launch import ConfigError, config_from_dict, load_config_file
-from accel_launch._config_file import FIELD_NAMES
-from accel_launch._engine_configs import SECTIONS
 from accel_launch._flags import add_launch_arguments
 from accel_launch.cli import main
+from accel_launch.configs._config_file import FIELD_NAMES
+from accel_launch.configs._engine_configs import SECTIONS
 
 from .conftest import accel
 

@@ -144,7 +144,7 @@ def test_commands_without_torch_do_not_import_it(isolated_config_home, tmp_path)
 
 
 def test_nvidia_driver_is_read_from_proc(tmp_path):
-    from accel_launch._env_cmd import nvidia_driver
+    from accel_launch.commands._env_cmd import nvidia_driver
 
     assert nvidia_driver(tmp_path / "absent").startswith("none (")
     (tmp_path / "gpus" / "0000:01:00.0").mkdir(parents=True)
@@ -161,7 +161,7 @@ class _Terminal(io.StringIO):
 
 
 def test_status_spins_on_a_terminal_and_prints_one_line_elsewhere():
-    from accel_launch._status import status
+    from accel_launch.commands._status import status
 
     piped = io.StringIO()
     with status("loading", stream=piped):

@@ -55,7 +55,7 @@ def test_merge_weights_says_what_it_reads_and_writes_without_torch_warnings(tmp_
 def test_the_progress_line_draws_only_on_a_terminal():
     import io
 
-    from accel_launch._status import ByteProgress
+    from accel_launch.commands._status import ByteProgress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:
@@ -118,7 +118,7 @@ def test_estimate_memory_refuses_a_python_file_or_a_folder_without_config_before
 
 
 def test_estimate_memory_still_answers_a_published_size_from_the_config():
-    from accel_launch._estimate_bounds import check_config_numbers
+    from accel_launch.configs._estimate_bounds import check_config_numbers
 
     # DeepSeek-V3's numbers (61 layers of 256 experts, 671 billion parameters) are accepted.
     check_config_numbers(
@@ -158,7 +158,7 @@ def test_multi_gpu_against_use_cpu_names_the_config_file_and_key(tmp_path):
 
 
 def test_gpu_ids_on_a_machine_without_gpus_is_named_in_a_warning(tmp_path):
-    from accel_launch._limits import local_accelerators
+    from accel_launch.configs._limits import local_accelerators
 
     if local_accelerators() > 0:
         pytest.skip("this machine has accelerators: gpu_ids is used")

@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from accel_launch import ConfigError
-from accel_launch._cluster import detect_slurm, expand_nodelist, read_hostfile
 from accel_launch._launch import build_command
+from accel_launch.launchers._cluster import detect_slurm, expand_nodelist, read_hostfile
 
-from .conftest import SCRIPTS, accel, reports
+from .conftest import OPEN_MPI_ENV, SCRIPTS, accel, reports
 from .test_engines import plan_for
 
 # What srun sets in each task of `srun --nodes 2 --ntasks-per-node 1 accel launch ...`.
@@ -193,11 +193,7 @@ def test_mpirun_command_line(tmp_path):
 def test_mpirun_runs_two_ranks(tmp_path):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("localhost slots=2\n")
-    env = {
-        "OMPI_ALLOW_RUN_AS_ROOT": "1",
-        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-        "OMPI_MCA_btl": "self,tcp",
-    }
+    env = OPEN_MPI_ENV
     out = accel(
         "launch",
         "--mpirun_hostfile",
@@ -300,7 +296,7 @@ def test_deepspeed_launcher_missing_is_a_clear_error(tmp_path):
 
 
 def test_child_bootstrap_sets_the_packed_environment(tmp_path):
-    from accel_launch._cluster import encode_environment
+    from accel_launch.launchers._cluster import encode_environment
 
     script = tmp_path / "show.py"
     script.write_text("import os, sys; print(os.environ['ACCEL_X'], sys.argv[1:], __name__)")

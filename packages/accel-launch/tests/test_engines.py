@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from accel_launch import ConfigError, config_from_dict
-from accel_launch._engine_configs import DeepSpeedConfig, FSDPConfig
 from accel_launch._launch import build_command
 from accel_launch._resolve import child_environment, resolve
 from accel_launch.cli import build_parser
+from accel_launch.configs._engine_configs import DeepSpeedConfig, FSDPConfig
 
 
 def plan_for(*argv: str, environ=None):

@@ -10,7 +10,7 @@ import time
 
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 
-from accel_launch._processes import PEER_STOPPED, _report_failure
+from accel_launch.launchers._processes import PEER_STOPPED, _report_failure
 
 
 def _failure(tmp_path, rank, exitcode, message=None, timestamp=100):

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from accel_launch import ConfigError, config_from_dict
-from accel_launch._prompts import Prompter
-from accel_launch._questionnaire import run_questionnaire
 from accel_launch._resolve import child_environment
+from accel_launch.questionnaire._prompts import Prompter
+from accel_launch.questionnaire._questionnaire import run_questionnaire
 
 from .test_engines import plan_for
 

@@ -14,7 +14,7 @@ import torch
 from accel_state.testing import free_port, run_command
 
 from accel_launch import notebook_launcher
-from accel_launch._notebook import check_parent_can_fork
+from accel_launch.commands._notebook import check_parent_can_fork
 
 from .conftest import SCRIPTS
 

@@ -134,8 +134,8 @@ def test_questionnaire_offers_only_what_runs_and_reasks_bad_answers(tmp_path):
 def test_deepspeed_questions_refuse_a_negative_clipping_norm(tmp_path):
     from io import StringIO
 
-    from accel_launch._prompts import Prompter
-    from accel_launch._questionnaire import run_questionnaire
+    from accel_launch.questionnaire._prompts import Prompter
+    from accel_launch.questionnaire._questionnaire import run_questionnaire
 
     # One process on a GPU machine (no GPU needed to answer): DeepSpeed, ZeRO 2, clipping.
     answers = ["1", "no", "no", "yes", "no", "2", "1", "", "yes", "-1", "nan", "0.5", "", "1"]

@@ -10,14 +10,14 @@ import sys
 import pytest
 import yaml
 
-from accel_launch._sagemaker import (
+from accel_launch.cli import parse_args
+from accel_launch.commands._sagemaker import (
     SageMakerConfig,
     build_estimator,
     hyperparameters,
     prepare_sagemager_args_inputs,
     sagemaker_config_from_dict,
 )
-from accel_launch.cli import parse_args
 
 from .conftest import accel
 

@@ -115,7 +115,7 @@ def test_merge_weights_of_a_two_process_checkpoint(tmp_path):
     for key, name in index["weight_map"].items():
         assert torch.equal(load_file(tmp_path / "sharded" / name)[key], full[key])
     from accel_launch import ConfigError
-    from accel_launch._merge import merge_weights
+    from accel_launch.commands._merge import merge_weights
 
     with pytest.raises(ConfigError, match="does not overwrite"):
         merge_weights(ckpt, tmp_path / "merged")

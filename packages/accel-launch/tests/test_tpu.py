@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from accel_launch import install_xla
-from accel_launch._tpu import xla_install_commands
 from accel_launch.cli import main
+from accel_launch.commands._tpu import xla_install_commands
 
 NO_XLA = importlib.util.find_spec("torch_xla") is None
 

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from accel_launch import config_from_dict
-from accel_launch._config_import import import_config
 from accel_launch._errors import ConfigError
 from accel_launch.cli import main
+from accel_launch.configs._config_import import import_config
 
 # TPU; function `train`; a pod `my-pod` in zone `Z1` (refused, asked again) then us-central2-b,
 # with sudo; two setup commands; workers 0 and 1; one variable; 8 cores; bf16 with downcast.

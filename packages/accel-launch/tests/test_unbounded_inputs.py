@@ -287,7 +287,7 @@ SIZES = st.one_of(
 def test_the_shard_size_reads_sizes_as_accel_bigmodel_does(value):
     from accel_bigmodel import convert_file_size_to_int
 
-    from accel_launch._merge import shard_size_bytes
+    from accel_launch.commands._merge import shard_size_bytes
 
     try:
         expected = convert_file_size_to_int(value)

@@ -12,7 +12,7 @@ import argparse
 import re
 from typing import Any
 
-from ._config_file import ConfigError
+from .configs._config_file import ConfigError
 
 TORCHRUN_OPTIONS: dict[str, str] = {
     "tee": "Copy each process's stdout/stderr to a log file as well as the console "

@@ -21,7 +21,8 @@ from accel_state.environment_variables import (
 )
 
 from ._compat_flags import add_compat_arguments
-from ._engine_configs import (
+from .commands._tpu import add_tpu_launch_arguments
+from .configs._engine_configs import (
     DEEPSPEED_LAUNCHERS,
     DeepSpeedConfig,
     DynamoConfig,
@@ -30,7 +31,6 @@ from ._engine_configs import (
     ParallelismSection,
     Section,
 )
-from ._tpu import add_tpu_launch_arguments
 
 _BOOL_WORDS = {"1", "0", "true", "false", "yes", "no", "on", "off", "y", "n"}
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -315,11 +315,10 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         help="Seconds a process may wait in one collective before every process reports its "
         "position and stack and the job exits (ACCEL_HANG_TIMEOUT; 0 turns the watchdog off).",
     )
-    dist.add_argument(
-        "--mpirun_hostfile",
-        default=None,
-        help="Start the processes with mpirun on the hosts of this hostfile.",
-    )
+    from .launchers._launcher_registry import registered
+
+    for launcher in registered():  # each backend's own flags
+        launcher.add_flags(dist)
     dist.add_argument(
         "--multi_gpu",
         action="store_true",

@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
-from dataclasses import dataclass, field
 
 from accel_state import environment_variables as contract
 
-from ._cluster import (
-    deepspeed_command,
-    find_executable,
-    mpi_flavour,
-    mpirun_command,
-    python_target,
-)
 from ._compat_flags import add_torchrun_options, check_refused
-from ._config_file import LaunchConfig
 from ._errors import ConfigError
 from ._flags import add_launch_arguments, normalize_argv
-from ._processes import check_target, run_child, run_torchrun
 from ._resolve import (
     LaunchPlan,
     check_port_free,
@@ -30,28 +19,14 @@ from ._resolve import (
     free_port,
     resolve,
 )
-from ._sagemaker import launch_on_sagemaker, sagemaker_config_path
-from ._tpu import launch_tpu
+from .commands._sagemaker import launch_on_sagemaker, sagemaker_config_path
+from .commands._tpu import launch_tpu
+from .launchers._launcher_base import LaunchCommand as Command
+from .launchers._launcher_base import Launcher
+from .launchers._launcher_base import LaunchTarget as Target
+from .launchers._launcher_registry import choose
 
 __all__ = ["Command", "add_launch_arguments", "build_command", "launch", "normalize_argv"]
-
-
-@dataclass
-class Command:
-    """What ``accel launch`` runs on this machine."""
-
-    launcher: str
-    """``python`` (one process), ``torchrun``, ``mpirun``, ``deepspeed`` or ``slurm-task``
-    (srun started every rank; this task runs one)."""
-    argv: list[str]
-    """The command line (for ``torchrun``: its arguments, run in this process)."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Variables added to the environment of the processes."""
-
-    def display(self) -> str:
-        """The command as a shell line."""
-        head = ["torchrun"] if self.launcher == "torchrun" else []
-        return shlex.join(head + self.argv)
 
 
 def _target(args: argparse.Namespace) -> tuple[list[str], bool, bool]:
@@ -68,37 +43,6 @@ def _target(args: argparse.Namespace) -> tuple[list[str], bool, bool]:
     )
 
 
-def _torchrun_argv(
-    config: LaunchConfig, port: int, target: list[str], module: bool, no_python: bool
-) -> list[str]:
-    nproc = config.num_processes // config.num_machines
-    argv = [
-        f"--nproc_per_node={nproc}",
-        f"--nnodes={config.num_machines}",
-        f"--max_restarts={config.max_restarts}",
-        f"--monitor_interval={config.monitor_interval}",
-    ]
-    host = config.main_process_ip or "127.0.0.1"
-    if config.rdzv_backend == "c10d":
-        argv += [
-            "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={host}:{port}",
-            f"--rdzv_id={contract.read_env(contract.ACCEL_RDZV_ID, 'accel')}",
-            f"--rdzv_conf=is_host={1 if config.machine_rank == 0 else 0}",
-        ]
-    else:
-        argv += [
-            f"--node_rank={config.machine_rank}",
-            f"--master_addr={host}",
-            f"--master_port={port}",
-        ]
-    if module:
-        argv.append("--module")
-    if no_python:
-        argv.append("--no_python")
-    return argv + target
-
-
 def _port(plan: LaunchPlan) -> int:
     config = plan.config
     port = config.main_process_port or 0
@@ -108,70 +52,24 @@ def _port(plan: LaunchPlan) -> int:
 
 
 def build_command(
-    plan: LaunchPlan, target: list[str], module: bool, no_python: bool, port: int
+    plan: LaunchPlan,
+    target: list[str],
+    module: bool,
+    no_python: bool,
+    port: int,
+    args: argparse.Namespace | None = None,
 ) -> Command:
     """Choose the launcher for ``plan`` and build its command line.
 
-    Order: srun started every rank (run the target directly) > ``mpirun_hostfile`` (mpirun) >
-    DeepSpeed over several machines with a launcher other than ``standard`` (DeepSpeed's
-    launcher, from machine 0) > one process (plain python) > torchrun.
+    The registered backends are asked in order (``launchers/_launcher_registry.py``): srun started every
+    rank (run the target directly) > ``mpirun_hostfile`` (mpirun) > DeepSpeed over several
+    machines with a launcher other than ``standard`` (DeepSpeed's launcher, from machine 0) >
+    one process (plain python) > torchrun.
     """
-    config = plan.config
-    env = child_environment(config)
+    env = child_environment(plan.config)
     env.update(cpu_openmp_environment(plan))
-    host = config.main_process_ip or "127.0.0.1"
-    if plan.slurm is not None and plan.slurm.one_task_per_rank:
-        env.update(MASTER_ADDR=host, MASTER_PORT=str(port))
-        return Command("slurm-task", python_target(target, module, no_python), env)
-    if config.mpirun_hostfile:
-        env.update(MASTER_ADDR=host, MASTER_PORT=str(port))
-        flavour = contract.read_env(contract.ACCEL_MPI_FLAVOUR) or mpi_flavour()
-        argv = mpirun_command(
-            config.mpirun_hostfile,
-            config.num_processes,
-            config.num_machines,
-            env,
-            python_target(target, module, no_python),
-            flavour=flavour,
-        )
-        return Command("mpirun", argv, env)
-    ds = config.deepspeed_config
-    if (
-        config.distributed_type == "DEEPSPEED"
-        and config.num_machines > 1
-        and plan.slurm is None
-        and (ds.deepspeed_multinode_launcher or "pdsh") != "standard"
-    ):
-        if config.machine_rank != 0:
-            raise ConfigError(
-                "DeepSpeed's multi-machine launcher starts every machine from machine 0; got "
-                f"machine_rank={config.machine_rank}. Run `accel launch` on machine 0 only, or "
-                "pass --deepspeed_multinode_launcher standard to start each machine yourself."
-            )
-        if not ds.deepspeed_hostfile:
-            raise ConfigError(
-                f"DeepSpeed over num_machines={config.num_machines} needs a hostfile listing "
-                "them; got none. Pass --deepspeed_hostfile hosts.txt (lines `host slots=N`)."
-            )
-        argv = deepspeed_command(
-            hostfile=ds.deepspeed_hostfile,
-            num_machines=config.num_machines,
-            processes_per_machine=config.num_processes // config.num_machines,
-            main_process_ip=config.main_process_ip,
-            main_process_port=port,
-            launcher=ds.deepspeed_multinode_launcher or "pdsh",
-            inclusion_filter=ds.deepspeed_inclusion_filter,
-            exclusion_filter=ds.deepspeed_exclusion_filter,
-            env=env,
-            target=target,
-            module=module,
-            no_python=no_python,
-        )
-        return Command("deepspeed", argv, env)
-    engine = config.distributed_type in ("DEEPSPEED", "FSDP", "MEGATRON_LM")
-    if config.num_processes == 1 and config.num_machines == 1 and not engine:
-        return Command("python", python_target(target, module, no_python), env)
-    return Command("torchrun", _torchrun_argv(config, port, target, module, no_python), env)
+    backend = choose(plan, args)
+    return backend.build(plan, Target(list(target), module, no_python), port, env)
 
 
 def _hang_timeout(command: Command, args: argparse.Namespace) -> None:
@@ -195,6 +93,21 @@ def _as_accelerate(command: Command, args: argparse.Namespace) -> None:
         command.env[contract.ACCEL_AS_ACCELERATE] = contract.env_text(True)
 
 
+def _command(
+    plan: LaunchPlan, args: argparse.Namespace, port: int
+) -> tuple[Launcher, Target, Command]:
+    """The backend that applies, the target, and the command with the flags' additions."""
+    target = Target(*_target(args))
+    backend = choose(plan, args)
+    env = child_environment(plan.config)
+    env.update(cpu_openmp_environment(plan))
+    command = backend.build(plan, target, port, env)
+    add_torchrun_options(command.launcher, command.argv, args)
+    _hang_timeout(command, args)
+    _as_accelerate(command, args)
+    return backend, target, command
+
+
 def launch(args: argparse.Namespace) -> int:
     """Run ``accel launch`` with parsed arguments; return the exit code."""
     sagemaker = sagemaker_config_path(args)
@@ -207,64 +120,30 @@ def launch(args: argparse.Namespace) -> int:
     if args.explain:
         print(plan.explain())
         if args.training_script:
-            target, module, no_python = _target(args)
-            command = build_command(plan, target, module, no_python, _port(plan))
-            add_torchrun_options(command.launcher, command.argv, args)
-            _hang_timeout(command, args)
-            _as_accelerate(command, args)
+            _, _, command = _command(plan, args, _port(plan))
             print(f"\nlauncher: {command.launcher}\ncommand: {command.display()}")
             print("environment of the processes:")
             for name, value in sorted(command.env.items()):
                 print(f"  {name}={value}")
         return 0
-    target, module, no_python = _target(args)
     config = plan.config
     port = _port(plan)
-    command = build_command(plan, target, module, no_python, port)
-    add_torchrun_options(command.launcher, command.argv, args)
-    _hang_timeout(command, args)
-    _as_accelerate(command, args)
-    if command.launcher in ("python", "torchrun", "slurm-task"):  # runs on this machine
-        check_target(target[0], module, no_python)
-    if command.launcher == "mpirun":
-        find_executable("mpirun", "Install an MPI, e.g. `apt-get install openmpi-bin`.")
-    if command.launcher == "deepspeed":
-        command.argv[0] = find_executable("deepspeed", "Install it: pip install deepspeed")
-    if (
-        config.main_process_port
-        and command.launcher in ("torchrun", "mpirun", "slurm-task")
-        and _binds_port_here(plan)
-    ):
+    backend, target, command = _command(plan, args, port)
+    backend.prepare(command, target)
+    if config.main_process_port and backend.binds_port_here(plan):
         check_port_free(config.main_process_ip or "127.0.0.1", port)
-    env = {**os.environ, **command.env}
     quiet = bool(args.quiet)
-    if not quiet and command.launcher != "python":
+    if not quiet and backend.announces:
+        processes, machines = backend.layout(plan)
         print(
-            f"accel launch: {_count(config.num_processes, 'process', 'processes')} on "
-            f"{_count(config.num_machines, 'machine', 'machines')} via {command.launcher}, "
+            f"accel launch: {_count(processes, 'process', 'processes')} on "
+            f"{_count(machines, 'machine', 'machines')} via {command.launcher}, "
             f"{config.distributed_type}, mixed precision {config.mixed_precision}",
             file=sys.stderr,
         )
-    if command.launcher == "torchrun":
-        return run_torchrun(command.argv, env, quiet)
-    launcher = command.launcher in ("mpirun", "deepspeed")
-    code = run_child(command.argv, env, forward_sigint=launcher)
-    if code != 0 and command.launcher in ("mpirun", "deepspeed") and not quiet:
-        print(
-            f"accel launch: {command.launcher} exited with code {code}; the ranks' output "
-            "above says which failed.",
-            file=sys.stderr,
-        )
-    return code
+    return backend.run(command, {**os.environ, **command.env}, quiet)
 
 
 def _count(number: int, one: str, many: str) -> str:
     """``1 process``, ``2 processes``."""
     return f"{number} {one if number == 1 else many}"
-
-
-def _binds_port_here(plan: LaunchPlan) -> bool:
-    """Whether the rendezvous port is opened by a process of this machine."""
-    if plan.slurm is not None and plan.slurm.one_task_per_rank:
-        return plan.slurm.proc_id == 0
-    return plan.config.machine_rank == 0

@@ -16,19 +16,24 @@ from typing import Any
 from accel_state import environment_variables as contract
 from accel_state import unsupported_distributed_type
 
-from ._cluster import SlurmBatch, SlurmStep, detect_slurm, detect_slurm_batch
-from ._config_file import (
+from ._errors import ConfigError
+from .configs._config_file import (
     LaunchConfig,
     check_layout,
     default_config_file,
     load_config_file,
     read_raw,
 )
-from ._engine_configs import SECTIONS, section_flags
-from ._errors import ConfigError
-from ._limits import check_machines, check_processes_per_machine, local_accelerators, usable_cpus
-from ._migrate import migrate
-from ._tpu_settings import TPU_FIELDS
+from .configs._engine_configs import SECTIONS, section_flags
+from .configs._limits import (
+    check_machines,
+    check_processes_per_machine,
+    local_accelerators,
+    usable_cpus,
+)
+from .configs._migrate import migrate
+from .configs._tpu_settings import TPU_FIELDS
+from .launchers._cluster import SlurmBatch, SlurmStep, detect_slurm, detect_slurm_batch
 
 # Flags whose names are not the config field they set.
 _FLAG_TO_FIELD = {

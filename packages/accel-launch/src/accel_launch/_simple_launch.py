@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from ._config_file import LaunchConfig
-from ._engine_configs import SECTIONS
 from ._resolve import _FLAG_TO_FIELD, child_environment, cpu_openmp_environment, resolve
+from .configs._config_file import LaunchConfig
+from .configs._engine_configs import SECTIONS
 
 DEFAULT_PORT = 29500
 """The rendezvous port when none is given (torchrun's default)."""
@@ -95,9 +95,9 @@ def prepare_simple_launcher_cmd_env(
     config = plan.config
     target, module, no_python = _target(args)
     port = int(config.main_process_port or DEFAULT_PORT)
-    command = build_command(plan, target, module, no_python, port)
+    command = build_command(plan, target, module, no_python, port, args)
     if command.launcher not in ("python", "mpirun", "slurm-task"):
-        from ._cluster import python_target
+        from .launchers._cluster import python_target
 
         command.argv = python_target(target, module, no_python)
     env = os.environ.copy()

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._config_file import ConfigError
-from ._install_command import REFERENCE_COMMANDS
+from .commands._install_command import REFERENCE_COMMANDS
+from .configs._config_file import ConfigError
 
 
 def build_parser(prog: str = "accel") -> argparse.ArgumentParser:
     """The ``accel`` command and its subcommands (named ``prog`` in help and errors)."""
-    from ._commands import add_subcommands
     from ._flags import FlagParser
+    from .commands._commands import add_subcommands
 
     parser = FlagParser(prog=prog, description="Launch and configure accel jobs.")
     parser.add_argument(

@@ -1,0 +1,1 @@
+"""``accel config``'s questions: the prompts and each section of the questionnaire."""
