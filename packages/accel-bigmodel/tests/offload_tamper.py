@@ -29,7 +29,7 @@ from accel_bigmodel import (
 
 DISK_MAP = {"embed": "cpu", "blocks": "disk", "head": "cpu", "scale": "cpu"}
 DAMAGES = ("truncate", "random")
-PREFETCH = ("off", "in-place", "pool-buffers")
+PREFETCH = ("off", "new-memory", "pool-buffers")
 
 
 def build(kind: str, tiny: TinyLM, root: str) -> tuple[torch.nn.Module, str]:
@@ -84,8 +84,8 @@ def run_case(kind: str, how: str, prefetch: str) -> dict:
         model, path = build(kind, tiny, root)
         if prefetch == "off":
             attach_prefetcher(model, layers_ahead=0)
-        elif prefetch == "pool-buffers":
-            model._accel_prefetcher.read_into_buffers = True  # the CUDA path, on the CPU
+        elif prefetch == "new-memory":
+            model._accel_prefetcher.read_into_buffers = False  # each module read into new memory
         with torch.no_grad():
             expected = tiny(ids)
             first = model(ids)

@@ -8,7 +8,8 @@ from bigmodel_helpers import TinyLM, save_safetensors_checkpoint
 
 from accel_bigmodel import init_empty_weights, load_checkpoint_and_dispatch, write_safetensors
 from accel_bigmodel._device_staging import DeviceStaging
-from accel_bigmodel._prefetch_pool import READ_CHUNK_BYTES, FileDescriptors, TensorSpan, fill
+from accel_bigmodel._offload_layouts import SafetensorsStorage
+from accel_bigmodel._prefetch_pool import READ_CHUNK_BYTES, TensorSpan, fill
 from accel_bigmodel._safetensors_io import SafetensorsFile
 
 
@@ -30,11 +31,16 @@ def stored(tmp_path):
 def test_staged_reads_give_every_byte_in_place(stored, chunk):
     file, tensors = stored
     staging = DeviceStaging(chunk_bytes=chunk, pin=False)
+    storage = SafetensorsStorage()
+
+    def read(name):
+        return staging.read_to(storage, storage.tensor(file, name), torch.device("cpu"))
+
     # Several threads share one staging object, each with buffers of its own.
     with ThreadPoolExecutor(max_workers=3) as pool:
         names = list(tensors) * 3
-        got = list(pool.map(lambda n: staging.read_to(file, n, torch.device("cpu")), names))
-    staging.close()
+        got = list(pool.map(read, names))
+    storage.close()
     for name, value in zip(names, got):
         assert value.dtype == tensors[name].dtype and value.shape == tensors[name].shape
         assert torch.equal(value, tensors[name]), name
@@ -45,16 +51,8 @@ def test_staging_refuses_an_empty_chunk():
         DeviceStaging(chunk_bytes=0, pin=False)
 
 
-def _plan(file: SafetensorsFile) -> list[TensorSpan]:
-    spans = []
-    for name in file.keys():
-        start, end = file.span(name)
-        spans.append(
-            TensorSpan(
-                name, file.path, start, end - start, file.dtype(name), tuple(file.shape(name))
-            )
-        )
-    return spans
+def _plan(file: SafetensorsFile, storage: SafetensorsStorage) -> list[TensorSpan]:
+    return [TensorSpan(name, storage, storage.tensor(file, name)) for name in file.keys()]
 
 
 def test_parallel_fill_reads_what_a_sequential_fill_reads(tmp_path):
@@ -63,13 +61,13 @@ def test_parallel_fill_reads_what_a_sequential_fill_reads(tmp_path):
     tensors = {"big": big, "small": torch.arange(5.0), "empty": torch.zeros(0)}
     path = tmp_path / "w.safetensors"
     write_safetensors(str(path), tensors)
-    plan = _plan(SafetensorsFile(str(path)))
+    storage = SafetensorsStorage()
+    plan = _plan(SafetensorsFile(str(path)), storage)
     size = sum(-(-span.nbytes // 64) * 64 for span in plan)
-    descriptors = FileDescriptors()
     with ThreadPoolExecutor(max_workers=4) as readers:
-        parallel = fill(plan, torch.empty(size, dtype=torch.uint8), descriptors, None, readers)
-    sequential = fill(plan, torch.empty(size, dtype=torch.uint8), descriptors, None, None)
-    descriptors.close()
+        parallel = fill(plan, torch.empty(size, dtype=torch.uint8), None, readers)
+    sequential = fill(plan, torch.empty(size, dtype=torch.uint8), None, None)
+    storage.close()
     for name, value in tensors.items():
         assert torch.equal(parallel[name], value) and torch.equal(sequential[name], value)
 
@@ -109,7 +107,7 @@ def test_weights_held_in_memory_are_staged_through_the_pool(tmp_path):
     prefetcher = attach_prefetcher(model, layers_ahead=4, pool_bytes=1 << 20)
     held = [memory_plan(h.weights_map, h.offloaded_names) for h in prefetcher.hooks]
     assert all(held), "cpu_offload keeps every weight in memory"
-    prefetcher.read_into_buffers = True  # the CUDA path: copies into the pool's buffers
+    prefetcher.stage_memory = True  # the CUDA path: copies into the pool's buffers
     staged = []
     original = prefetcher._stage
     prefetcher._stage = lambda *a: staged.append(a[0]) or original(*a)

@@ -28,7 +28,7 @@ from accel_bigmodel import (
 
 CHILD = os.path.join(os.path.dirname(__file__), "offload_tamper.py")
 DISK_MAP = {"embed": "cpu", "blocks": "disk", "head": "cpu", "scale": "cpu"}
-PREFETCH = ["off", "in-place", "pool-buffers"]
+PREFETCH = ["off", "new-memory", "pool-buffers"]
 
 
 @pytest.mark.parametrize("kind", ["accel-written", "checkpoint", "dat"])
@@ -57,8 +57,8 @@ def test_a_file_truncated_or_overwritten_under_a_running_model_is_an_error_namin
 def _set_prefetch(model: torch.nn.Module, prefetch: str) -> None:
     if prefetch == "off":
         attach_prefetcher(model, layers_ahead=0)
-    elif prefetch == "pool-buffers":
-        model._accel_prefetcher.read_into_buffers = True  # the CUDA path, on the CPU
+    elif prefetch == "new-memory":
+        model._accel_prefetcher.read_into_buffers = False  # each module read into new memory
 
 
 def _flip_byte(path, at: int) -> None:
@@ -182,3 +182,31 @@ def test_a_crc_that_is_not_an_int_is_an_error_naming_the_entry(tmp_path):
     loader = OffloadedWeightsLoader(save_folder=tmp_path, index=index)
     with pytest.raises(ValueError, match=r"crc32 must be an int.*'w' has 'abc'"):
         loader["w"]
+
+
+MIDWAY = os.path.join(os.path.dirname(__file__), "truncate_during_forward.py")
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "dat"])
+@pytest.mark.parametrize("block", [0, 1, 3, 5])
+def test_a_file_truncated_by_another_process_during_a_forward_is_an_error_not_sigbus(kind, block):
+    # Before the weights were read into process memory, computing on the mapped checkpoint
+    # after another process truncated it killed the forward's process with SIGBUS.
+    done = subprocess.run(
+        [sys.executable, MIDWAY, kind, str(block)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, (
+        f"the process died (exit code {done.returncode}): {done.stderr[-2000:]}"
+    )
+    (case,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert case["first_ok"], case
+    if case["error"] is None:
+        assert case["same"], case  # every weight left to read was already in memory
+    else:
+        assert case["error"] == "OffloadedFileChangedError", case
+        assert "was truncated" in case["message"], case
+        assert "(fetching weight '" in case["message"], case

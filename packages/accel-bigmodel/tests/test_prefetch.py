@@ -121,7 +121,7 @@ def test_dat_offload_files_are_read_ahead(tiny, ids, tmp_path):
     model = dispatch_model(model, DISK_MAP, offload_dir=tmp_path / "dat")
     prefetcher = model._accel_prefetcher
     plans = [p for p in prefetcher.plans.values() if p]
-    assert plans and all(span.path.endswith(".dat") for p in plans for span in p)
+    assert plans and all(span.stored.source.endswith(".dat") for p in plans for span in p)
     torch.testing.assert_close(model(ids), tiny(ids))
     torch.testing.assert_close(model(ids), tiny(ids))
     assert prefetcher.misses == 0
@@ -130,9 +130,10 @@ def test_dat_offload_files_are_read_ahead(tiny, ids, tmp_path):
 def test_a_cast_entry_is_not_read_raw(tmp_path):
     offload_state_dict(tmp_path, {"w": torch.ones(4)})
     loader = OffloadedWeightsLoader(save_folder=tmp_path)
-    assert loader.file_span("w")[1:] == (0, 16, torch.float32, [4])
+    stored = loader.weight_span("w")[1]
+    assert (stored.start, stored.nbytes, stored.dtype, stored.shape) == (0, 16, torch.float32, (4,))
     loader.state_dict["w"] = torch.zeros(4)
-    assert loader.file_span("w") is None  # held in memory: nothing to read
+    assert loader.weight_span("w") is None  # held in memory: nothing to read
 
 
 @pytest.mark.parametrize(
@@ -213,6 +214,7 @@ def test_modules_prepared_for_the_next_forward_are_prepared_again_when_it_starts
 
     model = _on_disk(tiny, tmp_path)
     prefetcher = model._accel_prefetcher
+    prefetcher.read_into_buffers = False  # each module read into new memory when prepared
     expected = tiny(ids)
     torch.testing.assert_close(model(ids), expected, rtol=0, atol=0)
     # The end of the forward prepared the first modules of the next one.
@@ -223,14 +225,16 @@ def test_modules_prepared_for_the_next_forward_are_prepared_again_when_it_starts
     # While idle, the kernel reclaims the pages (here: evicted from the page cache).
     plan = prefetcher.plans[id(first)]
     for span in plan:
-        fd = os.open(span.path, os.O_RDONLY)
+        fd = os.open(span.stored.source, os.O_RDONLY)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.close(fd)
     prefetcher.refresh()
     after, kept = prefetcher.pending[id(first)]
     assert after is not before and kept == lease  # prepared again, same share of the pool
     after.result(timeout=60)
-    assert all(_resident(s.path, s.start, s.nbytes) == 1.0 for s in plan if s.nbytes)
+    assert all(
+        _resident(s.stored.source, s.stored.start, s.nbytes) == 1.0 for s in plan if s.nbytes
+    )
     torch.testing.assert_close(model(ids), expected, rtol=0, atol=0)
     assert prefetcher.misses == 0
     assert prefetcher.pool.held <= prefetcher.pool.capacity

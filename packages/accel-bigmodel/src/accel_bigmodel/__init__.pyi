@@ -91,6 +91,11 @@ from ._offload_access import (
     get_state_dict_offloaded_model as get_state_dict_offloaded_model,
     has_offloaded_params as has_offloaded_params,
 )
+from ._offload_storage import (
+    OffloadStorage as OffloadStorage,
+    StoredWeight as StoredWeight,
+    register_offload_storage as register_offload_storage,
+)
 from ._placement_helpers import (
     CustomDtype as CustomDtype,
     check_tied_parameters_in_config as check_tied_parameters_in_config,
@@ -164,6 +169,7 @@ __all__ = [
     "LoadReport",
     "MemoryEstimate",
     "ModelHook",
+    "OffloadStorage",
     "OffloadedFileChangedError",
     "OffloadedWeightsLoader",
     "PathOutsideCheckpointError",
@@ -176,6 +182,7 @@ __all__ = [
     "SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING",
     "SafetensorsFile",
     "SequentialHook",
+    "StoredWeight",
     "TIED_ALIASES_KEY",
     "UntrustedPickleError",
     "UserCpuOffloadHook",
@@ -240,6 +247,7 @@ __all__ = [
     "offload_weight",
     "read_dcp_metadata_safely",
     "read_tied_aliases",
+    "register_offload_storage",
     "remove_hook_from_module",
     "remove_hook_from_submodules",
     "retie_parameters",

@@ -18,6 +18,7 @@ from ._checkpoint_files import is_safetensors, resolve_checkpoint, torch_load
 from ._device_map_use import check_device_map, mapped_device, require_offload_folder
 from ._device_staging import DeviceStaging
 from ._offload import save_offload_index, write_offload_file
+from ._offload_layouts import SafetensorsStorage
 from ._progress import human_bytes, progress
 from ._safetensors_io import SafetensorsFile, st_dtype_name
 from ._sizes import resolve_dtype
@@ -366,13 +367,15 @@ def load_checkpoint_in_model(
 
     # Stored bytes bound for a CUDA device go through page-locked buffers, several at once.
     staging = DeviceStaging() if any(job[2].type == "cuda" for job in jobs) else None
+    stored_files = SafetensorsStorage()
 
     def read(job: tuple[_Source, str, torch.device, torch.dtype]) -> torch.Tensor:
         source, name, device, want = job
         handle = source.handle
         if staging is not None and device.type == "cuda" and handle is not None:
             if handle.dtype(name) == want:
-                return staging.read_to(handle, name, device)
+                stored = stored_files.tensor(handle, name)
+                return staging.read_to(stored_files, stored, device)
         value = source.materialize(name, want, mmap=mmap and device.type == "cpu")
         if device.type != "cpu":
             value = value.to(device)
@@ -401,8 +404,7 @@ def load_checkpoint_in_model(
             bar.update(
                 sum(tensors[n].numel() * torch.empty((), dtype=w).element_size() for n, w in writes)
             )
-    if staging is not None:
-        staging.close()
+    stored_files.close()
 
     for group in tied_groups:
         in_index = [n for n in group if n in disk_index]

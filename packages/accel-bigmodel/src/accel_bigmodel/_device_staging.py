@@ -10,21 +10,20 @@ stream, so the bus runs at its page-locked speed and the reads of several thread
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
 from typing import Any
 
 import torch
 
-from ._safetensors_io import SafetensorsFile, read_span, writable_buffer
+from ._offload_storage import OffloadStorage, StoredWeight
+from ._safetensors_io import writable_buffer
 
 STAGING_CHUNK_BYTES = 16 * 1024 * 1024
 """Bytes one staging buffer holds (each reader thread has two)."""
 
 
 class DeviceStaging:
-    """Per-thread page-locked buffer pairs for copying file spans to a device.
+    """Per-thread page-locked buffer pairs for copying stored weights to a device.
 
     One object serves every reader thread of a load: each thread gets its own two buffers,
     stream and events the first time it copies, so threads never wait for each other. A target
@@ -42,16 +41,6 @@ class DeviceStaging:
         self.chunk_bytes = chunk_bytes
         self.pin = torch.cuda.is_available() if pin is None else pin
         self._local = threading.local()
-        self._fds: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, _close_all, self._fds)
-
-    def _fd(self, path: str) -> int:
-        with self._lock:
-            fd = self._fds.get(path)
-            if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            return fd
 
     def _slots(self, device: torch.device) -> tuple[list[torch.Tensor], list[Any], Any]:
         local = self._local
@@ -73,19 +62,20 @@ class DeviceStaging:
             stream, events = found
         return local.buffers, events, stream
 
-    def read_to(self, file: SafetensorsFile, name: str, device: torch.device) -> torch.Tensor:
-        """Tensor ``name`` of ``file``, in its stored dtype and shape, on ``device``.
+    def read_to(
+        self, storage: OffloadStorage, stored: StoredWeight, device: torch.device
+    ) -> torch.Tensor:
+        """The weight ``stored`` read through ``storage``, in its stored dtype and shape, on
+        ``device``.
 
         The copy is complete when this returns, so the tensor may be used on any stream.
         """
-        start, end = file.span(name)
-        out = torch.empty(file.shape(name), dtype=file.dtype(name), device=device)
-        nbytes = end - start
+        out = torch.empty(stored.shape, dtype=stored.dtype, device=device)
+        nbytes = stored.nbytes
         if nbytes == 0:
             return out
         flat = out.view(-1).view(torch.uint8)
         buffers, events, stream = self._slots(device)
-        fd = self._fd(file.path)
         if stream is not None:
             stream.wait_stream(torch.cuda.current_stream(device))  # ``out`` was made there
         for number, at in enumerate(range(0, nbytes, self.chunk_bytes)):
@@ -94,7 +84,7 @@ class DeviceStaging:
             if events[slot] is not None:
                 events[slot].synchronize()  # the device has finished reading this buffer
             piece = buffers[slot][:count]
-            read_span(file.path, start + at, writable_buffer(piece), fd)
+            storage.read_into(stored, at, writable_buffer(piece))
             if stream is None:
                 flat[at : at + count].copy_(piece)
                 continue
@@ -104,17 +94,3 @@ class DeviceStaging:
         if stream is not None:
             stream.synchronize()
         return out
-
-    def close(self) -> None:
-        """Closes the file descriptors (the buffers go with the threads that made them)."""
-        with self._lock:
-            _close_all(self._fds)
-
-
-def _close_all(fds: dict[str, int]) -> None:
-    for fd in list(fds.values()):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    fds.clear()

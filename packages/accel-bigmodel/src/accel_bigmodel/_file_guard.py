@@ -1,10 +1,9 @@
 """Checks that an offload file is still the file a model opened, before its bytes are used.
 
-A memory-mapped file that is truncated under a running model kills the process with SIGBUS on
-the next access to a page past its new end; one rewritten in place hands the model other bytes.
-:class:`FileGuard` keeps a descriptor of the file from the moment it is opened and compares
-``fstat`` of it (size, modification time) with what it was then: one system call, made before
-each fetch of a weight touches the mapping. :func:`verify_crc` compares a weight's bytes with the
+A file rewritten in place under a running model hands it other bytes, and one truncated
+leaves it fewer. :class:`FileGuard` keeps a descriptor of the file from the moment it is opened
+(the offload storages read through it) and compares ``fstat`` of it (size, modification time)
+with what it was then: one system call, made before each fetch of a weight reads the file. :func:`verify_crc` compares a weight's bytes with the
 CRC-32 recorded when accel wrote them.
 """
 
@@ -12,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import threading
 import weakref
 import zlib
 
@@ -69,11 +69,17 @@ class FileGuard:
         fd = os.open(path, os.O_RDONLY)
         self._finalizer = weakref.finalize(self, os.close, fd)
         self._fd = fd
+        self.lock = threading.Lock()
         stat = os.fstat(fd)
         self.size = stat.st_size if expected_size is None else expected_size
         self.mtime_ns = stat.st_mtime_ns
         if stat.st_size != self.size:
             raise self._resized(stat.st_size, None)
+
+    @property
+    def fd(self) -> int:
+        """The descriptor of the file as it was opened (reads through it see that file)."""
+        return self._fd
 
     def _resized(self, now: int, weight: str | None) -> OffloadedFileChangedError:
         return OffloadedFileChangedError(

@@ -1,28 +1,27 @@
-"""Weights kept on disk: raw ``.dat`` files and safetensors files, read through memory maps."""
+"""Weights kept on disk: the offload index, its writers, and the loader that reads weights
+through the registered offload storages."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import threading
-import zlib
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, Union
 
 import torch
 from torch import nn
 
-from ._contained import check_offload_entries, contained_path
-from ._file_guard import FileGuard, verify_crc
+from ._contained import check_offload_entries
+from ._file_guard import verify_crc
+from ._offload_layouts import INDEX_FILE, DatStorage, SafetensorsStorage
+from ._offload_storage import OffloadStorage, StoredWeight, open_storage, storage_name
 from ._progress import progress
-from ._safetensors_io import SafetensorsFile, st_dtype_name, writable_buffer, write_safetensors
+from ._safetensors_io import writable_buffer
 from ._sizes import resolve_dtype
 from ._tensors import Device, normalize_device, set_module_tensor_to_device
 
 PathLike = Union[str, "os.PathLike[str]"]
-INDEX_FILE = "index.json"
 
 
 def read_offload_index(folder: PathLike) -> dict[str, Any]:
@@ -51,10 +50,6 @@ def read_offload_index(folder: PathLike) -> dict[str, Any]:
     return index
 
 
-def _dat_path(folder: PathLike, weight_name: str) -> str:
-    return os.path.join(folder, f"{weight_name}.dat")
-
-
 def offload_weight(
     weight: torch.Tensor,
     weight_name: str,
@@ -73,42 +68,29 @@ def offload_weight(
     Returns:
         The updated index.
     """
-    os.makedirs(offload_folder, exist_ok=True)
-    data = weight.detach().cpu().contiguous()
-    shape = list(data.shape) or [1]
-    raw = writable_buffer(data)
-    with open(_dat_path(offload_folder, weight_name), "wb") as handle:
-        handle.write(raw)
+    entries = DatStorage(os.fspath(offload_folder)).write("", [(weight_name, weight)])
     if index is None:
         index = {}
-    index[weight_name] = {
-        "dtype": st_dtype_name(data.dtype),
-        "shape": shape,
-        "crc32": zlib.crc32(raw),
-    }
+    index.update(entries)
     return index
 
 
 def load_offloaded_weight(weight_file: PathLike, weight_info: Mapping[str, Any]) -> torch.Tensor:
-    """Memory-maps a ``.dat`` tensor written by :func:`offload_weight` (no copy)."""
-    dtype = resolve_dtype(weight_info["dtype"])
-    assert dtype is not None
-    shape = [int(d) for d in weight_info["shape"]]
-    count = 1
-    for d in shape:
-        count *= d
-    if count == 0:
-        return torch.empty(shape, dtype=dtype)
-    size = os.path.getsize(weight_file)
-    expected = count * torch.empty((), dtype=dtype).element_size()
-    if size != expected:
-        raise ValueError(
-            f"An offloaded weight file must hold shape x itemsize bytes; {weight_file} has {size} "
-            f"bytes but its index entry says {shape} of {dtype} ({expected} bytes). The offload "
-            f"folder is stale or corrupted: delete it and load the checkpoint again."
-        )
-    mapped = torch.from_file(str(weight_file), shared=False, size=count, dtype=dtype)
-    return mapped.view(shape)
+    """Reads a ``.dat`` tensor written by :func:`offload_weight` into memory.
+
+    Raises:
+        ValueError: when the file's size is not the entry's shape times its itemsize.
+    """
+    path = os.fspath(weight_file)
+    storage = DatStorage(os.path.dirname(path) or ".")
+    try:
+        where = storage.in_file(path, os.path.basename(path), weight_info)
+        tensor = torch.empty(where.shape, dtype=where.dtype)
+        if where.nbytes:
+            storage.read_into(where, 0, writable_buffer(tensor))
+    finally:
+        storage.close()
+    return tensor
 
 
 def save_offload_index(index: Mapping[str, Any], offload_folder: PathLike) -> None:
@@ -168,16 +150,19 @@ class PrefixedDataset(Mapping):
 class OffloadedWeightsLoader(Mapping):
     """A mapping name -> tensor over an in-memory state dict and weights offloaded to disk.
 
-    Disk weights come from an index (``index.json`` of ``save_folder``). An entry is either a
-    raw ``.dat`` file (``{"dtype", "shape"}``) or a tensor inside a safetensors file
-    (``{"safetensors_file", "weight_name", "dtype"}``). Each file is opened and memory-mapped once,
-    on first use; later lookups return views of the same mapping.
+    Disk weights come from an index (``index.json`` of ``save_folder``). Each entry is read
+    through the registered offload storage that claims it (see
+    :func:`register_offload_storage`): a raw ``.dat`` file (``{"dtype", "shape"}``), a tensor
+    inside a safetensors file (``{"safetensors_file", "weight_name", "dtype"}``), or a storage
+    registered from outside. Each lookup reads the weight's bytes into fresh memory of the
+    process: nothing is computed from a memory map of a file another process may shrink.
 
     Every lookup of a disk weight first checks (one ``fstat``) that its file still has the size
-    and modification time it had when the loader opened it, so a file truncated or rewritten
-    under a running model is an :class:`OffloadedFileChangedError` naming it, not a crash
-    (SIGBUS) or other bytes. A weight whose entry records a ``crc32`` (files accel wrote) has its
-    bytes checked against it the first time it is read.
+    and modification time it had when the loader opened it, and a read that finds the file
+    shorter is an error too, so a file truncated or rewritten under a running model is an
+    :class:`OffloadedFileChangedError` naming it, not a crash (SIGBUS) or other bytes. A weight
+    whose entry records a ``crc32`` (files accel wrote) has its bytes checked against it the
+    first time it is read.
 
     Args:
         state_dict: Tensors held in memory (looked up first).
@@ -205,40 +190,25 @@ class OffloadedWeightsLoader(Mapping):
         self.all_keys = list(self.state_dict)
         self.all_keys.extend(k for k in self.index if k not in self.state_dict)
         self.device = None if device is None else normalize_device(device)
-        self._files: dict[str, SafetensorsFile] = {}
-        self._dat: dict[str, torch.Tensor] = {}
-        self._guards: dict[str, FileGuard] = {}
+        self._storages: dict[str, OffloadStorage] = {}
+        self._located: dict[str, tuple[OffloadStorage, StoredWeight]] = {}
         self._verified: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
 
-    def _resolve(self, path: str) -> str:
-        if os.path.isabs(path) or self.save_folder is None:
-            return path
-        return os.path.join(self.save_folder, path)
-
-    def safetensors_file(self, path: str) -> SafetensorsFile:
-        """The (cached) open handle of a safetensors file named by an index entry."""
-        full = self._resolve(path)
-        handle = self._files.get(full)
-        if handle is None:
+    def stored(self, key: str) -> tuple[OffloadStorage, StoredWeight]:
+        """The storage of index entry ``key`` and where in it the weight's bytes are (its
+        source is opened on first use)."""
+        found = self._located.get(key)
+        if found is None:
+            info = self.index[key]
+            name = storage_name(key, info)
             with self._lock:
-                handle = self._files.get(full)
-                if handle is None:
-                    handle = SafetensorsFile(full)
-                    self._guards[full] = FileGuard(full, expected_size=handle.size)
-                    self._files[full] = handle
-        return handle
-
-    def file_guard(self, path: str) -> FileGuard:
-        """The guard of a file of this loader (opened now if needed): what the file was when
-        the loader opened it."""
-        guard = self._guards.get(path)
-        if guard is None:
-            with self._lock:
-                guard = self._guards.get(path)
-                if guard is None:
-                    guard = self._guards[path] = FileGuard(path)
-        return guard
+                storage = self._storages.get(name)
+                if storage is None:
+                    storage = self._storages[name] = open_storage(name, self.save_folder)
+            found = (storage, storage.locate(key, info))
+            self._located[key] = found
+        return found
 
     def check_bytes(self, key: str, path: str, start: int, stored: torch.Tensor) -> None:
         """Checks a weight's bytes against the CRC-32 its entry records, once per loader.
@@ -265,73 +235,38 @@ class OffloadedWeightsLoader(Mapping):
         self._verified.add((path, start))
 
     def disk_view(self, key: str) -> torch.Tensor:
-        """The memory-mapped tensor of an index entry, in the entry's dtype.
+        """The weight of an index entry, read from its storage into new memory, in the entry's
+        dtype.
 
         Raises:
             OffloadedFileChangedError: when its file changed since the loader opened it, or its
                 bytes differ from the CRC-32 recorded when accel wrote them.
         """
-        info = self.index[key]
-        if "safetensors_file" in info:
-            handle = self.safetensors_file(info["safetensors_file"])
-            name = info.get("weight_name", key)
-            self._guards[handle.path].check(key)  # before the mapping is touched
-            tensor = handle.view(name)
-            self.check_bytes(key, handle.path, handle.span(name)[0], tensor)
-            wanted = resolve_dtype(info.get("dtype"))
-            if wanted is not None and tensor.dtype != wanted:
-                tensor = tensor.to(wanted)
-            return tensor
-        if self.save_folder is None:
-            raise KeyError(f"{key!r} is a .dat entry but the loader has no save_folder.")
-        path = self._dat_file(key)
-        self.file_guard(path).check(key)
-        cached = self._dat.get(key)
-        if cached is None:
-            cached = load_offloaded_weight(path, info)
-            self._dat[key] = cached
-        self.check_bytes(key, path, 0, cached)
-        return cached
+        storage, where = self.stored(key)
+        tensor = torch.empty(where.shape, dtype=where.dtype)
+        if where.nbytes:
+            storage.check(where.source, key)
+            storage.read_into(where, 0, writable_buffer(tensor))
+            self.check_bytes(key, where.source, where.start, tensor)
+        wanted = resolve_dtype(self.index[key].get("dtype"))
+        if wanted is not None and tensor.dtype != wanted:
+            tensor = tensor.to(wanted)
+        return tensor
 
-    def file_span(self, key: str) -> tuple[str, int, int, torch.dtype, list[int]] | None:
-        """``(path, start, nbytes, dtype, shape)`` of a disk entry whose stored bytes are used as
-        they are, or ``None`` (entry held in memory, cast on lookup, or file of the wrong size)."""
+    def weight_span(self, key: str) -> tuple[OffloadStorage, StoredWeight] | None:
+        """``(storage, stored weight)`` of a disk entry whose stored bytes are used as they
+        are, or ``None`` (entry held in memory, cast on lookup, or not readable as indexed:
+        its lookup raises the error)."""
         if key in self.state_dict or key not in self.index:
             return None
-        info = self.index[key]
-        if "safetensors_file" in info:
-            handle = self.safetensors_file(info["safetensors_file"])
-            name = info.get("weight_name", key)
-            wanted = resolve_dtype(info.get("dtype"))
-            if name not in handle or (wanted is not None and wanted != handle.dtype(name)):
-                return None
-            start, end = handle.span(name)
-            return handle.path, start, end - start, handle.dtype(name), handle.shape(name)
-        if self.save_folder is None:
+        try:
+            storage, where = self.stored(key)
+        except (OSError, ValueError, KeyError):
             return None
-        dtype = resolve_dtype(info.get("dtype"))
-        path = self._dat_file(key)
-        if dtype is None or not os.path.isfile(path):
+        wanted = resolve_dtype(self.index[key].get("dtype"))
+        if wanted is not None and wanted != where.dtype:
             return None
-        shape = [int(d) for d in info["shape"]]
-        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        if os.path.getsize(path) != nbytes:
-            return None
-        self.file_guard(path)
-        return path, 0, nbytes, dtype, shape
-
-    def _dat_file(self, key: str) -> str:
-        """The ``.dat`` file of ``key``; one that resolves (through a link) outside the
-        folder is refused before any byte of it is read."""
-        folder = os.fspath(self.save_folder or "")
-        return contained_path(folder, f"{key}.dat", os.path.join(folder, INDEX_FILE), key)
-
-    def spans(self, key: str) -> tuple[SafetensorsFile, str] | None:
-        """``(file, tensor name)`` when ``key`` lives in a safetensors file, else ``None``."""
-        info = self.index.get(key)
-        if info is None or "safetensors_file" not in info:
-            return None
-        return self.safetensors_file(info["safetensors_file"]), info.get("weight_name", key)
+        return storage, where
 
     def __getitem__(self, key: str) -> torch.Tensor:
         if key in self.state_dict:
@@ -396,17 +331,4 @@ def write_offload_file(
         tensors: ``(name, tensor)`` pairs, written one at a time.
         dtypes: Cast these tensors to the given dtype as they are written.
     """
-    os.makedirs(folder, exist_ok=True)
-    crcs: dict[str, int] = {}
-    write_safetensors(Path(folder) / file_name, tensors, dtypes=dtypes, crc32s=crcs)
-    casts = dtypes or {}
-    return {
-        name: {
-            "safetensors_file": file_name,
-            "weight_name": name,
-            "dtype": st_dtype_name(casts.get(name, t.dtype)),
-            "shape": list(t.shape),
-            "crc32": crcs[name],
-        }
-        for name, t in tensors
-    }
+    return SafetensorsStorage(os.fspath(folder)).write(file_name, tensors, dtypes)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +13,6 @@ from ._file_guard import OffloadedFileChangedError
 from ._prefetch_pool import (
     READER_THREADS,
     BufferPool,
-    FileDescriptors,
     TensorSpan,
     advise_willneed,
     copy_into,
@@ -48,25 +46,10 @@ def touch_pages(tensor: torch.Tensor) -> None:
         flat[::_PAGE].max()
 
 
-def _shutdown(
-    executor: ThreadPoolExecutor, readers: ThreadPoolExecutor, descriptors: FileDescriptors
-) -> None:
-    """Stops the background threads (after their reads) and closes the file descriptors."""
+def _shutdown(executor: ThreadPoolExecutor, readers: ThreadPoolExecutor) -> None:
+    """Stops the background threads (after their reads)."""
     executor.shutdown(wait=True, cancel_futures=True)
     readers.shutdown(wait=True)
-    descriptors.close()
-
-
-def _release(descriptors: FileDescriptors) -> None:
-    """Closes the descriptors of a prefetcher nobody closed, from the garbage collector.
-
-    The collector may run this on any thread at any point, even while that thread holds a lock
-    of ``threading`` or ``concurrent.futures`` (inside ``Thread.start`` or another executor's
-    ``submit``), so it takes no lock and joins nothing. No read is in flight: queued reads hold
-    the prefetcher, which is gone. The idle background thread ends by itself once its executor
-    is collected.
-    """
-    descriptors.close_without_lock()
 
 
 class Prefetcher:
@@ -75,15 +58,16 @@ class Prefetcher:
     Up to ``layers_ahead`` modules are prepared ahead, in execution order, by one background
     thread, as long as their weights fit in a pool of ``pool_bytes``; the first module that does
     not fit waits until a running module gives its share back (when its forward ends). Weights
-    that sit in files (safetensors or ``.dat`` offload files) get a ``posix_fadvise(WILLNEED)``
-    on their byte ranges when they enter the pool, so the disk reads ahead. On the CPU they are
-    then used in place: the background thread pages in the memory-mapped file, so nothing is
-    copied. For a CUDA device the background thread reads them into page-locked pool buffers
-    and copies them to the device on a side stream. Weights held in memory (CPU offload) are
-    prepared as before: pages touched on the CPU, a copy on an accelerator. The order wraps
-    around, and each forward call starts the first modules at once; those prepared in place at
-    the end of the previous forward are prepared again (:meth:`refresh`), since the kernel may
-    have reclaimed their pages while the model was idle.
+    kept in an offload storage (safetensors or ``.dat`` offload files, or a registered storage)
+    get a read-ahead hint (``posix_fadvise(WILLNEED)`` for files) when they enter the pool, and
+    the background threads read them into the pool's reusable buffers: the module computes on
+    process memory, never on a memory map of a file another process may shrink, so a file
+    truncated during a forward is an :class:`OffloadedFileChangedError`, not a SIGBUS. For a
+    CUDA device the buffers are page-locked and copied to the device on a side stream. Weights
+    held in memory (CPU offload) are prepared as before: pages touched on the CPU, a copy on an
+    accelerator. The order wraps around, and each forward call starts the first modules at
+    once; modules prepared without a pool buffer at the end of the previous forward are
+    prepared again (:meth:`refresh`).
 
     Args:
         hooks: The offloading hooks, in execution order.
@@ -122,12 +106,14 @@ class Prefetcher:
         if pool_bytes is None:
             pool_bytes = DEFAULT_POOL_LAYERS * largest
         self.pool = BufferPool(pool_bytes, pin=pinned)
-        self.descriptors = FileDescriptors()
         self.pending: dict[int, tuple[Future, torch.Tensor | int | None]] = {}
         self.leased: dict[int, torch.Tensor | int] = {}
-        # CPU execution uses the memory-mapped pages in place (no copy); an accelerator gets
-        # them through the pool's page-locked buffers.
-        self.read_into_buffers = self.pool.pin
+        # Stored weights are read into the pool's buffers (page-locked for an accelerator);
+        # without them (False) each module's weights are read into new memory when prepared.
+        self.read_into_buffers = True
+        # Weights held in memory are copied into the pool's buffers only on their way to an
+        # accelerator.
+        self.stage_memory = self.pool.pin
         self.streams: dict[torch.device, Any] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accel-prefetch")
@@ -136,7 +122,7 @@ class Prefetcher:
         self.readers = ThreadPoolExecutor(
             max_workers=READER_THREADS, thread_name_prefix="accel-prefetch-read"
         )
-        self._finalizer = weakref.finalize(self, _release, self.descriptors)
+        self._closed = False
         self.hits = 0
         self.misses = 0
 
@@ -149,7 +135,7 @@ class Prefetcher:
     def _read(
         self, hook: AlignDevicesHook, plan: list[TensorSpan], buffer: torch.Tensor
     ) -> dict[str, torch.Tensor]:
-        values = fill(plan, buffer, self.descriptors, loader_of(hook.weights_map)[0], self.readers)
+        values = fill(plan, buffer, loader_of(hook.weights_map)[0], self.readers)
         return self._to_target(hook, values)
 
     def _stage(
@@ -242,7 +228,7 @@ class Prefetcher:
                 plan = self.plans.get(key)
                 if plan is None:
                     held = None
-                    if self.read_into_buffers:
+                    if self.stage_memory:
                         held = memory_plan(following.weights_map, following.offloaded_names)
                     if held is None or memory_bytes(held) > self.pool.capacity:
                         self.pending[key] = (self.executor.submit(self._prepare, following), None)
@@ -261,7 +247,7 @@ class Prefetcher:
                     lease = nbytes if self.pool.reserve(nbytes) else None
                 if lease is None:
                     break
-                advise_willneed(plan, self.descriptors)
+                advise_willneed(plan)
                 if isinstance(lease, int):
                     future = self.executor.submit(self._prepare, following)
                 else:
@@ -269,25 +255,24 @@ class Prefetcher:
                 self.pending[key] = (future, lease)
 
     def refresh(self) -> None:
-        """Prepares again the modules already prepared in place, at the start of a forward.
+        """Prepares again, at the start of a forward, the modules prepared outside the pool's
+        buffers (``read_into_buffers=False``) at the end of the previous one.
 
         The end of a forward prepares the first modules of the next one (the order wraps
-        around). Their pages sit in the page cache, not in process memory, so while the model
-        is idle between two forwards the kernel may reclaim them (a model bigger than its
-        memory budget is the case this is for); the next forward would then fault them in one
-        by one on the compute thread. Preparing them again on the background thread reads back
-        whatever was reclaimed, and costs one touch per page when nothing was. Weights read
-        into the pool's own buffers, or held in memory, are process memory and are left alone.
+        around); the model may then stay idle a long time. Reading those modules again on the
+        background thread checks their files as they are now, so the forward computes on what
+        the files hold when it starts. Weights read into the pool's own buffers, or held in
+        memory, are left alone.
         """
         with self.lock:
             for key, (future, lease) in list(self.pending.items()):
-                # An int lease: file pages used in place (the only weights the kernel reclaims).
+                # An int lease: weights prepared outside the pool's buffers.
                 if not isinstance(lease, int) or not future.done() or future.cancelled():
                     continue
                 hook = self.hooks[self.position[key]]
                 plan = self.plans.get(key)
                 if plan:
-                    advise_willneed(plan, self.descriptors)
+                    advise_willneed(plan)
                 self.pending[key] = (self.executor.submit(self._prepare, hook), lease)
 
     def _drop(self, entry: tuple[Future, torch.Tensor | int | None]) -> None:
@@ -305,8 +290,9 @@ class Prefetcher:
             for entry in self.pending.values():
                 entry[0].cancel()
             self.pending.clear()
-        if self._finalizer.detach() is not None:
-            _shutdown(self.executor, self.readers, self.descriptors)
+        if not self._closed:
+            self._closed = True
+            _shutdown(self.executor, self.readers)
         self.pool.clear()
 
 

@@ -1,9 +1,8 @@
-"""The read side of the prefetcher: where an offloaded module's weights sit on disk, a bounded
+"""The read side of the prefetcher: where an offloaded module's weights are stored, a bounded
 pool of reusable buffers, and the reads that fill one buffer with one module's weights."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Executor
@@ -13,7 +12,8 @@ from typing import Any
 import torch
 
 from ._offload import OffloadedWeightsLoader, PrefixedDataset
-from ._safetensors_io import read_span, writable_buffer
+from ._offload_storage import OffloadStorage, StoredWeight
+from ._safetensors_io import writable_buffer
 
 _ALIGN = 64
 READ_CHUNK_BYTES = 8 * 1024 * 1024
@@ -24,25 +24,22 @@ READER_THREADS = 4
 
 @dataclass(frozen=True)
 class TensorSpan:
-    """One tensor of an offloaded module, as bytes of a file.
+    """One tensor of an offloaded module, as bytes of a storage.
 
     Attributes:
         name: The tensor's name inside the module (``"weight"``, ``"sub.bias"``).
-        path: The file that holds it.
-        start: Offset of its first byte in the file.
-        nbytes: Its size in bytes.
-        dtype: Its dtype as stored (no cast needed to use it).
-        shape: Its shape.
-        key: Its entry in the offload index (the loader checks its file and bytes by it).
+        storage: The storage that reads it.
+        stored: Where its bytes are (their dtype needs no cast to be used).
     """
 
     name: str
-    path: str
-    start: int
-    nbytes: int
-    dtype: torch.dtype
-    shape: tuple[int, ...]
-    key: str = ""
+    storage: OffloadStorage
+    stored: StoredWeight
+
+    @property
+    def nbytes(self) -> int:
+        """Its size in bytes."""
+        return self.stored.nbytes
 
 
 def _aligned(n: int) -> int:
@@ -65,7 +62,7 @@ def loader_of(weights_map: Mapping[str, Any] | None) -> tuple[OffloadedWeightsLo
 
 
 def read_plan(weights_map: Mapping[str, Any] | None, names: list[str]) -> list[TensorSpan] | None:
-    """Where each of ``names`` lies on disk, or ``None`` when one of them is not a plain file span.
+    """Where each of ``names`` is stored, or ``None`` when one of them is not a plain span.
 
     Weights held in memory, or stored in another dtype than the one the loader hands out, have
     no plan: the prefetcher then prepares them the way a synchronous forward would.
@@ -76,11 +73,10 @@ def read_plan(weights_map: Mapping[str, Any] | None, names: list[str]) -> list[T
     plan: list[TensorSpan] = []
     for name in names:
         key = f"{prefix}{name}"
-        found = loader.file_span(key)
+        found = loader.weight_span(key)
         if found is None:
             return None
-        path, start, nbytes, dtype, shape = found
-        plan.append(TensorSpan(name, path, start, nbytes, dtype, tuple(shape), key))
+        plan.append(TensorSpan(name, *found))
     return plan
 
 
@@ -149,87 +145,42 @@ def copy_into(
     return values
 
 
-def advise_willneed(plan: list[TensorSpan], descriptors: FileDescriptors) -> None:
-    """Asks the kernel to start reading the plan's byte ranges into the page cache now."""
-    if not hasattr(os, "posix_fadvise"):
-        return
+def advise_willneed(plan: list[TensorSpan]) -> None:
+    """Asks the storages to start bringing the plan's bytes in now (the kernel reads ahead)."""
     for span in plan:
-        fd = descriptors.get(span.path)
-        if fd is not None:
-            os.posix_fadvise(fd, span.start, span.nbytes, os.POSIX_FADV_WILLNEED)
-
-
-class FileDescriptors:
-    """One read-only descriptor per file, opened on first use and shared by positional reads."""
-
-    def __init__(self) -> None:
-        self._fds: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def get(self, path: str) -> int | None:
-        """The descriptor of ``path`` (``None`` when it cannot be opened)."""
-        fd = self._fds.get(path)
-        if fd is None:
-            with self._lock:
-                fd = self._fds.get(path)
-                if fd is None:
-                    try:
-                        fd = os.open(path, os.O_RDONLY)
-                    except OSError:
-                        return None
-                    self._fds[path] = fd
-        return fd
-
-    def close_without_lock(self) -> None:
-        """Closes every descriptor without taking the lock (for the garbage collector, which may
-        run while this thread holds it; no other thread uses the descriptors then)."""
-        fds, self._fds = list(self._fds.values()), {}
-        for fd in fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        """Closes every descriptor."""
-        with self._lock:
-            fds, self._fds = list(self._fds.values()), {}
-        for fd in fds:
-            os.close(fd)
+        span.storage.advise(span.stored)
 
 
 def fill(
     plan: list[TensorSpan],
     buffer: torch.Tensor,
-    descriptors: FileDescriptors,
     loader: OffloadedWeightsLoader | None = None,
     readers: Executor | None = None,
 ) -> dict:
     """Reads every tensor of ``plan`` into ``buffer``; returns name -> tensor view of it.
 
-    With ``loader``, each file is checked to be the one the loader opened before it is read, and
-    each tensor's bytes are checked against the CRC-32 its entry records (once per loader). With
+    Each source is first checked to be the one its storage opened. With ``loader``, each
+    tensor's bytes are checked against the CRC-32 its entry records (once per loader). With
     ``readers``, the reads are cut into chunks of :data:`READ_CHUNK_BYTES` that its threads read
     at once (``preadv`` releases the GIL, so the copies out of the page cache use several cores).
 
     Raises:
-        OffloadedFileChangedError: when a file changed or a tensor's bytes fail their CRC.
+        OffloadedFileChangedError: when a file changed, or a tensor's bytes fail their CRC.
     """
-    if loader is not None:
-        for span in plan:
-            loader.file_guard(span.path).check(span.key)
+    for span in plan:
+        if span.nbytes:
+            span.storage.check(span.stored.source, span.stored.key or None)
     values: dict[str, torch.Tensor] = {}
     pieces: list[tuple[TensorSpan, torch.Tensor]] = []
-    reads: list[tuple[str, int, torch.Tensor, int | None]] = []
+    reads: list[tuple[TensorSpan, int, torch.Tensor]] = []
     offset = 0
     for span in plan:
         piece = buffer[offset : offset + span.nbytes]
         pieces.append((span, piece))
-        fd = descriptors.get(span.path) if span.nbytes else None
         step = READ_CHUNK_BYTES if readers is not None else max(span.nbytes, 1)
         for at in range(0, span.nbytes, step):
-            reads.append((span.path, span.start + at, piece[at : at + step], fd))
-        values[span.name] = piece.view(span.dtype).view(span.shape)
+            reads.append((span, at, piece[at : at + step]))
+        values[span.name] = piece.view(span.stored.dtype).view(span.stored.shape)
         offset += _aligned(span.nbytes)
     if readers is None or len(reads) < 2:
         for read in reads:
@@ -240,13 +191,14 @@ def fill(
     if loader is not None:
         for span, piece in pieces:
             if span.nbytes:
-                loader.check_bytes(span.key, span.path, span.start, piece)
+                stored = span.stored
+                loader.check_bytes(stored.key, stored.source, stored.start, piece)
     return values
 
 
-def _read_piece(read: tuple[str, int, torch.Tensor, int | None]) -> None:
-    path, start, piece, fd = read
-    read_span(path, start, writable_buffer(piece), fd=fd)
+def _read_piece(read: tuple[TensorSpan, int, torch.Tensor]) -> None:
+    span, at, piece = read
+    span.storage.read_into(span.stored, at, writable_buffer(piece))
 
 
 def _shared_elsewhere(buffer: torch.Tensor) -> bool | None:
@@ -265,8 +217,8 @@ class BufferPool:
     Weights read into the pool's own buffers are counted by buffer: a buffer is either free
     (kept for reuse, so its pages are not faulted in again) or leased to one module; one handed
     back while a tensor outside the pool still uses its memory is left to that tensor and no
-    longer counted. Weights prepared in place (pages of a memory-mapped file read ahead) are
-    counted by :meth:`reserve` until given back.
+    longer counted. Weights prepared outside the pool's buffers are counted by :meth:`reserve`
+    until given back.
 
     Args:
         capacity: The most bytes the pool's buffers may hold at once.
