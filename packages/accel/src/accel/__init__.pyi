@@ -39,6 +39,9 @@ from accel._training_checkpoints._rendezvous import (
 from accel._training_checkpoints._state_files import (
     UnsafeCheckpointError as UnsafeCheckpointError,
 )
+from accel._training_checkpoints._writer_lock import (
+    CheckpointLockedError as CheckpointLockedError,
+)
 from accel_bigmodel import (
     CheckpointKeysError as CheckpointKeysError,
     CorruptSafetensorsError as CorruptSafetensorsError,
@@ -123,6 +126,7 @@ __all__ = [
     "AutocastKwargs",
     "CheckpointIntegrityError",
     "CheckpointKeysError",
+    "CheckpointLockedError",
     "CheckpointSyncError",
     "CheckpointWriteError",
     "ConfigError",

@@ -203,6 +203,7 @@ ERRORS = {
     "AccelerateAlreadyImportedError": "accel._reexports._as_accelerate",
     "AsyncSaveError": "accel._training_checkpoints._async_save",
     "CheckpointIntegrityError": "accel._training_checkpoints._manifest",
+    "CheckpointLockedError": "accel._training_checkpoints._writer_lock",
     "CheckpointSyncError": "accel._training_checkpoints._rendezvous",
     "CheckpointWriteError": "accel._training_checkpoints._process_files",
     "StateRefusedError": "accel._training_checkpoints._load",

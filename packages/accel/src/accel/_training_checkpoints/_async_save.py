@@ -59,6 +59,7 @@ from ._process_files import (
 )
 from ._rendezvous import Rendezvous
 from ._state_files import view_key
+from ._writer_lock import release
 
 if TYPE_CHECKING:
     from ._parts import CheckpointParts
@@ -179,6 +180,8 @@ def start_async_save(
             torch.cuda.synchronize()
     except BaseException as exc:
         pool.reclaim()
+        if plan.writer:
+            release(plan.output_dir)
         # The others learn it at the "written" meeting, as in a synchronous save.
         rendezvous.meet("written", error=f"{type(exc).__name__}: {exc}")
         raise

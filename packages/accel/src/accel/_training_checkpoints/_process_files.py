@@ -58,6 +58,7 @@ from ._state_files import (
     stateful,
     weights_file_name,
 )
+from ._writer_lock import acquire, release
 
 if TYPE_CHECKING:
     from ._parts import CheckpointParts
@@ -350,7 +351,12 @@ def open_stage(plan: CommitPlan, rendezvous: Rendezvous) -> str:
     if plan.writer:
         try:
             check_target(plan.output_dir)
-            prepare_staging(plan.output_dir)
+            acquire(plan.output_dir)
+            try:
+                prepare_staging(plan.output_dir)
+            except BaseException:
+                release(plan.output_dir)
+                raise
         except Exception as exc:
             named = _named(plan, exc, STAGING_MARKER)  # a full disk names the file it refused
             rendezvous.meet("enter", error=_describe(named))
@@ -362,6 +368,7 @@ def open_stage(plan: CommitPlan, rendezvous: Rendezvous) -> str:
         # One checkpoint is one folder that every process writes into and one process commits.
         if plan.writer:
             shutil.rmtree(staging_dir(plan.output_dir), ignore_errors=True)
+            release(plan.output_dir)
         listed = ", ".join(f"process {rank}: {folder!r}" for rank, folder in enumerate(folders))
         raise ValueError(
             "save_state writes one checkpoint folder that every process shares, so every "
@@ -387,6 +394,19 @@ def finish_save(
         write: Writes this process's files into the staging folder.
         poll: Wait for the others by polling the store (from a background thread).
     """
+    try:
+        _finish_save(plan, rendezvous, write, poll)
+    finally:
+        if plan.writer:
+            release(plan.output_dir)
+
+
+def _finish_save(
+    plan: CommitPlan,
+    rendezvous: Rendezvous,
+    write: Callable[[], dict[str, Any]],
+    poll: bool,
+) -> None:
     try:
         counts = write()
     except BaseException as exc:

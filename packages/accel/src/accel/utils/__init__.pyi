@@ -85,6 +85,9 @@ from accel._training_checkpoints._state_files import (
 from accel._training_checkpoints._torch_load import (
     load as load,
 )
+from accel._training_checkpoints._writer_lock import (
+    CheckpointLockedError as CheckpointLockedError,
+)
 from accel_bigmodel import (
     AlignDevicesHook as AlignDevicesHook,
     CheckpointKeysError as CheckpointKeysError,
@@ -400,6 +403,7 @@ __all__ = [
     "CannotPadNestedTensorWarning",
     "CheckpointIntegrityError",
     "CheckpointKeysError",
+    "CheckpointLockedError",
     "CheckpointSyncError",
     "CheckpointWriteError",
     "ClearMLTracker",
