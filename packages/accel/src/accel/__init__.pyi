@@ -30,11 +30,11 @@ from accel._training_checkpoints._load import (
 from accel._training_checkpoints._manifest import (
     CheckpointIntegrityError as CheckpointIntegrityError,
 )
-from accel._training_checkpoints._process_files import (
-    CheckpointWriteError as CheckpointWriteError,
-)
 from accel._training_checkpoints._rendezvous import (
     CheckpointSyncError as CheckpointSyncError,
+)
+from accel._training_checkpoints._snapshot import (
+    CheckpointWriteError as CheckpointWriteError,
 )
 from accel._training_checkpoints._state_files import (
     UnsafeCheckpointError as UnsafeCheckpointError,

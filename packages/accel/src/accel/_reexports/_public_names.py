@@ -205,7 +205,7 @@ ERRORS = {
     "CheckpointIntegrityError": "accel._training_checkpoints._manifest",
     "CheckpointLockedError": "accel._training_checkpoints._writer_lock",
     "CheckpointSyncError": "accel._training_checkpoints._rendezvous",
-    "CheckpointWriteError": "accel._training_checkpoints._process_files",
+    "CheckpointWriteError": "accel._training_checkpoints._snapshot",
     "StateRefusedError": "accel._training_checkpoints._load",
     "UnsafeCheckpointError": "accel._training_checkpoints._state_files",
 }

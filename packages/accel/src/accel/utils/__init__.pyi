@@ -64,11 +64,11 @@ from accel._training_checkpoints._manifest import (
 from accel._training_checkpoints._model_weights import (
     save as save,
 )
-from accel._training_checkpoints._process_files import (
-    CheckpointWriteError as CheckpointWriteError,
-)
 from accel._training_checkpoints._rendezvous import (
     CheckpointSyncError as CheckpointSyncError,
+)
+from accel._training_checkpoints._snapshot import (
+    CheckpointWriteError as CheckpointWriteError,
 )
 from accel._training_checkpoints._state_files import (
     MODEL_NAME as MODEL_NAME,
