@@ -176,3 +176,46 @@ def test_no_module_is_over_500_lines_and_no_folder_over_25_modules() -> None:
     grouped = ("/accel/src/", "/accel-state/src/", "/accel-launch/src/")
     by_job = [c for c in crowded if any(folder in c for folder in grouped)]
     assert not by_job, "group these modules into subpackages by job:\n" + "\n".join(by_job)
+
+
+FACADE_FOLDERS = ["_engines", "_training_checkpoints", "_facade"]
+"""The facade's folders, lowest first: a folder imports only the folders below it."""
+
+BACK_UP_TO_MOVE = {
+    ("accel._engines._context", "accel._facade._prepared_objects"),
+    ("accel._engines._deepspeed_objects", "accel._facade._optimizer_wrappers"),
+    ("accel._engines._megatron_objects", "accel._facade._optimizer_wrappers"),
+    ("accel._engines._base", "accel._training_checkpoints._state_files"),
+    ("accel._engines._deepspeed_files", "accel._training_checkpoints._state_files"),
+    ("accel._engines._fsdp_io", "accel._training_checkpoints._state_files"),
+    ("accel._training_checkpoints._checkpointer", "accel._facade._prepared_objects"),
+    ("accel._training_checkpoints._parts", "accel._facade._prepared_objects"),
+    ("accel._training_checkpoints._functional", "accel._facade._prepared_objects"),
+    ("accel._training_checkpoints._functional", "accel._facade._unwrap"),
+    ("accel._training_checkpoints._fsdp_functions", "accel._facade._model_probes"),
+}
+"""Imports back up that exist today: the objects they name (the prepared-objects registry, the
+optimizer wrappers, the unwrapping and model probes, the state-file readers) are shared by the
+three folders and belong below them. The list only shrinks."""
+
+
+def test_the_facade_folders_import_only_downwards(tool: ModuleType) -> None:
+    packages = tool.find_packages()
+    rank = {f"accel.{folder}": i for i, folder in enumerate(FACADE_FOLDERS)}
+
+    def folder_of(module: str) -> str | None:
+        return next((f for f in rank if module == f or module.startswith(f + ".")), None)
+
+    back_up = set()
+    for item in tool.all_imports({"accel": packages["accel"]}):
+        source, target = folder_of(item.source), folder_of(item.target)
+        if source and target and rank[target] > rank[source]:
+            back_up.add((item.source, item.target))
+    new = sorted(back_up - BACK_UP_TO_MOVE)
+    assert not new, (
+        f"the facade's folders import downwards only ({' > '.join(reversed(FACADE_FOLDERS))}); "
+        f"these imports go back up: {new}. Move the object they need into the lower folder "
+        "(or below all three)."
+    )
+    gone = sorted(BACK_UP_TO_MOVE - back_up)
+    assert not gone, f"these imports back up are gone: remove them from BACK_UP_TO_MOVE: {gone}"

@@ -249,3 +249,40 @@ def test_current_key_name_places_a_submodule_in_the_whole_model():
     replace_with_bnb_layers(block, config, ["layers.3.1"], current_key_name=["layers", "3"])
     assert type(block[0]) is not torch.nn.Linear
     assert type(block[1]) is torch.nn.Linear
+
+
+def _retext(state, key, edit):
+    """Rewrite the packed JSON of ``key``'s quantization state, keeping its byte length."""
+    name = next(k for k in state if k.startswith(key + ".quant_state.bitsandbytes__"))
+    text = bytes(state[name].numpy()).decode()
+    changed = edit(text)
+    assert len(changed) == len(text) and changed != text
+    state[name] = torch.frombuffer(bytearray(changed.encode()), dtype=torch.uint8)
+    return name
+
+
+SAME_LENGTH = {
+    # q_proj is 128 x 128 (square: a swapped shape would still fit), gate_proj 256 x 128
+    "shape swapped": ("gate_proj", lambda t: t.replace("[256, 128]", "[128, 256]"), "'shape'"),
+    "blocksize": ("q_proj", lambda t: t.replace('"blocksize": 64', '"blocksize": 32'), "blocksize"),
+    "quant_type": ("q_proj", lambda t: t.replace('"nf4"', '"fp4"'), "'quant_type'"),
+    "dtype": ("q_proj", lambda t: t.replace('"float32",', '"int64",  ', 1), "'dtype'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_LENGTH))
+def test_a_same_length_edit_of_a_4bit_quant_state_is_refused(checkpoint, tmp_path, case):
+    from accel_precision import QuantStateMismatchError
+
+    _, folder = checkpoint
+    config = BnbQuantizationConfig(**NF4, bnb_4bit_use_double_quant=True)
+    model = load_and_quantize_model(empty_model(), config, folder)
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    layer, edit, field = SAME_LENGTH[case]
+    parent = "mlp" if layer == "gate_proj" else "self_attn"
+    key = f"model.layers.0.{parent}.{layer}.weight"
+    _retext(state, key, edit)
+    fresh = replace_with_bnb_layers(empty_model(), config, ["lm_head"])
+    with pytest.raises(QuantStateMismatchError, match=field) as refused:
+        fresh.load_state_dict(state, strict=False, assign=True)
+    assert key in str(refused.value) and "Nothing was loaded" in str(refused.value)

@@ -195,7 +195,9 @@ def test_crash_during_background_write_keeps_the_previous_checkpoint(tmp_path):
     )
     assert result.returncode == 3, result.stdout + result.stderr
     folder = tmp_path / "checkpoints"
-    assert sorted(os.listdir(folder)) == [".checkpoint_1.partial", "checkpoint_0"]
+    # The killed writer's lock stays too; the next save finds its process gone and takes it.
+    expected = [".checkpoint_1.lock", ".checkpoint_1.partial", "checkpoint_0"]
+    assert sorted(os.listdir(folder)) == expected
     assert (folder / ".checkpoint_1.partial" / "model.safetensors").exists()
 
     acc = Accelerator(

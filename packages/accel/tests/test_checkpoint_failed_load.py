@@ -354,3 +354,55 @@ def test_refused_bin_weights_change_nothing(tmp_path, how):
     if how == "wrong":
         acc.load_state(out, strict=False)  # the matching key loads, the others keep theirs
         assert torch.equal(run[1].state_dict()["0.weight"], torch.zeros(8, 4))
+
+
+def _set_momentum(state, shape):
+    state["state"][0]["momentum_buffer"] = torch.zeros(shape)
+
+
+def _add_exp_avg(state, shape):
+    state["state"][0]["exp_avg"] = torch.zeros(shape)
+
+
+def _set_lr(state, _):
+    state["param_groups"][0]["lr"] = "fast"
+
+
+def _set_betas(state, _):
+    state["param_groups"][0]["momentum"] = [0.9, "x"]
+
+
+def _set_last_epoch(state, _):
+    state["last_epoch"] = "x"
+
+
+VALUES = {
+    "momentum_buffer of another shape": ("optimizer.bin", _set_momentum, r"\['momentum_buffer'\]"),
+    "exp_avg of another shape": (
+        "optimizer.bin",
+        _add_exp_avg,
+        r"\['exp_avg'\] has shape \[4, 8\]",
+    ),
+    "lr a string": ("optimizer.bin", _set_lr, r"param_groups\[0\]\['lr'\] must be a number"),
+    "momentum a list": ("optimizer.bin", _set_betas, r"\['momentum'\] must be a number"),
+    "last_epoch a string": ("scheduler.bin", _set_last_epoch, r"'last_epoch' must be a number"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(VALUES))
+def test_a_value_torch_would_take_and_fail_on_later_is_refused_naming_it(tmp_path, case):
+    name, tamper, message = VALUES[case]
+    run = _run(tmp_path)
+    acc = run[0]
+    _steps(*run, count=3)
+    out = Path(acc.save_state(tmp_path / "ckpt"))
+    _steps(*run, count=2)
+    before = _snapshot(*run)
+    state = torch.load(out / name, weights_only=True)
+    tamper(state, (4, 8))  # parameter 0 is the 8 x 4 weight
+    torch.save(state, out / name)
+    _fix_manifest(out, name)
+    with pytest.raises(CheckpointIntegrityError, match=message) as refused:
+        acc.load_state(out)
+    assert name in str(refused.value) and "Nothing was restored" in str(refused.value)
+    _assert_same(before, _snapshot(*run))

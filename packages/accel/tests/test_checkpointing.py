@@ -279,7 +279,9 @@ def test_killed_save_keeps_previous_checkpoint(tmp_path):
     )
     assert result.returncode == -9, result.stdout + result.stderr
     folder = tmp_path / "checkpoints"
-    assert sorted(os.listdir(folder)) == [".checkpoint_1.partial", "checkpoint_0"]
+    # The killed writer's lock stays too; the next save finds its process gone and takes it.
+    expected = [".checkpoint_1.lock", ".checkpoint_1.partial", "checkpoint_0"]
+    assert sorted(os.listdir(folder)) == expected
     assert (folder / ".checkpoint_1.partial" / "model.safetensors").exists()
 
     acc = _accelerator(tmp_path, automatic_checkpoint_naming=True, total_limit=1)

@@ -19,6 +19,7 @@ _EXPORTS = {
     "get_quantized_model_device_map": "._bnb_load",
     "load_and_quantize_model": "._bnb_load",
     "quantize_and_offload_8bit": "._bnb_load",
+    "QuantStateMismatchError": "._bnb_state_check",
     "ConvertOutputsToFp32": "._fp32_outputs",
     "convert_outputs_to_fp32": "._fp32_outputs",
     "get_grad_scaler": "._fp32_outputs",

@@ -21,6 +21,9 @@ from ._bnb_load import (
     load_and_quantize_model as load_and_quantize_model,
     quantize_and_offload_8bit as quantize_and_offload_8bit,
 )
+from ._bnb_state_check import (
+    QuantStateMismatchError as QuantStateMismatchError,
+)
 from ._fp32_outputs import (
     ConvertOutputsToFp32 as ConvertOutputsToFp32,
     convert_outputs_to_fp32 as convert_outputs_to_fp32,
@@ -68,6 +71,7 @@ __all__ = [
     "FP8RecipeKwargs",
     "MSAMPRecipeKwargs",
     "PendingQuantization",
+    "QuantStateMismatchError",
     "TERecipeKwargs",
     "__version__",
     "autocast_context",

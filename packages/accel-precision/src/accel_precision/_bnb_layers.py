@@ -13,6 +13,7 @@ import torch
 from accel_bigmodel import find_tied_parameters
 
 from ._bnb_config import BnbQuantizationConfig
+from ._bnb_state_check import check_4bit_state
 from ._optional_backends import require_bnb
 
 
@@ -215,6 +216,7 @@ def _layer_classes() -> tuple[type, type]:
                     "full-precision weights with load_and_quantize_model instead."
                 )
                 return
+            check_4bit_state(key, weight, stats, self.out_features, self.in_features)
             self.weight = bnb.nn.Params4bit.from_prequantized(
                 weight.detach().clone(), stats, requires_grad=False, device=weight.device
             )

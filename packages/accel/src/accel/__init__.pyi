@@ -30,14 +30,17 @@ from accel._training_checkpoints._load import (
 from accel._training_checkpoints._manifest import (
     CheckpointIntegrityError as CheckpointIntegrityError,
 )
-from accel._training_checkpoints._process_files import (
-    CheckpointWriteError as CheckpointWriteError,
-)
 from accel._training_checkpoints._rendezvous import (
     CheckpointSyncError as CheckpointSyncError,
 )
+from accel._training_checkpoints._snapshot import (
+    CheckpointWriteError as CheckpointWriteError,
+)
 from accel._training_checkpoints._state_files import (
     UnsafeCheckpointError as UnsafeCheckpointError,
+)
+from accel._training_checkpoints._writer_lock import (
+    CheckpointLockedError as CheckpointLockedError,
 )
 from accel_bigmodel import (
     CheckpointKeysError as CheckpointKeysError,
@@ -70,6 +73,9 @@ from accel_launch import (
 from accel_pipeline import (
     PipelineTraceError as PipelineTraceError,
     prepare_pippy as prepare_pippy,
+)
+from accel_precision import (
+    QuantStateMismatchError as QuantStateMismatchError,
 )
 from accel_state import (
     AcceleratorState as AcceleratorState,
@@ -123,6 +129,7 @@ __all__ = [
     "AutocastKwargs",
     "CheckpointIntegrityError",
     "CheckpointKeysError",
+    "CheckpointLockedError",
     "CheckpointSyncError",
     "CheckpointWriteError",
     "ConfigError",
@@ -145,6 +152,7 @@ __all__ = [
     "PathOutsideCheckpointError",
     "PipelineTraceError",
     "ProfileKwargs",
+    "QuantStateMismatchError",
     "StateRefusedError",
     "UnsafeCheckpointError",
     "UntrustedPickleError",

@@ -165,8 +165,12 @@ FACADE_OWNED: dict[str, str] = {
         """save""",
     ),
     **_names(
-        "accel._training_checkpoints._process_files",
+        "accel._training_checkpoints._snapshot",
         """CheckpointWriteError""",
+    ),
+    **_names(
+        "accel._training_checkpoints._writer_lock",
+        """CheckpointLockedError""",
     ),
     **_names(
         "accel._training_checkpoints._rendezvous",

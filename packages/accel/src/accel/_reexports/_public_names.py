@@ -10,9 +10,9 @@ from ._owners import Owned
 # The exceptions a caller catches, each from the package that raises it; every one is at
 # ``accel.*`` and ``accel.utils.*`` (tests/test_public_exceptions.py lists them).
 ERRORS = """AccelerateAlreadyImportedError AsyncSaveError CheckpointIntegrityError CheckpointKeysError
-    CheckpointSyncError CheckpointWriteError ConfigError CorruptSafetensorsError DeviceMapError
+    CheckpointLockedError CheckpointSyncError CheckpointWriteError ConfigError CorruptSafetensorsError DeviceMapError
     DistributedOperationException OffloadedFileChangedError PathOutsideCheckpointError
-    PipelineTraceError StateRefusedError UnsafeCheckpointError UntrustedPickleError"""
+    PipelineTraceError QuantStateMismatchError StateRefusedError UnsafeCheckpointError UntrustedPickleError"""
 
 # Names at ``accel.*``.
 TOP_LEVEL = Owned(

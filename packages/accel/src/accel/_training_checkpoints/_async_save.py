@@ -50,18 +50,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ._process_files import (
-    CommitPlan,
-    finish_save,
-    open_stage,
-    take_snapshot,
-    write_snapshot,
-)
-from ._rendezvous import Rendezvous
 from ._state_files import view_key
 
 if TYPE_CHECKING:
-    from ._parts import CheckpointParts
+    pass
 
 _logger = logging.getLogger("accel.checkpointing")
 
@@ -143,56 +135,6 @@ class AsyncCheckpoint:
     def __repr__(self) -> str:
         state = "writing" if not self.done() else ("failed" if self._error else "committed")
         return f"AsyncCheckpoint({self.path!r}, {state})"
-
-
-def start_async_save(
-    checkpointer: CheckpointParts,
-    plan: CommitPlan,
-    safe_serialization: bool,
-    hooks: list[Callable[..., None]],
-    buffers: HostBuffers | None = None,
-) -> AsyncCheckpoint:
-    """Snapshot every state now and write the checkpoint on a background thread.
-
-    Call it on every process, as ``save_state``, and only once the previous asynchronous
-    save of the run is finished. Errors before the background write starts (a refused target,
-    a state that cannot be copied, an engine that cannot save asynchronously) are raised here,
-    with nothing committed.
-
-    Args:
-        checkpointer: The checkpointer of the run.
-        plan: The commit settings taken at the call (the folder among them).
-        safe_serialization: Weights as safetensors (else ``torch.save``).
-        hooks: The save-state pre-hooks.
-        buffers: Host memory of the previous asynchronous saves, reused for this copy.
-    """
-    checkpointer.engine.check_async_save()  # refuse before any process creates a folder
-    rendezvous = Rendezvous("save_state")
-    stage = open_stage(plan, rendezvous)
-    pool = buffers if buffers is not None else HostBuffers()
-    pin = torch.cuda.is_available()
-    try:
-        snapshot = take_snapshot(
-            checkpointer, stage, safe_serialization, hooks, copy=lambda s: host_copy(s, pool, pin)
-        )
-        if pin and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-    except BaseException as exc:
-        pool.reclaim()
-        # The others learn it at the "written" meeting, as in a synchronous save.
-        rendezvous.meet("written", error=f"{type(exc).__name__}: {exc}")
-        raise
-
-    def write() -> dict[str, Any]:
-        write_snapshot(snapshot, stage, safe_serialization)
-        return snapshot.counts
-
-    def finish() -> None:
-        finish_save(plan, rendezvous, write, poll=True)
-
-    handle = AsyncCheckpoint(plan.output_dir, finish, on_done=pool.reclaim)
-    handle._start()
-    return handle
 
 
 _in_flight: list[AsyncCheckpoint] = []

@@ -152,7 +152,7 @@ class Checkpointer:
         then either copy every state to host memory and write on a background thread
         (asynchronous), or write now; finally move the automatic name on. Writing means: the
         writer checks the target and opens a staging folder, every process writes its share
-        into it, and the writer commits the manifest and renames it (see ``_checkpointing``).
+        into it, and the writer commits the manifest and renames it (see ``_save_pipeline``).
 
         Returns:
             The folder written, or the :class:`AsyncCheckpoint` of an asynchronous save.
@@ -162,8 +162,9 @@ class Checkpointer:
                 "save_state passes no extra arguments to the weight writer of this engine; got "
                 f"{sorted(save_model_func_kwargs)}. Remove them."
             )
-        from ._async_save import HostBuffers, start_async_save
-        from ._process_files import CommitPlan, resolve_output_dir, save_checkpoint
+        from ._async_save import HostBuffers
+        from ._save_paths import resolve_output_dir
+        from ._save_pipeline import CommitPlan, save
 
         if async_save is None:
             async_save = self.project_configuration.async_save
@@ -177,11 +178,11 @@ class Checkpointer:
                 self.prewarm_thread.join()  # its buffers are this save's
             if self.save_buffers is None:
                 self.save_buffers = HostBuffers()
-            result = self.pending_save = start_async_save(
+            result = self.pending_save = save(
                 self, plan, safe_serialization, hooks, self.save_buffers
             )
         else:
-            result = save_checkpoint(self, plan, safe_serialization, hooks)
+            result = save(self, plan, safe_serialization, hooks)
         if self.project_configuration.automatic_checkpoint_naming:
             self.project_configuration.iteration += 1
         return result
@@ -216,8 +217,8 @@ class Checkpointer:
             ``"latest"`` and the project has no checkpoint yet (nothing was loaded).
         """
         from ._load import load_checkpoint
-        from ._process_files import LATEST, latest_checkpoint, resolve_input_dir
         from ._rendezvous import Rendezvous
+        from ._save_paths import LATEST, latest_checkpoint, resolve_input_dir
 
         self.wait_for_pending_save()
         rendezvous = Rendezvous("load_state")

@@ -31,6 +31,7 @@ from ._manifest import (
 )
 from ._reference_layout import is_reference_checkpoint
 from ._state_files import fsync_dir, fsync_file
+from ._writer_lock import remove_stale_locks
 
 STAGING_MARKER = ".accel_staging"
 _CHECKPOINT_RE = re.compile(r"^checkpoint_(\d+)$")
@@ -338,7 +339,8 @@ def checkpoint_index(path: str) -> int | None:
 def rotate(folder: str, total_limit: int, keep: str) -> list[str]:
     """Delete the oldest complete checkpoints beyond ``total_limit``; never ``keep``.
 
-    Stale staging folders of interrupted saves (made by accel) are removed too.
+    Stale staging folders of interrupted saves (made by accel), checkpoints whose removal a
+    kill interrupted and locks of writers that no longer run are removed too.
     """
     removed = []
     complete = checkpoints_in(folder)
@@ -349,16 +351,60 @@ def rotate(folder: str, total_limit: int, keep: str) -> list[str]:
             break
         if os.path.abspath(path) == keep:
             continue
-        shutil.rmtree(path, ignore_errors=True)
+        _remove_checkpoint(path)
         removed.append(path)
         excess -= 1
     for name in os.listdir(folder):
         stale = os.path.join(folder, name)
-        if name.startswith(".checkpoint_") and name.endswith(".partial"):
-            if _is_own_staging(stale):
-                shutil.rmtree(stale, ignore_errors=True)
+        if not name.startswith(".checkpoint_") or os.path.islink(stale):
+            continue
+        if name.endswith(".partial") and _is_own_staging(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+        elif name.endswith(_REMOVING) and os.path.isdir(stale):
+            _finish_removal(stale)
+    remove_stale_locks(folder)
     fsync_dir(folder)
     return removed
+
+
+_REMOVING = ".removing"
+
+
+def _remove_checkpoint(path: str) -> None:
+    """Delete the checkpoint ``path`` so that a kill at any moment leaves either the whole
+    checkpoint or a hidden ``.checkpoint_<i>.removing`` folder the next rotation finishes: it
+    is first renamed aside (atomic), then emptied with its manifest removed last, so the
+    folder holds a manifest (accel's) until it holds nothing."""
+    parent, name = os.path.split(os.path.abspath(path))
+    aside = os.path.join(parent, f".{name}{_REMOVING}")
+    if os.path.lexists(aside):
+        _finish_removal(aside)
+    if os.path.lexists(aside):
+        # Someone else's folder has that name: delete in place, manifest last.
+        aside = path
+    else:
+        os.replace(path, aside)
+    _finish_removal(aside)
+
+
+def _finish_removal(folder: str) -> None:
+    """Empty and remove ``folder``, a checkpoint being deleted: only while it holds its
+    manifest (or nothing: the kill came after the manifest went), never anyone else's."""
+    manifest = os.path.join(folder, MANIFEST_NAME)
+    if os.path.isfile(manifest):
+        for entry in os.listdir(folder):
+            child = os.path.join(folder, entry)
+            if entry == MANIFEST_NAME:
+                continue
+            if os.path.isdir(child) and not os.path.islink(child):
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                os.unlink(child)
+        os.unlink(manifest)
+    try:
+        os.rmdir(folder)  # refused (kept) when it holds files that are not accel's
+    except OSError:
+        pass
 
 
 def warn_world_size(manifest: Manifest, world_size: int, input_dir: str) -> None:

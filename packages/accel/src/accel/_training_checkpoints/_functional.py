@@ -19,7 +19,7 @@ from .._engines._base import Engine
 from .._facade._prepared_objects import PreparedObjects
 from .._facade._unwrap import extract_model_from_parallel
 from ._checkpointer import Checkpointer
-from ._process_files import CommitPlan, save_checkpoint
+from ._save_pipeline import CommitPlan, save
 from ._state_files import CUSTOM_NAME, check_loadable, load_object, save_object
 
 SAMPLER_NAME = "sampler"
@@ -131,7 +131,7 @@ def save_accelerator_state(
     )
     path = os.path.abspath(os.fspath(output_dir))
     plan = CommitPlan.of(checkpointer, path, step)
-    save_checkpoint(checkpointer, plan, safe_serialization, hooks=[])
+    save(checkpointer, plan, safe_serialization, hooks=[])
     return Path(path)
 
 

@@ -61,6 +61,7 @@ from ._state_files import (
     tied_aliases,
     weights_file_name,
 )
+from ._state_values import check_optimizer_values, check_scheduler_values
 
 if TYPE_CHECKING:
     import torch
@@ -100,6 +101,7 @@ class _CheckedFiles:
         name = indexed_name(OPTIMIZER_NAME, "bin", index)
         state = self.read(name)
         _check_optimizer_state(optimizer, state, index, self.input_dir)
+        check_optimizer_values(optimizer, state, name, self.input_dir)
         return state, name
 
 
@@ -202,6 +204,7 @@ def read_checkpoint(
     for i, scheduler in enumerate(schedulers):
         name = indexed_name(SCHEDULER_NAME, "bin", i)
         state = _mapping(read(name), f"scheduler {i}")
+        check_scheduler_values(scheduler, state, name, input_dir)
         plan.states.append((f"scheduler {i}", scheduler, state, name))
     _plan_scaler(checkpointer, plan, read)
     for i, obj in enumerate(customs):

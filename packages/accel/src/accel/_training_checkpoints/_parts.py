@@ -1,6 +1,6 @@
 """What the checkpoint functions use of a run, declared as protocols.
 
-The functions that write and read a checkpoint (``_process_files``, ``_load``,
+The functions that write and read a checkpoint (``_save_pipeline``, ``_load``,
 ``_async_save``) take these parts rather than the :class:`~._checkpointer.Checkpointer` that
 holds them, so that none of them imports the class that calls it.
 """

@@ -34,7 +34,7 @@ def arm_prewarm(checkpointer: Checkpointer, optimizer: torch.optim.Optimizer) ->
     a background thread (once per run; only when the project saves asynchronously)."""
     if not checkpointer.project_configuration.async_save or checkpointer.prewarm_armed:
         return
-    from ._process_files import is_writer  # only a run that saves asynchronously needs it
+    from ._save_paths import is_writer  # only a run that saves asynchronously needs it
 
     if not checkpointer.engine.replicated_states or not is_writer(checkpointer):
         return

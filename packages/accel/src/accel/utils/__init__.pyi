@@ -64,11 +64,11 @@ from accel._training_checkpoints._manifest import (
 from accel._training_checkpoints._model_weights import (
     save as save,
 )
-from accel._training_checkpoints._process_files import (
-    CheckpointWriteError as CheckpointWriteError,
-)
 from accel._training_checkpoints._rendezvous import (
     CheckpointSyncError as CheckpointSyncError,
+)
+from accel._training_checkpoints._snapshot import (
+    CheckpointWriteError as CheckpointWriteError,
 )
 from accel._training_checkpoints._state_files import (
     MODEL_NAME as MODEL_NAME,
@@ -80,6 +80,9 @@ from accel._training_checkpoints._state_files import (
 )
 from accel._training_checkpoints._torch_load import (
     load as load,
+)
+from accel._training_checkpoints._writer_lock import (
+    CheckpointLockedError as CheckpointLockedError,
 )
 from accel_bigmodel import (
     AlignDevicesHook as AlignDevicesHook,
@@ -204,6 +207,7 @@ from accel_precision import (
     FP8BackendType as FP8BackendType,
     FP8RecipeKwargs as FP8RecipeKwargs,
     MSAMPRecipeKwargs as MSAMPRecipeKwargs,
+    QuantStateMismatchError as QuantStateMismatchError,
     TERecipeKwargs as TERecipeKwargs,
     convert_model_to_fp8_ao as convert_model_to_fp8_ao,
     convert_outputs_to_fp32 as convert_outputs_to_fp32,
@@ -400,6 +404,7 @@ __all__ = [
     "CannotPadNestedTensorWarning",
     "CheckpointIntegrityError",
     "CheckpointKeysError",
+    "CheckpointLockedError",
     "CheckpointSyncError",
     "CheckpointWriteError",
     "ClearMLTracker",
@@ -457,6 +462,7 @@ __all__ = [
     "PrepareForLaunch",
     "ProfileKwargs",
     "ProjectConfiguration",
+    "QuantStateMismatchError",
     "RNGType",
     "RNG_STATE_NAME",
     "SAFE_MODEL_NAME",
