@@ -219,11 +219,22 @@ def readme_page(repo_url: str | None, branch: str = "main") -> str:
     return page if repo_url else page.replace("\n", "\n\n" + NO_ADDRESS + "\n", 1)
 
 
+def edit_uri_for(repo_url: str | None, edit_uri: str | None) -> str | None:
+    """The "edit this page" address of the build: ``edit_uri`` joined to ``repo_url``; with no
+    repository address only a full URL (``ACCEL_EDIT_URI=https://...``) is kept, since mkdocs
+    warns on each page for a relative one (and ``--strict`` aborts)."""
+    if repo_url or not edit_uri:
+        return edit_uri
+    return edit_uri if "://" in edit_uri else None
+
+
 def on_config(config: Any) -> Any:
-    """Show the version of accel-torch in the header and the footer of every page."""
+    """Show the version of accel-torch in the header and the footer of every page; drop the
+    edit link when the build has no repository address."""
     version = importlib.metadata.version("accel-torch")
     config.site_name = f"accel {version}"
     config.copyright = f"accel {version} · Apache License 2.0"
+    config.edit_uri = edit_uri_for(config.repo_url, config.edit_uri)
     return config
 
 

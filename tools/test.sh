@@ -118,7 +118,7 @@ run_docs() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
         echo "installed chromium"
     fi
-    NO_MKDOCS_2_WARNING=1 uv run --no-sync mkdocs build --strict --quiet -d build/site
+    NO_MKDOCS_2_WARNING=1 uv run --no-sync mkdocs build --strict -d build/site
     # every python block of docs/ and README.md; the charts helper; the browser check's own test
     uv run --no-sync pytest tests/docs -q -p no:cacheprovider
     # the home page and one API page in headless Chromium: any console error fails; screenshots

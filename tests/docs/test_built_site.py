@@ -44,9 +44,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return built
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)]
+    # without --quiet: mkdocs counts the warnings it logs, and --quiet hides them from --strict
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "WARNING" not in result.stderr, result.stderr[-3000:]
     return out
 
 
@@ -188,3 +190,27 @@ def test_a_repository_address_links_the_header_and_each_guide(
     monkeypatch.delenv("ACCEL_REPO_URL")
     assert load_config(str(ROOT / "mkdocs.yml")).repo_url is None
     assert "`ARCHITECTURE.md`" in hooks.readme_page(None)
+
+
+@pytest.mark.parametrize(
+    ("repo_url", "edit_uri", "expected"),
+    [
+        (None, None, None),  # mkdocs.yml's default, edit/main/docs/, has nothing to join
+        ("https://example.org/team/accel", None, "edit/main/docs/"),
+        (None, "https://example.org/team/accel/edit/main/docs/", "same"),
+        (None, "edit/dev/docs/", None),
+    ],
+)
+def test_a_build_without_an_address_has_no_relative_edit_link(
+    monkeypatch: pytest.MonkeyPatch, repo_url: str | None, edit_uri: str | None, expected: str
+) -> None:
+    # mkdocs warns once per page for a relative edit link with no repo_url: --strict aborts
+    from mkdocs.config import load_config
+
+    for name, value in (("ACCEL_REPO_URL", repo_url), ("ACCEL_EDIT_URI", edit_uri)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    config = hooks.on_config(load_config(str(ROOT / "mkdocs.yml")))
+    assert config.edit_uri == (edit_uri if expected == "same" else expected)
