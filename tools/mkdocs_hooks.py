@@ -5,6 +5,8 @@
   private module that defines it (the module's docstring gives the heading); the facade's page
   documents what ``accel`` defines and links every re-exported name to its package's page;
 - ``benchmarks/*.md`` and their charts: the committed results of ``benchmarks/results/``;
+- ``examples.md`` and ``changelog.md``: the scripts of ``examples/`` and the packages'
+  changelogs (``tools/docs_pages.py``); every ``examples/...`` path of a guide links to its file;
 - ``repository.md``: the repository's README, its links to files outside ``docs/`` made to point
   at the repository (``ACCEL_REPO_URL``) or written as paths when the build has no address.
 
@@ -36,6 +38,7 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from docs_pages import changelog_page, example_target, examples_page, link_example_paths  # noqa: E402
 from docs_roles import link_roles, roles_to_code  # noqa: E402
 from gen_cli_docs import render as render_cli  # noqa: E402
 
@@ -213,6 +216,9 @@ def readme_page(repo_url: str | None, branch: str = "main") -> str:
             return f"[{text}]({target.removeprefix('docs/')}{anchor})"
         if repo_url:
             return f"[{text}]({repo_url.rstrip('/')}/blob/{branch}/{target}{anchor})"
+        if target.startswith("examples"):
+            folder = target.removesuffix("README.md")
+            return f"[{text}]({example_target(folder, None, 'repository.md')})"
         return f"{text} (`{target}`)" if text.strip("`") != target else f"`{target}`"
 
     page = _LINK.sub(link, readme)
@@ -242,6 +248,8 @@ def on_files(files: Files, config: Any) -> Files:
     """Add the generated pages to the site."""
     files.append(File.generated(config, "repository.md", content=readme_page(config.repo_url)))
     files.append(File.generated(config, "cli.md", content=render_cli()))
+    files.append(File.generated(config, "examples.md", content=examples_page(config.repo_url)))
+    files.append(File.generated(config, "changelog.md", content=changelog_page()))
     files.append(File.generated(config, "api/index.md", content=api_index()))
     files.append(File.generated(config, "api/accel.md", content=facade_page()))
     for page, package_name, title, summary in API_PAGES:
@@ -264,7 +272,10 @@ def link_charts(markdown: str) -> str:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """Link every chart of the page to its full-size image."""
+    """Link every chart of the page to its full-size image, and each path of ``examples/`` to
+    the file (in the repository, or on the examples page)."""
+    if page.file.src_uri != "examples.md":
+        markdown = link_example_paths(markdown, config.repo_url, page.file.src_uri)
     return link_charts(markdown)
 
 
