@@ -37,12 +37,15 @@ def example_target(path: str, repo_url: str | None, page_uri: str, branch: str =
 
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
-_PATH = re.compile(r"(?<![\[\w])`(examples/[\w./-]*)`(?!\]\()")
+_PATH = re.compile(r"(?<![\[\w])`(examples/[\w./-]*|ARCHITECTURE\.md|CONTRIBUTING\.md)`(?!\]\()")
+"""An inline path to link: an example, or a file of the repository's root for contributors
+(linked only when the build has the repository's address: the site has no page of it)."""
 
 
 def link_example_paths(markdown: str, repo_url: str | None, page_uri: str) -> str:
     """Each inline ``examples/...`` path of ``markdown`` (outside code blocks and links) that
-    names an existing file or folder becomes a link (``example_target``)."""
+    names an existing file or folder becomes a link (``example_target``); so do
+    ``ARCHITECTURE.md`` and ``CONTRIBUTING.md`` when the build has the repository's address."""
     out, fence = [], ""
     for line in markdown.split("\n"):
         match = _FENCE.match(line)
@@ -54,6 +57,10 @@ def link_example_paths(markdown: str, repo_url: str | None, page_uri: str) -> st
                 path = found.group(1)
                 if not (ROOT / path).exists():
                     return found.group(0)
+                if not path.startswith("examples"):
+                    if not repo_url:
+                        return found.group(0)
+                    return f"[`{path}`]({repo_url.rstrip('/')}/blob/main/{path})"
                 return f"[`{path}`]({example_target(path, repo_url, page_uri)})"
 
             line = _PATH.sub(link, line)

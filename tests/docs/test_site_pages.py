@@ -60,7 +60,13 @@ def test_example_paths_link_to_the_examples_page_or_the_repository() -> None:
     assert "`examples/missing.py`." in out  # no such file: left as code
     assert "python `examples/quicktour.py`\n" in out  # code blocks are untouched
     assert "[`examples/cv_example.py`](somewhere)" in out
-    url = pages.link_example_paths(text, "https://example.org/team/accel", "training.md")
+    assert (
+        pages.link_example_paths("see `ARCHITECTURE.md`", None, "x.md") == "see `ARCHITECTURE.md`"
+    )
+    url = pages.link_example_paths(
+        text + "`ARCHITECTURE.md`", "https://example.org/team/accel", "x.md"
+    )
+    assert "(https://example.org/team/accel/blob/main/ARCHITECTURE.md)" in url
     assert "(https://example.org/team/accel/blob/main/examples/quicktour.py)" in url
     assert "(https://example.org/team/accel/tree/main/examples/by_feature)" in url
 
