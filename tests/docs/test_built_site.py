@@ -214,3 +214,32 @@ def test_a_build_without_an_address_has_no_relative_edit_link(
             monkeypatch.setenv(name, value)
     config = hooks.on_config(load_config(str(ROOT / "mkdocs.yml")))
     assert config.edit_uri == (edit_uri if expected == "same" else expected)
+
+
+HTML_TAGS = frozenset(
+    """a abbr article aside autoref b blockquote body br button circle code col colgroup dd del
+    details div dl dt em footer form g h1 h2 h3 h4 h5 h6 head header hr html i img input kbd label
+    li link main meta nav noscript ol option p path pre rect script section select small source
+    span strong style sub summary sup svg table tbody td textarea tfoot th thead title tr u ul
+    var""".split()
+)
+"""Every tag the site's pages use; anything else is text a browser swallows."""
+
+
+def unknown_tags(page: str) -> set[str]:
+    """Names of ``<name>`` tags in ``page`` that HTML does not know: a placeholder such as
+    ``<what>`` written in a docstring or a guide outside code, which the browser hides."""
+    return {tag.lower() for tag in re.findall(r"<([A-Za-z][\w-]*)[\s>/]", page)} - HTML_TAGS
+
+
+def test_the_placeholder_check_sees_a_swallowed_placeholder() -> None:
+    assert unknown_tags("<p><what> is not supported; got <got>.</p>") == {"what", "got"}
+    assert unknown_tags("<p><code>&lt;what&gt;</code> <span>x</span></p>") == set()
+
+
+def test_no_page_swallows_a_placeholder_as_an_html_tag(site: Path) -> None:
+    found = {name: tags for name, page in _pages(site).items() if (tags := unknown_tags(page))}
+    assert not found, (
+        "placeholders read as HTML tags (the browser hides them): write `{name}` or NAME, or "
+        f"put them in code: {found}"
+    )
