@@ -88,7 +88,9 @@ def _entries(package_name: str, names: list[str], section_level: int = 2) -> lis
             lines += [f"::: {package_name}.{name}", "    options:"]
             lines.append(f"      heading_level: {section_level + 1}")
             if _hidden_bases(package, getattr(package, name)):
+                # the members of the method groups shown with the class, not the groups
                 lines.append("      inherited_members: true")
+                lines.append("      show_bases: false")
             lines.append("")
     return lines
 
