@@ -5,6 +5,8 @@
   private module that defines it (the module's docstring gives the heading); the facade's page
   documents what ``accel`` defines and links every re-exported name to its package's page;
 - ``benchmarks/*.md`` and their charts: the committed results of ``benchmarks/results/``;
+- ``examples.md`` and ``changelog.md``: the scripts of ``examples/`` and the packages'
+  changelogs (``tools/docs_pages.py``); every ``examples/...`` path of a guide links to its file;
 - ``repository.md``: the repository's README, its links to files outside ``docs/`` made to point
   at the repository (``ACCEL_REPO_URL``) or written as paths when the build has no address.
 
@@ -34,6 +36,7 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
+from docs_pages import changelog_page, example_target, examples_page, link_example_paths  # noqa: E402
 from gen_cli_docs import render as render_cli  # noqa: E402
 
 # Page, package, title, one-line summary: the groups of the specification.
@@ -91,7 +94,9 @@ def _entries(package_name: str, names: list[str], section_level: int = 2) -> lis
             lines += [f"::: {package_name}.{name}", "    options:"]
             lines.append(f"      heading_level: {section_level + 1}")
             if _hidden_bases(package, getattr(package, name)):
+                # the members of the method groups shown with the class, not the groups
                 lines.append("      inherited_members: true")
+                lines.append("      show_bases: false")
             lines.append("")
     return lines
 
@@ -219,17 +224,31 @@ def readme_page(repo_url: str | None, branch: str = "main") -> str:
             return f"[{text}]({target.removeprefix('docs/')}{anchor})"
         if repo_url:
             return f"[{text}]({repo_url.rstrip('/')}/blob/{branch}/{target}{anchor})"
+        if target.startswith("examples"):
+            folder = target.removesuffix("README.md")
+            return f"[{text}]({example_target(folder, None, 'repository.md')})"
         return f"{text} (`{target}`)" if text.strip("`") != target else f"`{target}`"
 
     page = _LINK.sub(link, readme)
     return page if repo_url else page.replace("\n", "\n\n" + NO_ADDRESS + "\n", 1)
 
 
+def edit_uri_for(repo_url: str | None, edit_uri: str | None) -> str | None:
+    """The "edit this page" address of the build: ``edit_uri`` joined to ``repo_url``; with no
+    repository address only a full URL (``ACCEL_EDIT_URI=https://...``) is kept, since mkdocs
+    warns on each page for a relative one (and ``--strict`` aborts)."""
+    if repo_url or not edit_uri:
+        return edit_uri
+    return edit_uri if "://" in edit_uri else None
+
+
 def on_config(config: Any) -> Any:
-    """Show the version of accel-torch in the header and the footer of every page."""
+    """Show the version of accel-torch in the header and the footer of every page; drop the
+    edit link when the build has no repository address."""
     version = importlib.metadata.version("accel-torch")
     config.site_name = f"accel {version}"
     config.copyright = f"accel {version} · Apache License 2.0"
+    config.edit_uri = edit_uri_for(config.repo_url, config.edit_uri)
     return config
 
 
@@ -237,6 +256,8 @@ def on_files(files: Files, config: Any) -> Files:
     """Add the generated pages to the site."""
     files.append(File.generated(config, "repository.md", content=readme_page(config.repo_url)))
     files.append(File.generated(config, "cli.md", content=render_cli()))
+    files.append(File.generated(config, "examples.md", content=examples_page(config.repo_url)))
+    files.append(File.generated(config, "changelog.md", content=changelog_page()))
     files.append(File.generated(config, "api/index.md", content=api_index()))
     files.append(File.generated(config, "api/accel.md", content=facade_page()))
     for page, package_name, title, summary in API_PAGES:
@@ -259,5 +280,8 @@ def link_charts(markdown: str) -> str:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """Link every chart of the page to its full-size image."""
+    """Link every chart of the page to its full-size image, and each path of ``examples/`` to
+    the file (in the repository, or on the examples page)."""
+    if page.file.src_uri != "examples.md":
+        markdown = link_example_paths(markdown, config.repo_url, page.file.src_uri)
     return link_charts(markdown)

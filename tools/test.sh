@@ -2,7 +2,7 @@
 # The project's whole check: lint, import layers, types, every test, minimal installs (each
 # package alone, on each declared Python, on its lowest declared versions).
 # Usage: bash tools/test.sh              every step, in two lanes (BESIDE below), then the test
-#                                        steps alone (installs uv with pip when missing)
+#                                        steps alone (installs uv when missing: tools/uv.sh)
 #        bash tools/test.sh lint types   only the steps named, in the order given (CI runs the
 #                                        steps as parallel jobs: .github/workflows/ci.yml)
 #        bash tools/test.sh --list       the steps
@@ -118,7 +118,7 @@ run_docs() {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
         echo "installed chromium"
     fi
-    NO_MKDOCS_2_WARNING=1 uv run --no-sync mkdocs build --strict --quiet -d build/site
+    NO_MKDOCS_2_WARNING=1 uv run --no-sync mkdocs build --strict -d build/site
     # every python block of docs/ and README.md; the charts helper; the browser check's own test
     uv run --no-sync pytest tests/docs -q -p no:cacheprovider
     # the home page and one API page in headless Chromium: any console error fails; screenshots
@@ -197,8 +197,9 @@ for name in "${selected[@]}"; do
     fi
 done
 
-if ! command -v uv >/dev/null 2>&1; then
-    python3 -m pip install --quiet "uv>=0.8"
+if ! command -v uv >/dev/null 2>&1; then  # installed from PyPI, PEP 668-safe (tools/uv.sh says how)
+    uv_bin="$(bash tools/uv.sh --path)"
+    export PATH="$(dirname "$uv_bin"):$PATH"
 fi
 export UV_LINK_MODE="${UV_LINK_MODE:-hardlink}"
 # DeepSpeed compiles its CPU ops on first use; keep them between runs.

@@ -23,6 +23,8 @@ def test_the_accelerator_entry_shows_its_method_groups():
     hidden = {base.__name__ for base in hooks._hidden_bases(accel, accel.Accelerator)}
     assert {"PrepareMixin", "TrainingMixin", "OpsMixin", "TrackingMixin"} <= hidden
     assert "inherited_members: true" in _options("accel", "Accelerator")
+    # the method groups are internal: the page does not list them as bases
+    assert "show_bases: false" in _options("accel", "Accelerator")
 
 
 def test_a_class_whose_bases_are_documented_or_foreign_keeps_its_own_members():
@@ -33,4 +35,5 @@ def test_a_class_whose_bases_are_documented_or_foreign_keeps_its_own_members():
     assert hooks._hidden_bases(accel_state, accel_state.ProjectConfiguration) == []
     assert hooks._hidden_bases(accel_state, accel_state.AutocastKwargs) == []
     assert "inherited_members" not in _options("accel_state", "AutocastKwargs")
+    assert "show_bases" not in _options("accel_state", "AutocastKwargs")
     assert hooks._hidden_bases(accel_state, accel_state.set_seed) == []

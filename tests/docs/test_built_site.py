@@ -44,9 +44,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         return built
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)]
+    # without --quiet: mkdocs counts the warnings it logs, and --quiet hides them from --strict
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "WARNING" not in result.stderr, result.stderr[-3000:]
     return out
 
 
@@ -152,3 +154,56 @@ def test_a_repository_address_links_the_header_and_each_guide(
     monkeypatch.delenv("ACCEL_REPO_URL")
     assert load_config(str(ROOT / "mkdocs.yml")).repo_url is None
     assert "`ARCHITECTURE.md`" in hooks.readme_page(None)
+
+
+@pytest.mark.parametrize(
+    ("repo_url", "edit_uri", "expected"),
+    [
+        (None, None, None),  # mkdocs.yml's default, edit/main/docs/, has nothing to join
+        ("https://example.org/team/accel", None, "edit/main/docs/"),
+        (None, "https://example.org/team/accel/edit/main/docs/", "same"),
+        (None, "edit/dev/docs/", None),
+    ],
+)
+def test_a_build_without_an_address_has_no_relative_edit_link(
+    monkeypatch: pytest.MonkeyPatch, repo_url: str | None, edit_uri: str | None, expected: str
+) -> None:
+    # mkdocs warns once per page for a relative edit link with no repo_url: --strict aborts
+    from mkdocs.config import load_config
+
+    for name, value in (("ACCEL_REPO_URL", repo_url), ("ACCEL_EDIT_URI", edit_uri)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    config = hooks.on_config(load_config(str(ROOT / "mkdocs.yml")))
+    assert config.edit_uri == (edit_uri if expected == "same" else expected)
+
+
+HTML_TAGS = frozenset(
+    """a abbr article aside autoref b blockquote body br button circle code col colgroup dd del
+    details div dl dt em footer form g h1 h2 h3 h4 h5 h6 head header hr html i img input kbd label
+    li link main meta nav noscript ol option p path pre rect script section select small source
+    span strong style sub summary sup svg table tbody td textarea tfoot th thead title tr u ul
+    var""".split()
+)
+"""Every tag the site's pages use; anything else is text a browser swallows."""
+
+
+def unknown_tags(page: str) -> set[str]:
+    """Names of ``<name>`` tags in ``page`` that HTML does not know: a placeholder such as
+    ``<what>`` written in a docstring or a guide outside code, which the browser hides."""
+    return {tag.lower() for tag in re.findall(r"<([A-Za-z][\w-]*)[\s>/]", page)} - HTML_TAGS
+
+
+def test_the_placeholder_check_sees_a_swallowed_placeholder() -> None:
+    assert unknown_tags("<p><what> is not supported; got <got>.</p>") == {"what", "got"}
+    assert unknown_tags("<p><code>&lt;what&gt;</code> <span>x</span></p>") == set()
+
+
+def test_no_page_swallows_a_placeholder_as_an_html_tag(site: Path) -> None:
+    found = {name: tags for name, page in _pages(site).items() if (tags := unknown_tags(page))}
+    assert not found, (
+        "placeholders read as HTML tags (the browser hides them): write `{name}` or NAME, or "
+        f"put them in code: {found}"
+    )

@@ -35,3 +35,14 @@ def test_the_pattern_tells_the_names_apart() -> None:
     assert not WRONG.search("pip install accel-torch")
     assert not WRONG.search('pip install "accel-torch[deepspeed]"')
     assert not WRONG.search("pip install accel-bigmodel")
+
+
+def test_each_package_readme_says_how_to_install_before_it_is_published() -> None:
+    # `pip install accel-bigmodel` fails until the packages are on PyPI: each README says so
+    missing = [
+        readme.relative_to(ROOT).as_posix()
+        for readme in ROOT.glob("packages/*/README.md")
+        if "Not published on PyPI yet" not in readme.read_text(encoding="utf-8")
+        or "pip install --find-links dist" not in readme.read_text(encoding="utf-8")
+    ]
+    assert not missing, f"say how to install from a clone until the release: {missing}"

@@ -129,7 +129,7 @@ class ClearMLTracker(BackendTracker):
 
     def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
         """Report images (numpy arrays H x W or H x W x C, PIL images), one per key or a list
-        per key (the i-th image of a list goes to series "<series>/<i>").
+        per key (the i-th image of a list goes to the series `{series}/{i}`).
 
         Keys are split into title and series as in `log`; `kwargs` go to `report_image`.
         """

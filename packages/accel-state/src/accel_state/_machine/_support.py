@@ -52,8 +52,8 @@ def unsupported_distributed_type(value: str, got: str) -> str | None:
     ``"TPU"`` and ``"XLA"`` are refused only where ``torch_xla`` cannot be used.
 
     Returns:
-        ``"<what> is not supported ...; got <got>. <fix>; the README's support table lists what
-        each version supports."``, or None.
+        The message, `"{what} is not supported ...; got {got}. {fix}; the README's support
+        table lists what each version supports."`, or None.
     """
     kind = str(value).upper()
     if kind in _XLA_TYPES:
