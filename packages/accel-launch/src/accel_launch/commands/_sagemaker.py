@@ -258,6 +258,7 @@ _HONOURED = {
     "aws_access_key_id",
     "aws_secret_access_key",
     "command",  # the parser's own bookkeeping
+    "subcommand",
     "func",
 }
 """Flags a SageMaker launch reads; the config file decides everything else."""
