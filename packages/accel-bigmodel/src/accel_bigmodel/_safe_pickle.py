@@ -190,6 +190,12 @@ def safe_torch_load(
     except pickle.UnpicklingError as exc:
         refused = _first(_GLOBAL_IN_MESSAGE.search(str(exc))) or _unusual_global(name)
         raise _refusal(name, refused, "torch.load(weights_only=True)", opt_in) from None
+    except (RuntimeError, EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise RuntimeError(
+            f"torch.load reads files written by torch.save; {name} is not one, or is damaged "
+            f"or truncated ({type(exc).__name__}: {first}). Copy or save the file again."
+        ) from None
 
 
 # --------------------------------------------------------------------------- DCP
@@ -241,10 +247,19 @@ def read_dcp_metadata_safely(
             "exist. Pass the folder the sharded checkpoint was saved to."
         )
     with open(path, "rb") as handle:
-        if trust_pickles:
-            metadata = pickle.load(handle)
-        else:
-            metadata = _MetadataUnpickler(handle, path, opt_in).load()
+        try:
+            if trust_pickles:
+                metadata = pickle.load(handle)
+            else:
+                metadata = _MetadataUnpickler(handle, path, opt_in).load()
+        except UntrustedPickleError:
+            raise
+        except Exception as exc:  # a damaged pickle fails in any of the classes it builds
+            raise ValueError(
+                f"a DCP metadata file is a pickle of torch.distributed.checkpoint's Metadata; "
+                f"{path} does not unpickle ({type(exc).__name__}: {exc}). The file is damaged "
+                "or truncated: copy the checkpoint folder again, or save it again."
+            ) from None
     from torch.distributed.checkpoint.metadata import Metadata
 
     if not isinstance(metadata, Metadata):
