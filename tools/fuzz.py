@@ -89,20 +89,21 @@ def main(argv: list[str]) -> int:
     failed = 0
     for name, stats in results.items():
         found = stats.get("findings", {})
-        failed += len(found)
+        failed += sum(1 for f in found.values() if not registry.known(f["where"]))
         print(
             f"{name:22} {stats.get('inputs', 0):>9,} inputs {stats.get('seconds', 0):>7.1f} s "
             f"{stats.get('lines', '-'):>5} lines  {len(found)} findings"
         )
         for sig, f in found.items():
-            print(f"    {sig}: {f['kind']} at {f['where']}: {f['message'][:120]}")
-            if options.keep:
+            tag = " (known)" if registry.known(f["where"]) else ""
+            print(f"    {sig}{tag}: {f['kind']} at {f['where']}: {f['message'][:120]}")
+            if options.keep and not tag:
                 dest = ROOT / "tests" / "fuzz_regressions" / name
                 dest.mkdir(parents=True, exist_ok=True)
                 src = plan.out / "findings" / name / f"{sig}.bin"
                 if src.exists():
                     shutil.copy(src, dest / f"{sig}.bin")
-    print(f"{len(results)} targets, {failed} findings, {time.monotonic() - start:.0f} s")
+    print(f"{len(results)} targets, {failed} new findings, {time.monotonic() - start:.0f} s")
     if options.record:
         command = "python tools/fuzz.py " + " ".join(argv)
         page = ROOT / "benchmarks" / "results" / "fuzz.md"

@@ -37,6 +37,17 @@ class Target:
 
 TARGETS: dict[str, Target] = {}
 
+KNOWN: dict[str, str] = {
+    "accel-bigmodel/src/accel_bigmodel/_offload": "offload index entries and .dat reads are "
+    "being reworked; the findings there are recorded, not yet fixed",
+}
+"""Findings raised at these places are reported as known and do not fail a run."""
+
+
+def known(where: str) -> str | None:
+    """Why a finding raised at ``where`` is known, or ``None``."""
+    return next((why for place, why in KNOWN.items() if where.startswith(place)), None)
+
 
 def register(
     name: str,

@@ -12,7 +12,7 @@ from .registry import load_all
 _HEAD = """# Fuzzing the readers of outside bytes
 
 Made by `python tools/fuzz.py` (`--record`); how to run it:
-[untrusted files](../../docs/untrusted-files.md#fuzzing-the-readers). The property checked on
+[untrusted files](../untrusted-files.md#fuzzing-the-readers). The property checked on
 every input: the reader returns, or raises one of accel's own errors (or an error raised by a
 `raise` of accel's code, with its message); a raw `KeyError`, `TypeError`, `OverflowError`,
 `json.JSONDecodeError`, `MemoryError` (the address-space cap), a hang past the wall time per

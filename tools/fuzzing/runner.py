@@ -126,7 +126,10 @@ def _run(plan: Plan, targets: list[str], engine: str, seconds: float) -> str:
     except subprocess.TimeoutExpired as err:
         return f"worker ran past {budget:.0f} s: {(err.stderr or b'')[-300:]!r}"
     if proc.returncode != 0 and not (engine == "atheris" and "Done " in proc.stderr):
-        _died(plan, proc, set())
+        if engine != "replay":  # the coverage pass re-runs known inputs: no new finding there
+            _died(plan, proc, set())
+        for path in (plan.out / "current").glob("*"):
+            path.unlink()
         return proc.stderr
     if engine == "atheris":
         cov = re.findall(r"cov: (\d+) ft: (\d+)", proc.stderr)

@@ -155,6 +155,10 @@ def _env_prepare(root: Path) -> Context:
     return Context(seeds, {i: "text" for i in range(256)}, list(VARIABLES.values()))
 
 
+class StartupTraceback(Exception):
+    """The hook run at interpreter start raised: ``site`` prints a traceback at every start."""
+
+
 def _env_run(ctx: Context, data: bytes, scratch: Path) -> None:
     from accel_state.environment_variables import read_env
 
@@ -172,7 +176,10 @@ def _env_run(ctx: Context, data: bytes, scratch: Path) -> None:
         os.environ[name] = value
         try:
             with contextlib.redirect_stderr(io.StringIO()):
-                startup.install_from_environment()
+                try:  # runs at every interpreter start: any exception is a traceback there
+                    startup.install_from_environment()
+                except Exception as exc:
+                    raise StartupTraceback(f"{type(exc).__name__}: {exc}") from exc
         finally:
             os.environ.pop(name) if saved is None else os.environ.__setitem__(name, saved)
 
