@@ -159,29 +159,39 @@ class StartupTraceback(Exception):
     """The hook run at interpreter start raised: ``site`` prints a traceback at every start."""
 
 
+def _startup_hook(name: str, value: str) -> None:
+    """The hook ``accel_as_accelerate.pth`` runs at every interpreter start must never raise
+    (``site`` would print a traceback at every start): a bad value is told, not raised."""
+    from accel._reexports import _as_accelerate_startup as startup
+
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            startup.install_from_environment()
+    except Exception as exc:
+        raise StartupTraceback(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        os.environ.pop(name) if saved is None else os.environ.__setitem__(name, saved)
+
+
 def _env_run(ctx: Context, data: bytes, scratch: Path) -> None:
     from accel_state.environment_variables import read_env
 
     spec = ctx.state[data[0] % len(ctx.state)] if data else ctx.state[0]
     value = data[1:].replace(b"\0", b"").decode("utf-8", "surrogateescape")
     name = str(spec)
-    parsed = read_env(spec, None, {name: value})
+    try:
+        parsed = read_env(spec, None, {name: value})
+    except ValueError:
+        parsed = None
+        raise
+    finally:  # the start-up hook reads it too, whether read_env accepts it or not
+        if name == "ACCEL_AS_ACCELERATE" and parsed is not True:
+            _startup_hook(name, value)
     if name.endswith("TIMEOUT") and isinstance(parsed, (int, float)) and parsed > 0:
         threading.Lock().acquire(timeout=parsed)  # what a timer built from it would be given
         datetime.timedelta(seconds=parsed)
-    if name == "ACCEL_AS_ACCELERATE" and parsed is not True:  # read again at interpreter start
-        from accel._reexports import _as_accelerate_startup as startup
-
-        saved = os.environ.get(name)
-        os.environ[name] = value
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                try:  # runs at every interpreter start: any exception is a traceback there
-                    startup.install_from_environment()
-                except Exception as exc:
-                    raise StartupTraceback(f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            os.environ.pop(name) if saved is None else os.environ.__setitem__(name, saved)
 
 
 register(
