@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
         seconds=options.seconds or (3600.0 if long else 3.0),
         timeout=options.timeout,
         memory_mb=options.memory_mb,
-        out=(options.cache or ROOT / ".fuzz-cache" / label).resolve(),
+        out=(options.cache or ROOT / ".fuzz-cache" / label.split()[0]).resolve(),
         src=options.src,
         seed=options.seed,
     )

@@ -173,7 +173,7 @@ def campaign(plan: Plan, log: Any = print) -> dict[str, dict[str, Any]]:
                 if not error:
                     break
                 log(f"  {name}: worker died, restarting: {error[-200:]}")
-            _run(plan, [name], "replay", 0)
+            _run(plan, [name], "replay", plan.seconds)
     results = {}
     for name in plan.targets:
         stats = _stats(plan, name)

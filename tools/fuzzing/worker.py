@@ -161,7 +161,8 @@ def main(options: Any) -> None:
     for session in sessions:
         if options.engine == "replay":  # after atheris: its corpus, replayed under the tracer
             corpus = corpus_of(session)
-            lines = {"lines": lines_reached(session, corpus, 120), "corpus": len(corpus)}
+            spend = max(10.0, min(options.seconds / 4, 120.0))  # a quarter of the fuzzing
+            lines = {"lines": lines_reached(session, corpus, spend), "corpus": len(corpus)}
             (out / "stats" / f"{session.target.name}.lines.json").write_text(json.dumps(lines))
             continue
         fuzz_random(session, options.inputs, options.seconds, options.seed)
