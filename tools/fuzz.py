@@ -16,6 +16,7 @@ replays.
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import time
@@ -105,7 +106,7 @@ def main(argv: list[str]) -> int:
                     shutil.copy(src, dest / f"{sig}.bin")
     print(f"{len(results)} targets, {failed} new findings, {time.monotonic() - start:.0f} s")
     if options.record:
-        command = "python tools/fuzz.py " + " ".join(argv)
+        command = "python tools/fuzz.py " + shlex.join(argv).replace(f"{ROOT}/", "")
         page = ROOT / "benchmarks" / "results" / "fuzz.md"
         report.record(page, label, command, options.note, results)
     return 1 if failed else 0
