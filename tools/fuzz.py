@@ -43,6 +43,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--note", default="", help="text under the section's title")
     p.add_argument("--keep", action="store_true", help="copy findings to tests/fuzz_regressions")
     p.add_argument("--list", action="store_true", help="list the targets")
+    p.add_argument(
+        "--collect", action="store_true", help="report what the cache holds, run nothing"
+    )
     p.add_argument("--seed", type=int, default=0, help="random engine's seed")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
@@ -86,7 +89,7 @@ def main(argv: list[str]) -> int:
         seed=options.seed,
     )
     start = time.monotonic()
-    results = runner.campaign(plan)
+    results = runner.collect(plan) if options.collect else runner.campaign(plan)
     failed = 0
     for name, stats in results.items():
         found = stats.get("findings", {})

@@ -174,8 +174,16 @@ def campaign(plan: Plan, log: Any = print) -> dict[str, dict[str, Any]]:
                     break
                 log(f"  {name}: worker died, restarting: {error[-200:]}")
             _run(plan, [name], "replay", plan.seconds)
+    return collect(plan)
+
+
+def collect(plan: Plan) -> dict[str, dict[str, Any]]:
+    """The numbers the cache holds for each target of the plan that has run (also after an
+    interrupted campaign)."""
     results = {}
     for name in plan.targets:
+        if not (plan.out / "stats" / f"{name}.json").exists():
+            continue
         stats = _stats(plan, name)
         stats.update(_stats(plan, name, ".lines"))
         stats.update(_stats(plan, name, ".atheris"))
