@@ -435,6 +435,8 @@ CONFIG_FAMILIES: dict[str, _Family] = {
 
 
 def _check_token_ids(config: Mapping[str, Any], vocab: Any) -> None:
+    if isinstance(vocab, bool) or not isinstance(vocab, int):
+        raise _Unknown("vocab_size")  # a list or a text: transformers names the field
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
         value = config.get(key)
         values = value if isinstance(value, list) else [value]
