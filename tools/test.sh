@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS=(lint imports deps types minimal pythons lowest release cluster docs benchmarks gpu_dry_run tests reference_suite client_suites xla)
+STEPS=(lint imports deps types fuzz minimal pythons lowest release cluster docs benchmarks gpu_dry_run tests reference_suite client_suites xla)
 # When every step runs, the steps that mostly wait on downloads and work in environments of their
 # own (system packages; accel-bigmodel and accel-trackers on the other Pythons and on the lowest
 # versions; XLA; the release dry run) run in a second lane beside the steps that time nothing
@@ -18,7 +18,7 @@ STEPS=(lint imports deps types minimal pythons lowest release cluster docs bench
 # the machine.
 # Same steps, same checks, less waiting: the downloads overlap the single-threaded checks.
 BESIDE=(cluster pythons lowest xla release)
-FIRST=(lint imports deps types docs benchmarks gpu_dry_run)
+FIRST=(lint imports deps types fuzz docs benchmarks gpu_dry_run)
 AFTER=(minimal tests reference_suite client_suites)
 
 step() { printf '\n== %s\n' "$*"; }
@@ -145,6 +145,17 @@ run_benchmarks() {
 
 # The GPU check's dry run: the same script as on a GPU, every CUDA part skipped and named, so
 # that it still runs when a GPU is there (docs/gpu-check.md). tests/gpu runs here, not below.
+# Every reader of outside bytes (files, environment, command line) fed mutated real saves for
+# 2 s each, with the random engine in one process (tools/fuzz.py; the campaign with atheris is
+# `python tools/fuzz.py --long`, docs/untrusted-files.md). A finding fails the step.
+run_fuzz() {
+    step "fuzz: every reader of outside bytes, a few seconds each (tools/fuzz.py --short)"
+    local fuzz_out
+    fuzz_out="$(mktemp -d)"
+    OMP_NUM_THREADS=1 uv run --no-sync python tools/fuzz.py --short --seconds 2 --cache "$fuzz_out"
+    rm -rf "$fuzz_out"
+}
+
 run_gpu_dry_run() {
     step "GPU check, dry run on the CPU (tools/gpu_check.sh --dry-run)"
     bash tools/gpu_check.sh --dry-run
@@ -221,7 +232,7 @@ run_steps() {
 
 sync_workspace() {
     step "sync the workspace (locked)"
-    uv sync --locked --all-packages --group bench --group docs --group release --group ecosystem --quiet  # bench: the reference library, for the differential tests in tests/parity; docs: mkdocs; release: towncrier; ecosystem: transformers, peft, trl, diffusers for tests/ecosystem
+    uv sync --locked --all-packages --group bench --group docs --group release --group ecosystem --group fuzz --quiet  # bench: the reference library, for the differential tests in tests/parity; docs: mkdocs; release: towncrier; ecosystem: transformers, peft, trl, diffusers for tests/ecosystem; fuzz: atheris
 }
 
 if [ "$#" != 0 ]; then

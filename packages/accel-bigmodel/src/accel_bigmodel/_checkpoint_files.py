@@ -51,7 +51,7 @@ def _read_index(index_file: str) -> CheckpointFiles:
     try:
         with open(index_file, encoding="utf-8") as handle:
             index = json.load(handle)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(
             f"A checkpoint index must be JSON with a 'weight_map' object; {index_file} is not "
             f"valid JSON ({exc}). Re-download or re-save the checkpoint."

@@ -69,7 +69,7 @@ def _rotary_length(
             raise _Unknown(key)
         params.update(value)
     kind = params.get("rope_type", params.get("type", "default"))
-    if kind not in _ROPE_TYPES:
+    if not isinstance(kind, str) or kind not in _ROPE_TYPES:
         raise _Unknown("rope_type")
     if "partial_rotary_factor" in params:
         partial = params["partial_rotary_factor"]
@@ -435,6 +435,8 @@ CONFIG_FAMILIES: dict[str, _Family] = {
 
 
 def _check_token_ids(config: Mapping[str, Any], vocab: Any) -> None:
+    if isinstance(vocab, bool) or not isinstance(vocab, int):
+        raise _Unknown("vocab_size")  # a list or a text: transformers names the field
     for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
         value = config.get(key)
         values = value if isinstance(value, list) else [value]

@@ -66,7 +66,15 @@ class FileGuard:
 
     def __init__(self, path: str, expected_size: int | None = None) -> None:
         self.path = path
-        fd = os.open(path, os.O_RDONLY)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as err:  # the same class (FileNotFoundError ...), with what to do
+            raise OSError(
+                err.errno,
+                f"An offloaded weight's file must exist and be readable; it cannot be opened "
+                f"({err.strerror}). {_RESTORE}",
+                path,
+            ) from err
         self._finalizer = weakref.finalize(self, os.close, fd)
         self._fd = fd
         self.lock = threading.Lock()

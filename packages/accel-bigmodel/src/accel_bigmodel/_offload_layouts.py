@@ -82,6 +82,31 @@ class SafetensorsStorage(FileStorage):
         }
 
 
+def _dat_entry(key: str, entry: Mapping[str, Any]) -> tuple[torch.dtype, tuple[int, ...]]:
+    """The dtype and shape of a ``.dat`` index entry, checked before any size is computed.
+
+    Raises:
+        ValueError: when the entry lacks either, or holds something that is not one.
+    """
+    dtype_name, shape = entry.get("dtype"), entry.get("shape")
+    if not isinstance(dtype_name, str) or not isinstance(shape, list):
+        raise ValueError(
+            "An offload index entry of a .dat file must hold 'dtype' (a name like 'float16') and "
+            f"'shape' (a list of whole numbers); {key!r} holds dtype={dtype_name!r}, "
+            f"shape={shape!r}. The offload folder is stale or corrupted: delete it and load the "
+            "checkpoint again."
+        )
+    if not all(type(d) is int and 0 <= d < 2**62 for d in shape):
+        raise ValueError(
+            "An offload index entry's 'shape' must be a list of whole numbers from 0 up; "
+            f"{key!r} has {shape!r}. The offload folder is stale or corrupted: delete it and load "
+            "the checkpoint again."
+        )
+    dtype = resolve_dtype(dtype_name)
+    assert dtype is not None
+    return dtype, tuple(shape)
+
+
 class DatStorage(FileStorage):
     """One raw file ``{folder}/{key}.dat`` per tensor; an entry holds ``{"dtype", "shape"}``."""
 
@@ -99,9 +124,7 @@ class DatStorage(FileStorage):
         Raises:
             ValueError: when the file's size is not the entry's shape times its itemsize.
         """
-        dtype = resolve_dtype(entry["dtype"])
-        assert dtype is not None
-        shape = tuple(int(d) for d in entry["shape"])
+        dtype, shape = _dat_entry(key, entry)
         nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
         stored = StoredWeight(path, 0, nbytes, dtype, shape, key)
         if nbytes == 0:

@@ -169,6 +169,12 @@ def storage_name(key: str, entry: Mapping[str, Any]) -> str:
     Raises:
         ValueError: when the entry names an unknown storage, or no storage claims it.
     """
+    if not isinstance(entry, Mapping):
+        raise ValueError(
+            "Each entry of an offload index must be an object describing one weight; "
+            f"{key!r} holds {type(entry).__name__} {entry!r:.80}. The offload folder is stale or "
+            "corrupted: delete it and load the checkpoint again."
+        )
     registrations = _registrations()
     named = entry.get(STORAGE_KEY)
     if named is not None:

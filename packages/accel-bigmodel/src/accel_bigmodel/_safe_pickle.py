@@ -15,6 +15,7 @@ goes through one of two restricted readers, unless the caller opts in by name:
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import re
@@ -190,6 +191,12 @@ def safe_torch_load(
     except pickle.UnpicklingError as exc:
         refused = _first(_GLOBAL_IN_MESSAGE.search(str(exc))) or _unusual_global(name)
         raise _refusal(name, refused, "torch.load(weights_only=True)", opt_in) from None
+    except (RuntimeError, EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise RuntimeError(
+            f"torch.load reads files written by torch.save; {name} is not one, or is damaged "
+            f"or truncated ({type(exc).__name__}: {first}). Copy or save the file again."
+        ) from None
 
 
 # --------------------------------------------------------------------------- DCP
@@ -241,10 +248,19 @@ def read_dcp_metadata_safely(
             "exist. Pass the folder the sharded checkpoint was saved to."
         )
     with open(path, "rb") as handle:
-        if trust_pickles:
-            metadata = pickle.load(handle)
-        else:
-            metadata = _MetadataUnpickler(handle, path, opt_in).load()
+        try:
+            if trust_pickles:
+                metadata = pickle.load(handle)
+            else:
+                metadata = _MetadataUnpickler(handle, path, opt_in).load()
+        except UntrustedPickleError:
+            raise
+        except Exception as exc:  # a damaged pickle fails in any of the classes it builds
+            raise ValueError(
+                f"a DCP metadata file is a pickle of torch.distributed.checkpoint's Metadata; "
+                f"{path} does not unpickle ({type(exc).__name__}: {exc}). The file is damaged "
+                "or truncated: copy the checkpoint folder again, or save it again."
+            ) from None
     from torch.distributed.checkpoint.metadata import Metadata
 
     if not isinstance(metadata, Metadata):
@@ -252,8 +268,58 @@ def read_dcp_metadata_safely(
             f"a DCP metadata file holds a torch.distributed.checkpoint Metadata object; {path} "
             f"holds a {type(metadata).__name__}. Pass an intact checkpoint folder."
         )
+    _check_tensor_entries(metadata, path)
     _check_storage_entries(metadata, os.fspath(checkpoint_dir), path)
     return metadata
+
+
+def _dims(value: Any) -> bool:
+    """A shape, offset or size list of a DCP entry: ints >= 0 whose product fits 63 bits."""
+    try:
+        dims = list(value)
+    except (TypeError, ValueError, OverflowError):  # torch.Size of an int past 64 bits
+        return False
+    ok = all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
+    return ok and math.prod(dims) < 2**63
+
+
+def _shown(value: Any) -> str:
+    try:
+        return repr(value)[:200]
+    except Exception:  # a damaged object may not even print
+        return f"<a {type(value).__name__} that cannot be printed>"
+
+
+def _check_tensor_entries(metadata: Any, path: str) -> None:
+    """Refuse tensor entries whose shape, dtype or chunks are not what DCP writes."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    entries = getattr(metadata, "state_dict_metadata", None)
+    if not isinstance(entries, Mapping):
+        raise ValueError(
+            f"a DCP metadata file maps each saved name to its metadata; {path} holds a "
+            f"{type(entries).__name__} there. Pass an intact checkpoint folder."
+        )
+    for key, meta in entries.items():
+        if not isinstance(meta, TensorStorageMetadata):
+            continue
+        dtype = getattr(getattr(meta, "properties", None), "dtype", None)
+        chunks: Any = getattr(meta, "chunks", None)
+        size: Any = getattr(meta, "size", None)
+        good = isinstance(dtype, torch.dtype) and _dims(size) and isinstance(chunks, list)
+        if good:
+            good = all(
+                _dims(getattr(c, "offsets", None))
+                and _dims(getattr(c, "sizes", None))
+                and len(c.offsets) == len(c.sizes) == len(size)
+                for c in chunks
+            )
+        if not good:
+            raise ValueError(
+                f"a DCP tensor entry has a shape of ints >= 0, a torch dtype and chunks of the "
+                f"same rank; {path} gives {key!r} shape {_shown(size)}, dtype {_shown(dtype)}. Pass an "
+                "intact checkpoint folder."
+            )
 
 
 def _check_storage_entries(metadata: Any, folder: str, path: str) -> None:

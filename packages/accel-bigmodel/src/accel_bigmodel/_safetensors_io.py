@@ -203,12 +203,18 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
     for name, info in header.items():
         try:
             dtype = _ST_TO_TORCH[info["dtype"]]
-            shape = [int(d) for d in info["shape"]]
-            begin, end = (int(x) for x in info["data_offsets"])
+            shape = list(info["shape"])
+            begin, end = info["data_offsets"]
         except (KeyError, TypeError, ValueError):
             raise _corrupt(
                 path, f"entry {name!r} has a malformed or unknown dtype/shape/offsets"
             ) from None
+        if not all(_is_int(x) for x in (*shape, begin, end)):
+            raise _corrupt(
+                path,
+                f"entry {name!r} has shape {shape} and offsets {[begin, end]}; each must be a "
+                "JSON integer, as the safetensors library requires",
+            )
         if any(d < 0 for d in shape):
             raise _corrupt(path, f"tensor {name!r} has a negative dimension in shape {shape}")
         itemsize = torch.empty((), dtype=dtype).element_size()
@@ -222,6 +228,10 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
         spans.append((begin, end, name))
     _check_tiling(path, sorted(spans), data_size)
     return header, metadata, data_start
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_tiling(path: str, spans: list[tuple[int, int, str]], data_size: int) -> None:

@@ -55,6 +55,7 @@ _NOT_SETTINGS = {
     "multi_gpu",
     "func",
     "command",
+    "subcommand",
 }
 _ENGINE_FLAGS = {
     "use_deepspeed": "DEEPSPEED",

@@ -352,7 +352,10 @@ def read_raw(path: Path) -> dict[str, Any]:
             f"{str(err).splitlines()[0]}. Remove the `!!python/...` tag and write the plain "
             "value, or regenerate the file with `accel config`."
         ) from None
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
+    except ConfigError:
+        raise
+    except (json.JSONDecodeError, yaml.YAMLError, ValueError) as err:
+        # ValueError: a tag's value YAML cannot build (`!!int abc`, `!!float x`)
         raise ConfigError(
             f"config file {str(path)!r} does not parse: {err}. Fix the syntax or regenerate "
             "it with `accel config`."

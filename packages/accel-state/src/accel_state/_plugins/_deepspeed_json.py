@@ -31,8 +31,19 @@ class HfDeepSpeedConfig:
                     "a DeepSpeed config must be a dict or the path of an existing JSON file; "
                     f"got {path!r}, which is not a file. Check the path."
                 )
-            with open(path, encoding="utf-8") as handle:
-                config = json.load(handle)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    config = json.load(handle)
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                raise ValueError(
+                    f"a DeepSpeed config file holds one JSON object; {path!r} is not valid JSON "
+                    f"({err}). Fix the file, or pass the config as a dict."
+                ) from None
+            if not isinstance(config, dict):
+                raise ValueError(
+                    f"a DeepSpeed config file holds one JSON object; {path!r} holds a "
+                    f"{type(config).__name__}. Write the settings as an object ({{...}})."
+                )
         else:
             raise TypeError(
                 "a DeepSpeed config must be a dict or the path of a JSON file; got "
