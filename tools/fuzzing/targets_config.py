@@ -93,8 +93,8 @@ def _estimate_prepare(root: Path) -> Context:
 
 
 def _estimate_run(ctx: Context, data: bytes, scratch: Path) -> None:
-    from accel_launch.commands._estimate_cmd import estimate_rows
     from accel_launch.cli import parse_args
+    from accel_launch.commands._estimate_cmd import estimate_rows
 
     (scratch / "config.json").write_bytes(data)
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):

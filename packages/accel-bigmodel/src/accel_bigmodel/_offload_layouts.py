@@ -82,7 +82,7 @@ class SafetensorsStorage(FileStorage):
         }
 
 
-def _dat_entry(key: str, entry: Mapping[str, Any]) -> tuple[torch.dtype, tuple[int, ...]]:
+def _dat_entry(key: str, entry: Mapping[str, object]) -> tuple[torch.dtype, tuple[int, ...]]:
     """The dtype and shape of a ``.dat`` index entry, checked before any size is computed.
 
     Raises:
