@@ -1,5 +1,5 @@
 """Placing a module's inputs and weights on the execution device just in time for ``forward``:
-:class:`AlignDevicesHook` and the functions that attach it to a model's modules.
+[`AlignDevicesHook`][accel_bigmodel.AlignDevicesHook] and the functions that attach it to a model's modules.
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def attach_execution_device_hook(
     preload_module_classes: list[str] | None = None,
     tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
 ) -> None:
-    """Adds an input-moving :class:`AlignDevicesHook` to every submodule that holds tensors.
+    """Adds an input-moving [`AlignDevicesHook`][accel_bigmodel.AlignDevicesHook] to every submodule that holds tensors.
 
     Args:
         module: The module to walk.

@@ -3,8 +3,8 @@
 The reference library converts size strings and passes every other value on untouched, and
 its clients rely on it: transformers measures free memory, multiplies it by 0.9 and hands the
 float back; quantizers scale budgets the same way; numpy and torch scalars arrive from user
-code. :func:`budget_value` is what ``get_max_memory`` keeps for an entry (the same value the
-reference returns, as a Python number); :func:`planned_bytes` is the whole number of bytes
+code. `budget_value` is what ``get_max_memory`` keeps for an entry (the same value the
+reference returns, as a Python number); `planned_bytes` is the whole number of bytes
 the placement compares sizes against, which gives the same decisions as the reference's
 comparisons with the unrounded number (sizes are whole bytes).
 """
@@ -66,7 +66,7 @@ def budget_value(value: Any) -> Budget:
 
 def planned_bytes(value: Budget) -> int:
     """The whole number of bytes a placement may put under ``value`` (``None`` and ``inf``
-    are :data:`UNLIMITED`; a fraction of a byte holds nothing, so it is rounded down)."""
+    are `UNLIMITED`; a fraction of a byte holds nothing, so it is rounded down)."""
     if value is None:
         return UNLIMITED
     if isinstance(value, int):

@@ -96,7 +96,7 @@ def _check_keys(
 
 @dataclass
 class LoadReport:
-    """What :func:`load_checkpoint_in_model` did; stored as ``model._accel_load_report``."""
+    """What [`load_checkpoint_in_model`][accel_bigmodel.load_checkpoint_in_model] did; stored as ``model._accel_load_report``."""
 
     bytes_by_device: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     """Bytes placed per device (``"disk"`` included)."""
@@ -226,7 +226,7 @@ def load_checkpoint_in_model(
     ``offload_folder`` as safetensors; ``offload_folder/index.json`` lists them.
 
     Args:
-        model: The model to fill (typically built under :func:`init_empty_weights`).
+        model: The model to fill (typically built under [`init_empty_weights`][accel_bigmodel.init_empty_weights]).
         checkpoint: A weight file, an index ``.json``, or a folder holding one index or one
             ``model.safetensors`` / ``pytorch_model.bin``.
         device_map: Module name -> device (``int``, ``"cpu"``, ``"disk"`` ...). When ``None``,

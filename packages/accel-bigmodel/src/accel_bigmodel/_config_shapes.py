@@ -1,9 +1,9 @@
 """Parameter shapes of common transformers models computed from their config.json alone.
 
-Pure Python: no torch, no transformers. For the families listed in :data:`CONFIG_FAMILIES`, the
+Pure Python: no torch, no transformers. For the families listed in `CONFIG_FAMILIES`, the
 tensors (parameters and buffers) a ``transformers`` 5 model class registers follow from a few
 config fields; this module lists them under the names the built model gives them, with the
-layers :func:`estimate_memory` compares (each no-split block, every other leaf module). Any
+layers [`estimate_memory`][accel_bigmodel.estimate_memory] compares (each no-split block, every other leaf module). Any
 config it does not know exactly (another ``model_type``, a field outside the family's known set,
 ``quantization_config``, ``auto_map``, an unusual rotary embedding, token ids outside the
 vocabulary ...) gets ``None``: the caller then builds the real model instead. It never guesses.
@@ -58,7 +58,7 @@ def _flag(config: Mapping[str, Any], key: str) -> bool:
 def _rotary_length(
     data: Mapping[str, Any], head_dim: int, partial: float, allow_partial: bool
 ) -> int:
-    """Elements of one rotary ``inv_freq`` buffer, or :class:`_Unknown` for unusual ropes."""
+    """Elements of one rotary ``inv_freq`` buffer, or `_Unknown` for unusual ropes."""
     params: dict[str, Any] = {}
     for key in ("rope_scaling", "rope_parameters"):
         value = data.get(key)
@@ -454,7 +454,7 @@ def skeleton_from_dict(data: Mapping[str, Any]) -> ConfigSkeleton | None:
         data: The parsed config.json.
 
     Returns:
-        A :class:`ConfigSkeleton`, or ``None`` when the config is not one this module knows
+        A `ConfigSkeleton`, or ``None`` when the config is not one this module knows
         exactly (the caller then builds the model with transformers).
     """
     model_type = data.get("model_type")
@@ -478,7 +478,7 @@ def skeleton_from_dict(data: Mapping[str, Any]) -> ConfigSkeleton | None:
 
 
 def skeleton_from_config_file(path: str) -> ConfigSkeleton | None:
-    """:func:`skeleton_from_dict` of the config.json at ``path`` (a file or its folder).
+    """`skeleton_from_dict` of the config.json at ``path`` (a file or its folder).
 
     Returns ``None`` when the file is missing, is not a JSON object, or describes a model this
     module does not know exactly.

@@ -1,7 +1,7 @@
 """The description of a model built from its config alone: its tensors and layers, the bytes of
 each dtype, and the config keys every family shares (no torch, no transformers).
 
-:mod:`._config_shapes` fills a :class:`ConfigSkeleton` for each model family it knows.
+`_config_shapes` fills a `ConfigSkeleton` for each model family it knows.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _COUNT_KEY = re.compile(r"(layers?|experts)$")
 
 
 def check_layer_counts(data: Mapping[str, Any], source: str, _prefix: str = "") -> None:
-    """Refuse a config whose layer or expert counts pass :data:`MAX_LAYERS`, before anything
+    """Refuse a config whose layer or expert counts pass `MAX_LAYERS`, before anything
     is built per layer (a config.json of 200 bytes can ask for a billion layers).
 
     Nested configs (``text_config`` ...) are checked too.

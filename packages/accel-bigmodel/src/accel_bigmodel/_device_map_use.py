@@ -76,7 +76,7 @@ def check_device_map(
 
 def check_map_devices(device_map: Any, *, check_devices: bool = True) -> None:
     """Checks that ``device_map`` is a mapping and (with ``check_devices``) that each of its
-    devices exists here: the part of :func:`check_device_map` that does not read the model.
+    devices exists here: the part of [`check_device_map`][accel_bigmodel.check_device_map] that does not read the model.
 
     Raises:
         DeviceMapError: Naming the bad entry, the devices that exist, and the fix.
@@ -91,7 +91,7 @@ def check_map_devices(device_map: Any, *, check_devices: bool = True) -> None:
 
 
 def require_offload_folder(device_map: Mapping[str, Any], folder: Any, argument: str) -> None:
-    """Raises :class:`DeviceMapError` when ``device_map`` sends modules to ``"disk"`` but the
+    """Raises [`DeviceMapError`][accel_bigmodel.DeviceMapError] when ``device_map`` sends modules to ``"disk"`` but the
     folder argument ``argument`` (``offload_folder`` / ``offload_dir``) is ``None``."""
     if folder is not None:
         return
@@ -125,7 +125,7 @@ def resolve_device_map(
     offload_buffers: bool = False,
 ) -> dict[str, Any] | None:
     """Expands ``"auto"``/``"balanced"``/``"balanced_low_0"``/``"sequential"`` or a single
-    device into a device map, and checks it (see :func:`check_device_map`).
+    device into a device map, and checks it (see [`check_device_map`][accel_bigmodel.check_device_map]).
 
     Raises:
         DeviceMapError: On a device map or ``max_memory`` entry that cannot be used here.

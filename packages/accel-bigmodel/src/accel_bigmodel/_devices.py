@@ -126,10 +126,10 @@ def _problem(value: Any) -> str | None:
 
 
 def check_device(value: Any, entry: str, fix: str) -> None:
-    """Raises :class:`DeviceMapError` unless ``value`` is a device of this machine.
+    """Raises [`DeviceMapError`][accel_bigmodel.DeviceMapError] unless ``value`` is a device of this machine.
 
     Valid everywhere: ``"cpu"``, ``"disk"``, ``"meta"`` (and ``torch.device`` / ``"cpu:0"``
-    forms). An ``int`` is a GPU index of :func:`accelerator_type`; ``"cuda:1"``, ``"xpu:0"``,
+    forms). An ``int`` is a GPU index of `accelerator_type`; ``"cuda:1"``, ``"xpu:0"``,
     ``"mps"`` ... are valid when that device exists.
 
     Args:

@@ -260,7 +260,7 @@ def load_checkpoint_and_dispatch(
     """Loads a (possibly sharded) checkpoint into a model and dispatches it over devices.
 
     Args:
-        model: The model (typically built under :func:`init_empty_weights`).
+        model: The model (typically built under [`init_empty_weights`][accel_bigmodel.init_empty_weights]).
         checkpoint: A weight file, an index ``.json``, or a folder with one index or one
             ``model.safetensors`` / ``pytorch_model.bin``.
         device_map: A dict, or ``"auto"`` / ``"balanced"`` / ``"balanced_low_0"`` /
@@ -276,10 +276,10 @@ def load_checkpoint_and_dispatch(
         force_hooks: Add hooks even when everything is on one device.
         strict: Raise if checkpoint and model keys differ.
         full_state_dict: Accepted for compatibility.
-        broadcast_from_rank0: Not supported (see :func:`load_checkpoint_in_model`).
+        broadcast_from_rank0: Not supported (see [`load_checkpoint_in_model`][accel_bigmodel.load_checkpoint_in_model]).
         show_progress: Draw a progress bar (default: only on a terminal).
         mmap: Keep CPU weights as memory-mapped views of safetensors files when no cast is
-            needed (see :func:`load_checkpoint_in_model`); ``False`` copies them into RAM.
+            needed (see [`load_checkpoint_in_model`][accel_bigmodel.load_checkpoint_in_model]); ``False`` copies them into RAM.
 
     Returns:
         The loaded (and, with a device map, dispatched) model.

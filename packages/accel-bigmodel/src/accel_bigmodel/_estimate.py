@@ -1,6 +1,6 @@
 """Memory estimates of a model per dtype, offline, from a module, a config file or a class path.
 
-Importing this module imports no torch: a config.json of a family :mod:`._config_shapes` knows
+Importing this module imports no torch: a config.json of a family `_config_shapes` knows
 is estimated from its fields alone; anything else is built on the meta device (torch, and
 transformers for a config).
 """
@@ -152,7 +152,7 @@ def estimate_memory(
             ``"int4"`` ...).
 
     Returns:
-        One :class:`MemoryEstimate` per dtype, in the order given.
+        One [`MemoryEstimate`][accel_bigmodel.MemoryEstimate] per dtype, in the order given.
     """
     if isinstance(model, (str, os.PathLike)):
         known = estimate_memory_from_config(model, dtypes)
@@ -182,14 +182,14 @@ def estimate_memory(
 def estimate_memory_from_config(
     path: Union[str, os.PathLike[str]], dtypes: Sequence[str] = DEFAULT_DTYPES
 ) -> list[MemoryEstimate] | None:
-    """:func:`estimate_memory` of a config.json from its fields alone, without torch.
+    """[`estimate_memory`][accel_bigmodel.estimate_memory] of a config.json from its fields alone, without torch.
 
     Args:
         path: A folder holding ``config.json``, or the file itself.
         dtypes: Names of the dtypes to report.
 
     Returns:
-        The rows :func:`estimate_memory` gives for the model built on ``meta``, or ``None`` when
+        The rows [`estimate_memory`][accel_bigmodel.estimate_memory] gives for the model built on ``meta``, or ``None`` when
         the config is not one whose shapes are known exactly (another family, an unusual field,
         ``auto_map``, ``quantization_config`` ...), the file is missing, or a dtype is not a
         plain name (``float32`` ... ``int4``): then build the model instead.

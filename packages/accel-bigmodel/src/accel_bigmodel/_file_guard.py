@@ -1,9 +1,9 @@
 """Checks that an offload file is still the file a model opened, before its bytes are used.
 
 A file rewritten in place under a running model hands it other bytes, and one truncated
-leaves it fewer. :class:`FileGuard` keeps a descriptor of the file from the moment it is opened
+leaves it fewer. `FileGuard` keeps a descriptor of the file from the moment it is opened
 (the offload storages read through it) and compares ``fstat`` of it (size, modification time)
-with what it was then: one system call, made before each fetch of a weight reads the file. :func:`verify_crc` compares a weight's bytes with the
+with what it was then: one system call, made before each fetch of a weight reads the file. `verify_crc` compares a weight's bytes with the
 CRC-32 recorded when accel wrote them.
 """
 

@@ -1,5 +1,5 @@
 """Hooks around ``forward``: attach and remove them, and keep a whole model on the CPU between
-calls (:class:`CpuOffload`).
+calls ([`CpuOffload`][accel_bigmodel.CpuOffload]).
 
 The hook that places inputs and weights on the execution device is in ``_align_devices``.
 """
@@ -19,7 +19,7 @@ _INSTANCE_FORWARD = "_accel_instance_forward"
 
 
 class ModelHook:
-    """Callbacks run around a module's ``forward`` once attached with :func:`add_hook_to_module`.
+    """Callbacks run around a module's ``forward`` once attached with [`add_hook_to_module`][accel_bigmodel.add_hook_to_module].
 
     Attributes:
         no_grad: Run the wrapped ``forward`` under ``torch.no_grad()``.
@@ -93,7 +93,7 @@ def add_hook_to_module(module: nn.Module, hook: ModelHook, append: bool = False)
     Args:
         module: The module to hook.
         hook: The hook to attach.
-        append: Chain after an existing hook with a :class:`SequentialHook`.
+        append: Chain after an existing hook with a [`SequentialHook`][accel_bigmodel.SequentialHook].
 
     Returns:
         The module (as returned by ``hook.init_hook``).
@@ -184,11 +184,11 @@ class CpuOffload(ModelHook):
 
 
 class UserCpuOffloadHook:
-    """Handle returned by :func:`cpu_offload_with_hook` to offload or unhook a model.
+    """Handle returned by [`cpu_offload_with_hook`][accel_bigmodel.cpu_offload_with_hook] to offload or unhook a model.
 
     Args:
         model: The hooked model.
-        hook: Its :class:`CpuOffload` hook.
+        hook: Its [`CpuOffload`][accel_bigmodel.CpuOffload] hook.
     """
 
     def __init__(self, model: nn.Module, hook: CpuOffload) -> None:

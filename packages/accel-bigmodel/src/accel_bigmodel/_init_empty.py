@@ -29,7 +29,7 @@ def init_empty_weights(include_buffers: bool | None = None) -> Iterator[None]:
 
     Building a model inside it allocates no memory for weights, so the skeleton of a model of
     any size builds in a fraction of a second. Load real values later with
-    :func:`load_checkpoint_and_dispatch` or :func:`load_checkpoint_in_model`.
+    [`load_checkpoint_and_dispatch`][accel_bigmodel.load_checkpoint_and_dispatch] or [`load_checkpoint_in_model`][accel_bigmodel.load_checkpoint_in_model].
 
     Args:
         include_buffers: Also put buffers on the meta device. Defaults to ``False`` (or to the

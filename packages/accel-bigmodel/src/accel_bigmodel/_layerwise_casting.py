@@ -23,7 +23,7 @@ SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING: tuple[type[nn.Module], ...] = (
     nn.ConvTranspose3d,
     nn.Linear,
 )
-"""The layers :func:`attach_layerwise_casting_hooks` casts: their forward reads only their own
+"""The layers [`attach_layerwise_casting_hooks`][accel_bigmodel.attach_layerwise_casting_hooks] casts: their forward reads only their own
 weights, so upcasting them around it is enough."""
 
 
@@ -113,8 +113,8 @@ def attach_layerwise_casting_hooks(
     non_blocking: bool = False,
 ) -> None:
     """Store the weights of ``module``'s layers in ``storage_dtype`` and compute in
-    ``compute_dtype``: each layer of :data:`SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING` gets a
-    :class:`LayerwiseCastingHook`, so only the layer running holds full-size weights.
+    ``compute_dtype``: each layer of [`SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING`][accel_bigmodel.SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING] gets a
+    [`LayerwiseCastingHook`][accel_bigmodel.LayerwiseCastingHook], so only the layer running holds full-size weights.
 
     Less memory than keeping the model in ``compute_dtype``, at the price of the rounding to
     ``storage_dtype`` (done once, when the hooks are attached) and a cast per forward. Layers

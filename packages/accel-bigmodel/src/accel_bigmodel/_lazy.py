@@ -2,7 +2,7 @@
 """Lazy module attributes: a name -> module map resolved on first access and cached.
 
 Every lazy namespace of the accel packages (``accel_state``, ``accel_launch``, ``accel``,
-``accel.utils``, ``accel.state`` ...) is built by :func:`lazy_module`, so importing one costs
+``accel.utils``, ``accel.state`` ...) is built by `lazy_module`, so importing one costs
 nothing until a name is used. This module imports nothing but the standard library.
 """
 
@@ -40,7 +40,7 @@ def lazy_module(
 
     Returns:
         The module-level ``__getattr__`` and ``__dir__`` (PEP 562). ``__getattr__`` raises
-        :class:`AttributeError` for a name that is neither exported nor a submodule, naming the
+        `AttributeError` for a name that is neither exported nor a submodule, naming the
         module, the name and the closest exported names.
     """
     module_name: str = namespace["__name__"]

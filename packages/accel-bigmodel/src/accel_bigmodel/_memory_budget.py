@@ -192,19 +192,19 @@ def get_balanced_memory(
 
     Args:
         model: The model to analyze (may be on the meta device).
-        max_memory: Device -> budget, read as :func:`get_max_memory` reads it (a GPU whose
+        max_memory: Device -> budget, read as [`get_max_memory`][accel_bigmodel.get_max_memory] reads it (a GPU whose
             budget is ``None`` has no limit); measured when ``None``.
         no_split_module_classes: Class names of modules that must not be split.
         dtype: Count floating-point weights as this dtype.
         special_dtypes: Per-tensor dtype overrides.
         low_zero: Keep as little as possible on GPU 0 (useful for ``generate``).
-        check_devices: Refuse devices this machine does not have (see :func:`get_max_memory`).
+        check_devices: Refuse devices this machine does not have (see [`get_max_memory`][accel_bigmodel.get_max_memory]).
 
     Returns:
         A new ``max_memory`` dict.
 
     Raises:
-        DeviceMapError: On a bad ``max_memory`` entry (see :func:`get_max_memory`).
+        DeviceMapError: On a bad ``max_memory`` entry (see [`get_max_memory`][accel_bigmodel.get_max_memory]).
     """
     user_set = max_memory is not None
     budget = get_max_memory(max_memory, check_devices=check_devices)

@@ -76,7 +76,7 @@ def offload_weight(
 
 
 def load_offloaded_weight(weight_file: PathLike, weight_info: Mapping[str, Any]) -> torch.Tensor:
-    """Reads a ``.dat`` tensor written by :func:`offload_weight` into memory.
+    """Reads a ``.dat`` tensor written by [`offload_weight`][accel_bigmodel.offload_weight] into memory.
 
     Raises:
         ValueError: when the file's size is not the entry's shape times its itemsize.
@@ -152,7 +152,7 @@ class OffloadedWeightsLoader(Mapping):
 
     Disk weights come from an index (``index.json`` of ``save_folder``). Each entry is read
     through the registered offload storage that claims it (see
-    :func:`register_offload_storage`): a raw ``.dat`` file (``{"dtype", "shape"}``), a tensor
+    [`register_offload_storage`][accel_bigmodel.register_offload_storage]): a raw ``.dat`` file (``{"dtype", "shape"}``), a tensor
     inside a safetensors file (``{"safetensors_file", "weight_name", "dtype"}``), or a storage
     registered from outside. Each lookup reads the weight's bytes into fresh memory of the
     process: nothing is computed from a memory map of a file another process may shrink.
@@ -160,7 +160,7 @@ class OffloadedWeightsLoader(Mapping):
     Every lookup of a disk weight first checks (one ``fstat``) that its file still has the size
     and modification time it had when the loader opened it, and a read that finds the file
     shorter is an error too, so a file truncated or rewritten under a running model is an
-    :class:`OffloadedFileChangedError` naming it, not a crash (SIGBUS) or other bytes. A weight
+    [`OffloadedFileChangedError`][accel_bigmodel.OffloadedFileChangedError] naming it, not a crash (SIGBUS) or other bytes. A weight
     whose entry records a ``crc32`` (files accel wrote) has its bytes checked against it the
     first time it is read.
 

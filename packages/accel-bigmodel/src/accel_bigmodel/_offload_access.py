@@ -20,7 +20,7 @@ Device = Union[int, str, torch.device]
 
 
 def has_offloaded_params(module: nn.Module) -> bool:
-    """Whether ``module`` holds weights offloaded by an :class:`AlignDevicesHook`.
+    """Whether ``module`` holds weights offloaded by an [`AlignDevicesHook`][accel_bigmodel.AlignDevicesHook].
 
     Such a module keeps its offloaded parameters on the meta device outside its forward.
     """
@@ -152,7 +152,7 @@ def get_module_size_with_ties(
     Args:
         tied_params: Names of the parameters tied to the module's parameters.
         module_size: The module's own size in bytes.
-        module_sizes: Sizes of every module and tensor (as :func:`compute_module_sizes`).
+        module_sizes: Sizes of every module and tensor (as [`compute_module_sizes`][accel_bigmodel.compute_module_sizes]).
         modules_to_treat: ``(name, module)`` pairs still to be placed; each tied parameter
             must belong to one of them.
 

@@ -1,13 +1,13 @@
 """Where offloaded weights live: the storage protocol, its registry, and file-backed storage.
 
-An offload index entry names a weight; an :class:`OffloadStorage` turns the entry into a
-:class:`StoredWeight` (where its bytes are), checks that their source is still what it was when
+An offload index entry names a weight; an [`OffloadStorage`][accel_bigmodel.OffloadStorage] turns the entry into a
+[`StoredWeight`][accel_bigmodel.StoredWeight] (where its bytes are), checks that their source is still what it was when
 it was opened, and reads spans of those bytes into memory the caller owns. The loader, the
 prefetcher and the staging path to a device only ever read through a storage, so no weight is
 computed on from memory mapped from a file another process may shrink: a file truncated under a
-running model is a short read, reported as an :class:`OffloadedFileChangedError`, not a SIGBUS.
+running model is a short read, reported as an [`OffloadedFileChangedError`][accel_bigmodel.OffloadedFileChangedError], not a SIGBUS.
 
-A new kind of storage is one class and one call to :func:`register_offload_storage`.
+A new kind of storage is one class and one call to [`register_offload_storage`][accel_bigmodel.register_offload_storage].
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ class OffloadStorage(Protocol):
         ...
 
     def check(self, source: str, key: str | None = None) -> None:
-        """Raises :class:`OffloadedFileChangedError` (naming ``key``) when ``source`` changed
-        since :meth:`locate` opened it."""
+        """Raises [`OffloadedFileChangedError`][accel_bigmodel.OffloadedFileChangedError] (naming ``key``) when ``source`` changed
+        since [`locate`][accel_bigmodel.OffloadStorage.locate] opened it."""
         ...
 
     def read_into(self, stored: StoredWeight, offset: int, buffer: memoryview) -> None:
         """Fills ``buffer`` with the bytes of ``stored`` from ``offset`` (relative to its
-        start) on; a source that ends too soon is an :class:`OffloadedFileChangedError`."""
+        start) on; a source that ends too soon is an [`OffloadedFileChangedError`][accel_bigmodel.OffloadedFileChangedError]."""
         ...
 
     def advise(self, stored: StoredWeight) -> None:
@@ -112,7 +112,7 @@ def register_offload_storage(
     factory: StorageFactory,
     claims: Callable[[Mapping[str, Any]], bool] | None = None,
 ) -> None:
-    """Makes a kind of offload storage known to every :class:`OffloadedWeightsLoader`.
+    """Makes a kind of offload storage known to every [`OffloadedWeightsLoader`][accel_bigmodel.OffloadedWeightsLoader].
 
     An index entry with ``"storage": name`` uses it; so does an entry for which ``claims``
     returns ``True`` (storages registered later are asked first). Registering a name again
@@ -203,10 +203,10 @@ def open_storage(name: str, folder: str | None) -> OffloadStorage:
 class FileStorage:
     """The reading half of a storage whose sources are files: one guarded descriptor per file.
 
-    Each file is opened once (:meth:`guard`); its descriptor serves the change check (``fstat``)
+    Each file is opened once (`guard`); its descriptor serves the change check (``fstat``)
     and every read (positional, so threads share it), so the bytes read are those of the file
     the model opened even after another file is renamed over its path. Subclasses implement
-    :meth:`locate` and :meth:`write` for their layout.
+    `locate` and `write` for their layout.
 
     Args:
         folder: The offload folder (relative sources resolve against it).

@@ -62,12 +62,12 @@ class Prefetcher:
     get a read-ahead hint (``posix_fadvise(WILLNEED)`` for files) when they enter the pool, and
     the background threads read them into the pool's reusable buffers: the module computes on
     process memory, never on a memory map of a file another process may shrink, so a file
-    truncated during a forward is an :class:`OffloadedFileChangedError`, not a SIGBUS. For a
+    truncated during a forward is an [`OffloadedFileChangedError`][accel_bigmodel.OffloadedFileChangedError], not a SIGBUS. For a
     CUDA device the buffers are page-locked and copied to the device on a side stream. Weights
     held in memory (CPU offload) are prepared as before: pages touched on the CPU, a copy on an
     accelerator. The order wraps around, and each forward call starts the first modules at
     once; modules prepared without a pool buffer at the end of the previous forward are
-    prepared again (:meth:`refresh`).
+    prepared again ([`refresh`][accel_bigmodel.Prefetcher.refresh]).
 
     Args:
         hooks: The offloading hooks, in execution order.
@@ -304,7 +304,7 @@ def _pinned_target(hooks: list[AlignDevicesHook]) -> bool:
 
 
 def offloaded_hooks(model: nn.Module) -> list[AlignDevicesHook]:
-    """The offloading :class:`AlignDevicesHook` objects of a model, in module order."""
+    """The offloading [`AlignDevicesHook`][accel_bigmodel.AlignDevicesHook] objects of a model, in module order."""
     from ._align_devices import AlignDevicesHook
     from ._hooks import SequentialHook
 
@@ -343,7 +343,7 @@ def attach_prefetcher(
     in memory too.
 
     Args:
-        model: A model whose offloaded modules carry :class:`AlignDevicesHook` objects.
+        model: A model whose offloaded modules carry [`AlignDevicesHook`][accel_bigmodel.AlignDevicesHook] objects.
         layers_ahead: How many offloaded modules are prepared ahead of the running one; ``0``
             turns prefetching off (every module then loads its weights when it runs).
         pool_bytes: The most bytes of weights read ahead from files held at once, the running

@@ -112,16 +112,16 @@ def memory_plan(
 
 
 def memory_bytes(plan: list[tuple[str, torch.Tensor]]) -> int:
-    """Bytes of the buffer that holds every tensor of a :func:`memory_plan` (64-byte aligned)."""
+    """Bytes of the buffer that holds every tensor of a `memory_plan` (64-byte aligned)."""
     return sum(_aligned(t.numel() * t.element_size()) for _, t in plan)
 
 
 def copy_into(
     plan: list[tuple[str, torch.Tensor]], buffer: torch.Tensor, readers: Executor | None = None
 ) -> dict:
-    """Copies every tensor of a :func:`memory_plan` into ``buffer``; name -> view of it.
+    """Copies every tensor of a `memory_plan` into ``buffer``; name -> view of it.
 
-    With ``readers``, the copies are cut into chunks of :data:`READ_CHUNK_BYTES` that its threads
+    With ``readers``, the copies are cut into chunks of `READ_CHUNK_BYTES` that its threads
     make at once (a tensor copy releases the GIL).
     """
     values: dict[str, torch.Tensor] = {}
@@ -161,7 +161,7 @@ def fill(
 
     Each source is first checked to be the one its storage opened. With ``loader``, each
     tensor's bytes are checked against the CRC-32 its entry records (once per loader). With
-    ``readers``, the reads are cut into chunks of :data:`READ_CHUNK_BYTES` that its threads read
+    ``readers``, the reads are cut into chunks of `READ_CHUNK_BYTES` that its threads read
     at once (``preadv`` releases the GIL, so the copies out of the page cache use several cores).
 
     Raises:
@@ -217,7 +217,7 @@ class BufferPool:
     Weights read into the pool's own buffers are counted by buffer: a buffer is either free
     (kept for reuse, so its pages are not faulted in again) or leased to one module; one handed
     back while a tensor outside the pool still uses its memory is left to that tensor and no
-    longer counted. Weights prepared outside the pool's buffers are counted by :meth:`reserve`
+    longer counted. Weights prepared outside the pool's buffers are counted by `reserve`
     until given back.
 
     Args:
@@ -264,7 +264,7 @@ class BufferPool:
         return True
 
     def give_back(self, lease: torch.Tensor | int) -> None:
-        """Ends a lease: a byte count from :meth:`reserve`, or a buffer from :meth:`acquire`
+        """Ends a lease: a byte count from `reserve`, or a buffer from `acquire`
         (reused unless something else still uses its memory)."""
         if isinstance(lease, int):
             with self._lock:

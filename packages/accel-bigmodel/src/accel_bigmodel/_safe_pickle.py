@@ -4,11 +4,11 @@ A pickle can name any importable function and call it while it is read, so a tam
 checkpoint file can run code on the machine that loads it. Every pickle this library reads
 goes through one of two restricted readers, unless the caller opts in by name:
 
-- :func:`safe_torch_load` for ``torch.save`` files: ``torch.load(weights_only=True)`` (tensors,
+- [`safe_torch_load`][accel_bigmodel.safe_torch_load] for ``torch.save`` files: ``torch.load(weights_only=True)`` (tensors,
   numbers, strings, containers, and the few extra classes the caller names).
-- :func:`read_dcp_metadata_safely` for the ``.metadata`` file of a ``torch.distributed.checkpoint``
+- [`read_dcp_metadata_safely`][accel_bigmodel.read_dcp_metadata_safely] for the ``.metadata`` file of a ``torch.distributed.checkpoint``
   folder: an unpickler that builds only the checkpoint's metadata classes, and
-  :func:`safe_dcp_load`, which loads such a folder with that reader and reads its non-tensor
+  [`safe_dcp_load`][accel_bigmodel.safe_dcp_load], which loads such a folder with that reader and reads its non-tensor
   entries with ``weights_only=True``.
 """
 
@@ -395,7 +395,7 @@ def safe_dcp_load(
 ) -> None:
     """``torch.distributed.checkpoint.load`` that runs no code from the folder.
 
-    The ``.metadata`` file goes through :func:`read_dcp_metadata_safely` and non-tensor entries
+    The ``.metadata`` file goes through [`read_dcp_metadata_safely`][accel_bigmodel.read_dcp_metadata_safely] and non-tensor entries
     through ``torch.load(weights_only=True)`` (DCP's own reader uses plain pickle for both).
 
     Args:

@@ -138,7 +138,7 @@ def compute_module_sizes(
 ) -> dict[str, int]:
     """Computes the size in bytes of every submodule, parameter and buffer of a model.
 
-    Works on meta tensors (a model built under :func:`init_empty_weights`). A tensor shared by
+    Works on meta tensors (a model built under [`init_empty_weights`][accel_bigmodel.init_empty_weights]). A tensor shared by
     several modules (tied weights) is counted once, where it first appears. One pass over the
     modules, so the cost is linear in the model's size.
 
@@ -204,7 +204,7 @@ def scan_modules(
 
     Each module and tensor is touched once and every name is built once, so the cost is linear
     in the model's size with a small constant (100k-module models take well under a second).
-    Arguments are as for :func:`compute_module_sizes`.
+    Arguments are as for [`compute_module_sizes`][accel_bigmodel.compute_module_sizes].
     """
     target = resolve_dtype(dtype)
     special = {k: resolve_dtype(v) for k, v in (special_dtypes or {}).items()}
@@ -303,7 +303,7 @@ def get_max_layer_size(
 
     Args:
         modules: ``(name, module_or_tensor)`` pairs to scan.
-        module_sizes: Sizes as returned by :func:`compute_module_sizes`.
+        module_sizes: Sizes as returned by [`compute_module_sizes`][accel_bigmodel.compute_module_sizes].
         no_split_module_classes: Class names of modules that must not be split.
 
     Returns:

@@ -179,7 +179,7 @@ def retie_parameters(model: nn.Module, tied_params: list[list[str]]) -> None:
 
     Args:
         model: The model to fix.
-        tied_params: Groups as returned by :func:`find_tied_parameters`.
+        tied_params: Groups as returned by [`find_tied_parameters`][accel_bigmodel.find_tied_parameters].
     """
     for group in tied_params:
         params = []

@@ -5,7 +5,7 @@ The reader fills the tensors a model already has, so loading holds no second cop
 weights: each tensor's bytes go from the file (page cache or disk) straight into its memory,
 split into chunks that several threads read at once (``preadv`` releases the GIL, so the copies
 run on every core). The writer records which names alias another under the
-:data:`TIED_ALIASES_KEY` metadata entry, and the reader fills those names through the stored one.
+[`TIED_ALIASES_KEY`][accel_bigmodel.TIED_ALIASES_KEY] metadata entry, and the reader fills those names through the stored one.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def find_tied_storages(state_dict: Mapping[str, Any], *, same_view: bool = True)
     Args:
         state_dict: Names to tensors (other values and meta tensors are ignored).
         same_view: Count two names as tied only when they are the same view of the memory
-            (:func:`tensor_view_key`); ``False`` ties any two tensors on one storage, even
+            ([`tensor_view_key`][accel_bigmodel.tensor_view_key]); ``False`` ties any two tensors on one storage, even
             different slices of it (what a format that stores each storage once needs).
 
     Returns:
@@ -97,7 +97,7 @@ def find_tied_storages(state_dict: Mapping[str, Any], *, same_view: bool = True)
 
 
 def read_tied_aliases(file: SafetensorsFile) -> dict[str, str]:
-    """The ``{alias: stored_name}`` map a file written by :func:`save_safetensors_file` holds
+    """The ``{alias: stored_name}`` map a file written by [`save_safetensors_file`][accel_bigmodel.save_safetensors_file] holds
     (empty for other files).
 
     Raises:
@@ -129,8 +129,8 @@ def save_safetensors_file(
 ) -> dict[str, str]:
     """Write a state dict to one safetensors file, each tied tensor once.
 
-    Names that alias an earlier name (:func:`find_tied_storages`) are not stored; the map is
-    recorded under :data:`TIED_ALIASES_KEY` so :func:`load_safetensors_into` fills them again.
+    Names that alias an earlier name ([`find_tied_storages`][accel_bigmodel.find_tied_storages]) are not stored; the map is
+    recorded under [`TIED_ALIASES_KEY`][accel_bigmodel.TIED_ALIASES_KEY] so [`load_safetensors_into`][accel_bigmodel.load_safetensors_into] fills them again.
     Tensors are written one at a time from their own memory (no copy of the set).
 
     Args:
@@ -161,7 +161,7 @@ def save_safetensors_file(
 
 # --------------------------------------------------------------------------- reading
 def supports_in_place_load(module: nn.Module) -> bool:
-    """Whether :func:`load_safetensors_into` gives ``module`` what ``load_state_dict`` would.
+    """Whether [`load_safetensors_into`][accel_bigmodel.load_safetensors_into] gives ``module`` what ``load_state_dict`` would.
 
     True when no submodule overrides ``_load_from_state_dict`` or ``set_extra_state`` and no
     state-dict or load hook is registered: then loading is copying each stored tensor into the
@@ -264,17 +264,17 @@ def load_safetensors_into(
 
     Each stored tensor is copied straight into the memory of the tensor of the same name, so no
     second copy of the weights is ever held. Contiguous CPU tensors of the stored dtype are read
-    with ``preadv`` in chunks of :data:`CHUNK_BYTES` by ``threads`` threads at once; other
+    with ``preadv`` in chunks of `CHUNK_BYTES` by ``threads`` threads at once; other
     tensors (another dtype, device or layout) are copied from the memory-mapped file. Names
-    recorded as aliases by :func:`save_safetensors_file` are filled through their stored name;
+    recorded as aliases by [`save_safetensors_file`][accel_bigmodel.save_safetensors_file] are filled through their stored name;
     tied tensors of the target are written once. Keys and shapes are checked before any byte
     is written, so a refused load changes nothing.
 
     Args:
-        target: A module that :func:`supports_in_place_load` (its ``state_dict(keep_vars=True)``
+        target: A module that [`supports_in_place_load`][accel_bigmodel.supports_in_place_load] (its ``state_dict(keep_vars=True)``
             tensors are filled), or a mapping of names to tensors.
         files: One safetensors file or several (shards); the first file holding a name wins.
-        threads: Reader threads (default :func:`default_threads`).
+        threads: Reader threads (default [`default_threads`][accel_bigmodel.default_threads]).
         strict: Refuse when the target's names and the files' names differ.
 
     Returns:

@@ -3,7 +3,7 @@
 A collective called with tensors of different shapes on different processes either fails deep
 inside the backend or waits forever. In debug mode (``ACCEL_DEBUG_MODE=1``) each operation first
 exchanges a description of its input (structure, shapes, dtypes) and, when the processes
-disagree, every process raises the same :class:`DistributedOperationException` naming the
+disagree, every process raises the same [`DistributedOperationException`][accel_collectives.DistributedOperationException] naming the
 operation and what each process passed.
 """
 

@@ -25,7 +25,7 @@ def verify_operation(function: F) -> F:
     nested structure of tensors). With several processes and debug mode on
     (``ACCEL_DEBUG_MODE=1`` or ``PartialState().debug``), each process checks that its tensors
     are on the process's device type, then all processes compare structures, shapes and dtypes;
-    on a mismatch every process raises :class:`DistributedOperationException` naming the
+    on a mismatch every process raises [`DistributedOperationException`][accel_collectives.DistributedOperationException] naming the
     function and what each process passed, instead of hanging in the collective. Outside debug
     mode, or on one process, the function runs unchanged.
 
@@ -74,7 +74,7 @@ def verify_operation(function: F) -> F:
 
 def chained_operation(function: F) -> F:
     """Decorate a function that calls collectives so that a
-    :class:`DistributedOperationException` raised inside it names this function too.
+    [`DistributedOperationException`][accel_collectives.DistributedOperationException] raised inside it names this function too.
 
     The new exception's message names ``function``; the original stays attached as its cause
     (``raise ... from``), so the shapes each process passed are still in the traceback.

@@ -27,7 +27,7 @@ def is_torch_tensor(tensor: Any) -> bool:
 
 
 def is_tensor_information(tensor_info: Any) -> bool:
-    """Return whether ``tensor_info`` is a :class:`TensorInformation`."""
+    """Return whether ``tensor_info`` is a [`TensorInformation`][accel_collectives.TensorInformation]."""
     return isinstance(tensor_info, TensorInformation)
 
 
@@ -226,7 +226,7 @@ def send_to_device(
 
 
 def get_data_structure(data: Any) -> Any:
-    """Replace every tensor of a nested structure by its :class:`TensorInformation`."""
+    """Replace every tensor of a nested structure by its [`TensorInformation`][accel_collectives.TensorInformation]."""
     return recursively_apply(lambda t: TensorInformation(shape=t.shape, dtype=t.dtype), data)
 
 
@@ -236,9 +236,9 @@ def get_shape(data: Any) -> Any:
 
 
 def initialize_tensors(data_structure: Any) -> Any:
-    """Allocate an uninitialised tensor for every :class:`TensorInformation` of a structure.
+    """Allocate an uninitialised tensor for every [`TensorInformation`][accel_collectives.TensorInformation] of a structure.
 
-    The inverse of :func:`get_data_structure` (without the data).
+    The inverse of [`get_data_structure`][accel_collectives.get_data_structure] (without the data).
     """
     return recursively_apply(
         lambda info: torch.empty(info.shape, dtype=info.dtype),
@@ -277,7 +277,7 @@ def find_batch_size(data: Any) -> int:
 
 
 def ignorant_find_batch_size(data: Any) -> int | None:
-    """Like :func:`find_batch_size`, but return None when no batch size can be found."""
+    """Like [`find_batch_size`][accel_collectives.find_batch_size], but return None when no batch size can be found."""
     try:
         return find_batch_size(data)
     except (ValueError, TypeError):

@@ -147,7 +147,7 @@ def gather(tensor: Any) -> Any:
 
     Raises:
         TypeError: if the structure holds something other than tensors (use
-            :func:`gather_object` for Python objects).
+            [`gather_object`][accel_collectives.gather_object] for Python objects).
         DistributedOperationException: in debug mode, if the processes pass different
             structures, shapes or dtypes.
 
@@ -289,7 +289,7 @@ def broadcast_object_list(object_list: list[Any], from_process: int = 0) -> list
 def copy_tensor_to_devices(tensor: torch.Tensor | None = None) -> torch.Tensor:
     """Copy a tensor that exists on one process only to every process.
 
-    Unlike :func:`broadcast`, the receivers pass ``None`` and need not know the shape or dtype.
+    Unlike [`broadcast`][accel_collectives.broadcast], the receivers pass ``None`` and need not know the shape or dtype.
     When several processes pass a tensor, the lowest process index wins.
 
     Args:

@@ -16,7 +16,7 @@ def override_even_batches(loaders: Iterable[Any], even_batches: bool | None) -> 
     previous values back (even when the block raises).
 
     Args:
-        loaders: Loaders returned by :func:`prepare_data_loader`; those without a sharded batch
+        loaders: Loaders returned by [`prepare_data_loader`][accel_data.prepare_data_loader]; those without a sharded batch
             sampler (dispatched or iterable-dataset loaders) are left as they are, with a
             ``UserWarning`` naming the rule when one of them is iterable.
         even_batches: The value inside the block; ``None`` changes nothing.

@@ -1,7 +1,7 @@
 """Runs in each process started by a launcher that does not forward our environment.
 
 ``python -m accel_launch._child <packed env> [--module | --no_python] target [args...]`` sets
-the variables packed by :func:`accel_launch.launchers._cluster.encode_environment`, then runs the target
+the variables packed by `accel_launch.launchers._cluster.encode_environment`, then runs the target
 as ``python target``, ``python -m target`` or the executable ``target``.
 """
 

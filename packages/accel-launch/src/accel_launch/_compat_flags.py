@@ -71,7 +71,7 @@ def _shown(value: object) -> str:
 
 
 def _family(flag: str) -> str:
-    """The key of :data:`REFUSED` for a refused flag."""
+    """The key of `REFUSED` for a refused flag."""
     if flag.startswith("fp8_"):
         return "fp8"
     if flag.startswith("aws_"):
@@ -111,7 +111,7 @@ def add_compat_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def refused_flags() -> list[str]:
-    """Every flag name (dest) that :func:`check_refused` stops."""
+    """Every flag name (dest) that `check_refused` stops."""
     names = ["enable_cpu_affinity", "fp8_use_autocast_during_eval"]
     names += ["deepspeed_moe_layer_cls_names", "fsdp_activation_checkpointing_offload"]
     names += [f"fp8_{n}" for n in _FP8]
@@ -119,7 +119,7 @@ def refused_flags() -> list[str]:
 
 
 def check_refused(args: argparse.Namespace) -> None:
-    """Raise :class:`ConfigError` for the first refused flag given on the command line.
+    """Raise [`ConfigError`][accel_launch.ConfigError] for the first refused flag given on the command line.
 
     A flag that is given but false (``--fsdp_activation_checkpointing_offload false``) asks for
     nothing and passes.
@@ -151,7 +151,7 @@ def add_torchrun_options(launcher: str, argv: list[str], args: argparse.Namespac
     """Insert the pass-through options into torchrun's ``argv`` (in place).
 
     A given ``--rdzv_conf`` is joined to the one the launcher writes itself. Raises
-    :class:`ConfigError` when such an option is given but the run does not use torchrun, or
+    [`ConfigError`][accel_launch.ConfigError] when such an option is given but the run does not use torchrun, or
     ``--tee`` is given without ``--log_dir`` (torchrun has nowhere to write the copy).
     """
     options = torchrun_options(args)

@@ -77,7 +77,7 @@ class _StatedValueError(argparse.ArgumentTypeError):
 
 class FlagParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line plus the usage of the flag at fault,
-    not the usage of all the flags; a :class:`_StatedValueError` is one line alone."""
+    not the usage of all the flags; a `_StatedValueError` is one line alone."""
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         """As argparse does; the words are kept, so that an error can name the subcommand."""

@@ -281,7 +281,7 @@ def _apply_slurm_batch(
 
 
 def _check_counts(config: LaunchConfig, sources: dict[str, str], slurm: SlurmStep | None) -> None:
-    """Refuse machine and process counts this machine cannot run (see :mod:`._limits`)."""
+    """Refuse machine and process counts this machine cannot run (see `_limits`)."""
     if slurm is not None and slurm.one_task_per_rank:
         return  # srun already started every rank: nothing is started here
     machines = config.num_machines
@@ -365,7 +365,7 @@ def _derive(config: LaunchConfig, sources: dict[str, str], multi_gpu: bool) -> N
 
 
 def check_port_free(host: str, port: int) -> None:
-    """Raise :class:`ConfigError` when ``port`` cannot be bound on this machine."""
+    """Raise [`ConfigError`][accel_launch.ConfigError] when ``port`` cannot be bound on this machine."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

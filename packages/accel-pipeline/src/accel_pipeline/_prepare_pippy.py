@@ -42,7 +42,7 @@ logger = logging.getLogger("accel_pipeline")
 
 
 class PipelinedForward:
-    """The ``forward`` of a model prepared by :func:`prepare_pippy`.
+    """The ``forward`` of a model prepared by [`prepare_pippy`][accel_pipeline.prepare_pippy].
 
     Every process calls it with the same inputs; the first process feeds them to the pipeline,
     which runs them in rounds of ``round_size`` rows (``num_chunks`` chunks each). The output is
@@ -211,7 +211,7 @@ def prepare_pippy(
         model: The model, with its weights on the CPU (each stage moves to its process's
             device), or built under ``init_empty_weights()`` with ``checkpoint`` given.
         split_points: ``"auto"`` finds balanced split points from the module sizes of
-            :func:`accel_bigmodel.compute_module_sizes` (one stage per process); otherwise a list
+            [`accel_bigmodel.compute_module_sizes`][accel_bigmodel.compute_module_sizes] (one stage per process); otherwise a list
             of module names, each starting a stage (one fewer than the number of processes).
         no_split_module_classes: Class names of modules never cut inside by ``"auto"``; defaults
             to ``model._no_split_modules`` when the model defines it.

@@ -3,7 +3,7 @@
 A stage starts at a module (``SplitPoint.BEGINNING``), so a split point must be a module that the
 forward pass calls exactly once. The automatic search cuts the model into *units* (leaf modules,
 or whole modules whose class must not be split), orders them by a real forward pass, weighs them
-with :func:`accel_bigmodel.compute_module_sizes`, and picks the cuts that minimise the largest
+with [`accel_bigmodel.compute_module_sizes`][accel_bigmodel.compute_module_sizes], and picks the cuts that minimise the largest
 stage.
 """
 
@@ -214,7 +214,7 @@ def find_split_points(
     """Finds the module names where a balanced pipeline of ``num_stages`` stages starts its stages.
 
     The model runs once on the example inputs to learn the order in which modules execute; the
-    weights of the modules (from :func:`accel_bigmodel.compute_module_sizes`) are then cut into
+    weights of the modules (from [`accel_bigmodel.compute_module_sizes`][accel_bigmodel.compute_module_sizes]) are then cut into
     contiguous stages so that the heaviest stage is as light as possible. Only modules called
     exactly once can start a stage, and modules whose class is in ``no_split_module_classes``
     (by default ``model._no_split_modules`` when the model defines it, as ``transformers`` models

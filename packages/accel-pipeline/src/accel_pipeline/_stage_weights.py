@@ -2,12 +2,12 @@
 
 Tracing shares the model's tensors with every stage of the traced pipeline, so after
 ``build_stage`` a process still references the whole model through the original module and the
-other stages. :func:`keep_only_stage` rebinds the original module and the process's stage to one
+other stages. `keep_only_stage` rebinds the original module and the process's stage to one
 set of tensors (those the stage uses) and replaces every other tensor by a ``meta`` tensor, so
 their storage is freed once nothing else holds it.
 
 A model built under ``init_empty_weights()`` has ``meta`` parameters, which an eager forward and
-``torch.export`` cannot mix with real inputs. :func:`install_placeholders` gives each one a CPU
+``torch.export`` cannot mix with real inputs. `install_placeholders` gives each one a CPU
 placeholder: one zero expanded to the parameter's shape (stride 0, a single element of storage),
 so the example forward and the trace see the right shapes, dtypes and device without holding
 weights. Values are then read from the checkpoint for the stage's tensors only.
@@ -74,7 +74,7 @@ Slots = list[tuple[nn.Module, str, torch.Tensor]]
 
 
 def restore(slots: Slots) -> None:
-    """Puts back the tensors that :func:`install_placeholders` replaced."""
+    """Puts back the tensors that `install_placeholders` replaced."""
     for owner, leaf, tensor in slots:
         _put(owner, leaf, tensor)
 
@@ -85,7 +85,7 @@ def install_placeholders(model: nn.Module) -> Slots:
     Tied tensors (one object under several names) get one shared placeholder.
 
     Returns:
-        The replaced ``(owner, leaf, meta tensor)``, for :func:`restore`.
+        The replaced ``(owner, leaf, meta tensor)``, for `restore`.
 
     Raises:
         ValueError: When a non-persistent buffer is on ``meta``: no checkpoint holds its value.
@@ -121,7 +121,7 @@ def install_placeholders(model: nn.Module) -> Slots:
 
 @dataclass
 class StageWeights:
-    """What :func:`keep_only_stage` kept and released in this process.
+    """What `keep_only_stage` kept and released in this process.
 
     Attributes:
         kept: Names (in the model) of the tensors this process's stage holds.
@@ -250,7 +250,7 @@ def keep_only_stage(
     Args:
         model: The original model; its tensors outside the stage become ``meta``, those inside
             are the very tensors the stage runs with.
-        stage_module: This process's stage (names start with :data:`TRACE_ROOT`).
+        stage_module: This process's stage (names start with `TRACE_ROOT`).
         other_stages: The traced pipeline's other stages; their tensors become ``meta``.
         checkpoint: A safetensors file, index or folder holding the model's weights.
         unset: Names of the model's tensors that were built on ``meta`` (no values yet).

@@ -62,7 +62,7 @@ class BnbQuantizationConfig:
     float16 for 8-bit and ``bnb_4bit_compute_dtype`` for 4-bit."""
     skip_modules: list[str] | None = None
     """Modules not to quantize. None means the output head (and weights tied to it), found by
-    :func:`get_keys_to_not_convert`."""
+    [`get_keys_to_not_convert`][accel_precision.get_keys_to_not_convert]."""
     keep_in_fp32_modules: list[str] | None = None
     """Modules neither quantized nor cast: their weights stay in float32."""
 

@@ -312,7 +312,7 @@ def replace_with_bnb_layers(
 ) -> torch.nn.Module:
     """Replace the ``nn.Linear`` layers of ``model`` by bitsandbytes layers, in place.
 
-    On the meta device the new layers hold :class:`PendingQuantization` weights (filled by
+    On the meta device the new layers hold [`PendingQuantization`][accel_precision.PendingQuantization] weights (filled by
     loading a checkpoint). With real weights, each layer is quantized right away from them.
 
     Args:

@@ -56,7 +56,7 @@ def get_quantized_model_device_map(
     ``torch_dtype`` for the rest and float32 for ``keep_in_fp32_modules``.
 
     Args:
-        model: The model after :func:`replace_with_bnb_layers` (meta tensors are fine).
+        model: The model after [`replace_with_bnb_layers`][accel_precision.replace_with_bnb_layers] (meta tensors are fine).
         bnb_quantization_config: The quantization settings.
         device_map: A dict, a device, a strategy name, or None (no dispatch).
         max_memory: Device -> budget for computed maps.

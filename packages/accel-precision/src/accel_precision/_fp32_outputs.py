@@ -54,7 +54,7 @@ class ConvertOutputsToFp32:
 def convert_outputs_to_fp32(model_forward: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap ``model_forward`` so that its floating outputs come back in fp32.
 
-    The wrapper's ``__wrapped__`` is the :class:`ConvertOutputsToFp32` object, whose
+    The wrapper's ``__wrapped__`` is the [`ConvertOutputsToFp32`][accel_precision.ConvertOutputsToFp32] object, whose
     ``model_forward`` is the original function, so unwrapping finds it.
     """
     converter = ConvertOutputsToFp32(model_forward)

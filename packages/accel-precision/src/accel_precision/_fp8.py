@@ -19,7 +19,7 @@ def convert_model_to_fp8(
 
     torchao swaps the chosen ``nn.Linear`` layers for ``Float8Linear``; Transformer Engine swaps
     linear and layer-norm layers for its own. MS-AMP converts model and optimizer together
-    (:func:`prepare_msamp`), so here it changes nothing.
+    ([`prepare_msamp`][accel_precision.prepare_msamp]), so here it changes nothing.
 
     Args:
         model: The model (unwrapped, on its training device).
@@ -27,7 +27,7 @@ def convert_model_to_fp8(
 
     Returns:
         Old parameter -> new parameter for every parameter the conversion replaced (empty when
-        the layers kept their parameters); pass it to :func:`switch_optimizer_parameters`.
+        the layers kept their parameters); pass it to [`switch_optimizer_parameters`][accel_precision.switch_optimizer_parameters].
     """
     before = dict(model.named_parameters())
     if isinstance(recipe, AORecipeKwargs):
@@ -55,7 +55,7 @@ def switch_optimizer_parameters(
 
     Args:
         optimizer: An optimizer built on the model before its conversion.
-        mapping: Old parameter -> new parameter, as returned by :func:`convert_model_to_fp8`.
+        mapping: Old parameter -> new parameter, as returned by [`convert_model_to_fp8`][accel_precision.convert_model_to_fp8].
     """
     if not mapping:
         return
@@ -97,7 +97,7 @@ def prepare_msamp(
 
 
 def prepare_msamp_objects(objects: list[Any], recipe: MSAMPRecipeKwargs) -> list[Any]:
-    """Apply :func:`prepare_msamp` to the one model and one optimizer among ``objects``.
+    """Apply [`prepare_msamp`][accel_precision.prepare_msamp] to the one model and one optimizer among ``objects``.
 
     Args:
         objects: What was passed to ``prepare`` (dataloaders and schedulers pass through).

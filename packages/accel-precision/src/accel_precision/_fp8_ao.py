@@ -53,7 +53,7 @@ def filter_linear_layers(
 
 def filter_first_and_last_linear_layers(module: torch.nn.Module, fqn: str) -> bool:
     """A ``module_filter_func`` for one linear layer checked on its own: its first and last
-    linear sublayers are kept (use :func:`ao_module_filter` to filter a whole model)."""
+    linear sublayers are kept (use `ao_module_filter` to filter a whole model)."""
     first, last = find_first_last_linear_layers(module)
     return filter_linear_layers(module, fqn, [n for n in (first, last) if n])
 

@@ -211,14 +211,14 @@ class MSAMPRecipeKwargs(KwargsHandler):
 class FP8RecipeKwargs(KwargsHandler):
     """The FP8 recipe of ``mixed_precision="fp8"``, for Transformer Engine or MS-AMP.
 
-    It holds the settings of both engines; :meth:`to_backend_recipe` keeps those of ``backend``.
-    Fields left at None take the defaults of :class:`TERecipeKwargs` and
-    :class:`MSAMPRecipeKwargs`. For torchao, pass :class:`AORecipeKwargs` (or ``backend="AO"``
+    It holds the settings of both engines; [`to_backend_recipe`][accel_precision.FP8RecipeKwargs.to_backend_recipe] keeps those of ``backend``.
+    Fields left at None take the defaults of [`TERecipeKwargs`][accel_precision.TERecipeKwargs] and
+    [`MSAMPRecipeKwargs`][accel_precision.MSAMPRecipeKwargs]. For torchao, pass [`AORecipeKwargs`][accel_precision.AORecipeKwargs] (or ``backend="AO"``
     for its defaults).
     """
 
     opt_level: Literal["O1", "O2"] | None = None
-    """MS-AMP optimisation level (see :class:`MSAMPRecipeKwargs`; default ``"O2"``)."""
+    """MS-AMP optimisation level (see [`MSAMPRecipeKwargs`][accel_precision.MSAMPRecipeKwargs]; default ``"O2"``)."""
     use_autocast_during_eval: bool | None = None
     """Transformer Engine: run FP8 in evaluation mode too (default False)."""
     margin: int | None = None

@@ -18,7 +18,7 @@ from ._optional_backends import require_transformer_engine
 def te_recipe_kwargs(recipe: TERecipeKwargs) -> dict[str, Any]:
     """Arguments of ``transformer_engine.common.recipe.DelayedScaling`` for ``recipe``.
 
-    ``fp8_format`` stays a name here (``"E4M3"`` / ``"HYBRID"``); :func:`make_te_recipe` turns it
+    ``fp8_format`` stays a name here (``"E4M3"`` / ``"HYBRID"``); [`make_te_recipe`][accel_precision.make_te_recipe] turns it
     into ``Format.E4M3`` / ``Format.HYBRID``.
     """
     return {
@@ -80,7 +80,7 @@ def convert_model_to_te(
     """Replace ``nn.Linear`` and ``nn.LayerNorm`` layers by Transformer Engine ones in place.
 
     Weights are copied into the new layers, which therefore own new parameters (an optimizer
-    built before must be pointed at them: see :func:`switch_optimizer_parameters`). Linear
+    built before must be pointed at them: see [`switch_optimizer_parameters`][accel_precision.switch_optimizer_parameters]). Linear
     layers with a dimension that is not a multiple of 16 stay as they are (FP8 GEMMs need it).
 
     Args:

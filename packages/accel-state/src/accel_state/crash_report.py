@@ -10,7 +10,7 @@ of several is reported this way:
 - a process whose exception comes from a peer that stopped prints one line saying so;
 - both write the launcher's error file (``TORCHELASTIC_ERROR_FILE``, set by torchrun and so by
   ``accel launch``), with the exception's one-line summary, so that the launcher's last line
-  names the process that raised first and why (:data:`PEER_STOPPED` marks the peers).
+  names the process that raised first and why (`PEER_STOPPED` marks the peers).
 """
 
 from __future__ import annotations

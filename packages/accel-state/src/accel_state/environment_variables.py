@@ -1,7 +1,7 @@
 """The launcher-to-process contract: every ``ACCEL_*`` environment variable, declared once.
 
 ``accel launch`` writes these variables into every process it starts; ``PartialState``,
-``AcceleratorState``, the plugins and the ``Accelerator`` read them through :func:`read_env`.
+``AcceleratorState``, the plugins and the ``Accelerator`` read them through `read_env`.
 Each constant is the variable's name (a ``str``, usable as ``os.environ[ACCEL_USE_CPU]``) and
 carries its type (``kind``), its vocabulary (``choices``), the reference library's names read
 when it is unset (``fallbacks``: ``ACCELERATE_*``, ``FSDP_*`` ...; the ``ACCEL_*`` name wins
@@ -9,7 +9,7 @@ when both are set), who writes it (``written_by``) and who reads it (``read_by``
 ``docs/launch.md`` is generated from this module by ``tools/gen_env_docs.py``.
 
 ``PartialState()`` (and so ``Accelerator()``) reads every declared variable when the state is
-created (:func:`check_environment`), so a value outside its vocabulary fails at once on every
+created (`check_environment`), so a value outside its vocabulary fails at once on every
 process, naming the variable, the value, the rule and the fix.
 
 Vocabularies (``SHARDING_STRATEGIES``, ``WRAP_POLICIES``, ``OFFLOAD_DEVICES``, ``ZERO_STAGES``

@@ -1,14 +1,14 @@
 """The hang doctor: a process stuck in a collective makes every process report, then exit.
 
 Each collective of accel (``gather``, ``reduce``, ``broadcast``, ``wait_for_everyone`` ...) runs
-inside :class:`collective`, which records on this process the operation, its sequence number
+inside `collective`, which records on this process the operation, its sequence number
 and the shapes it moves (a few attribute writes; no communication). A daemon thread per
 process, started with the process group, looks at that record every second (or a tenth of the
 timeout): when this process has waited in one collective longer than the hang timeout, it raises
 an alarm in the job's rendezvous store. Every process's thread sees the alarm at its next look
 and posts where it is (in which collective, for how long, or outside any and since when) and
 its Python stack; the process that raised the alarm prints one report naming the process(es)
-that stopped participating, and every process exits with :data:`HANG_EXIT_CODE`.
+that stopped participating, and every process exits with `HANG_EXIT_CODE`.
 
 A process that dies is seen by the launcher, which stops the others and names it; a survivor
 whose collective fails because its peer vanished says which collective it was in.
@@ -309,7 +309,7 @@ def start_watchdog(
         master_addr: Host of the job's rendezvous store.
         master_port: Its port.
         prefix: Key prefix of this job (and attempt) in that store.
-        timeout: Seconds from :func:`hang_timeout`; 0 or less starts nothing.
+        timeout: Seconds from `hang_timeout`; 0 or less starts nothing.
 
     Raises:
         ValueError: a timeout was asked for explicitly but the store's address is unknown.

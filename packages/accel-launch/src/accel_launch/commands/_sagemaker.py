@@ -85,7 +85,7 @@ class SageMakerConfig:
     """Pin each process to the CPUs of its GPU's NUMA node (refused: not implemented)."""
 
     def validate(self, source: str = "<SageMakerConfig>") -> SageMakerConfig:
-        """Check every value; raise :class:`ConfigError` naming the field, the value and the fix."""
+        """Check every value; raise [`ConfigError`][accel_launch.ConfigError] naming the field, the value and the fix."""
         try:
             self.distributed_type = SageMakerDistributedType.parse(
                 self.distributed_type, f"{source}: distributed_type of a SageMaker launch"
@@ -124,7 +124,7 @@ class SageMakerConfig:
         return self
 
     def dynamo(self, source: str = "<SageMakerConfig>") -> DynamoConfig:
-        """The ``torch.compile`` options as a checked :class:`DynamoConfig`."""
+        """The ``torch.compile`` options as a checked [`DynamoConfig`][accel_launch.DynamoConfig]."""
         section = DynamoConfig.from_dict(self.dynamo_config or {}, f"{source}: dynamo_config")
         assert isinstance(section, DynamoConfig)
         section.validate(f"{source}: dynamo_config")
@@ -160,7 +160,7 @@ def is_sagemaker_file(data: Mapping[str, Any]) -> bool:
 
 
 def sagemaker_config_from_dict(data: Mapping[str, Any], source: str) -> SageMakerConfig:
-    """Build a checked :class:`SageMakerConfig`, refusing unknown keys with the closest one."""
+    """Build a checked [`SageMakerConfig`][accel_launch.SageMakerConfig], refusing unknown keys with the closest one."""
     values = {}
     for key, value in data.items():
         if key == "config_version":
@@ -406,7 +406,7 @@ def build_estimator(
         sagemaker_config: The checked SageMaker config.
         args: Parsed ``accel launch`` arguments.
         session: A ``sagemaker.Session``; default: one for the config's region and the
-            caller's credentials (see :func:`credentials`).
+            caller's credentials (see `credentials`).
 
     Returns:
         ``(estimator, inputs of fit)``.

@@ -5,17 +5,17 @@ name one list from many places, so a file can stand for billions of values ("bil
 or for a list that holds itself; any code that then prints or walks the value never ends. The
 reader therefore refuses:
 
-- a file larger than :data:`MAX_FILE_BYTES`, before parsing it;
-- a value nested deeper than :data:`MAX_DEPTH` levels;
-- a file that, with every alias replaced by what it names, holds more than :data:`MAX_VALUES`
-  values or more than :data:`MAX_TEXT` characters of text.
+- a file larger than `MAX_FILE_BYTES`, before parsing it;
+- a value nested deeper than `MAX_DEPTH` levels;
+- a file that, with every alias replaced by what it names, holds more than `MAX_VALUES`
+  values or more than `MAX_TEXT` characters of text.
 
 The walk that measures the expansion stops as soon as a bound is passed, so the check itself
 costs at most a bounded number of steps whatever the file holds.
 
 YAML merge keys (``<<: [*a, *a]``) copy key/value pairs while the YAML reader builds the value,
-before any walk of the result could run: :func:`load_yaml` reads with a loader that counts every
-value it builds and every pair a merge copies, and stops at :data:`MAX_VALUES`.
+before any walk of the result could run: `load_yaml` reads with a loader that counts every
+value it builds and every pair a merge copies, and stops at `MAX_VALUES`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def check_regular_file(path: Path, what: str = "config file") -> None:
 
 
 def check_file_size(path: Path) -> None:
-    """Refuse a config file larger than :data:`MAX_FILE_BYTES` before reading it.
+    """Refuse a config file larger than `MAX_FILE_BYTES` before reading it.
 
     Raises:
         ConfigError: naming the file, its size, the limit and the fix.
@@ -77,7 +77,7 @@ def check_file_size(path: Path) -> None:
 
 
 def check_expansion(data: Any, path: Path) -> None:
-    """Refuse data that expands past :data:`MAX_VALUES`, :data:`MAX_TEXT` or :data:`MAX_DEPTH`.
+    """Refuse data that expands past `MAX_VALUES`, `MAX_TEXT` or `MAX_DEPTH`.
 
     Args:
         data: What the YAML or JSON reader returned (aliased lists and mappings are shared
@@ -134,7 +134,7 @@ def nested_too_deep(path: Path) -> ConfigError:
 
 
 class _OverBudget(Exception):
-    """Raised inside the loader when a bound is passed; :func:`load_yaml` names the file."""
+    """Raised inside the loader when a bound is passed; `load_yaml` names the file."""
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -185,7 +185,7 @@ class _BoundedLoader(yaml.SafeLoader):
 
 
 def load_yaml(text: str, path: Path) -> Any:
-    """Parse YAML text as ``yaml.safe_load`` does, within :data:`MAX_VALUES` built values.
+    """Parse YAML text as ``yaml.safe_load`` does, within `MAX_VALUES` built values.
 
     Raises:
         ConfigError: naming the file, the line where the bound was passed, and the fix.

@@ -48,7 +48,7 @@ def default_config_dir() -> Path:
 
 
 def default_config_file() -> Path:
-    """Path of the default config file (``default_config.yaml`` in :func:`default_config_dir`)."""
+    """Path of the default config file (``default_config.yaml`` in `default_config_dir`)."""
     return default_config_dir() / "default_config.yaml"
 
 
@@ -95,7 +95,7 @@ class LaunchConfig:
     mpirun_hostfile: str | None = None
     """Start the processes with ``mpirun`` on the hosts of this hostfile (multi-CPU)."""
     dynamo_config: DynamoConfig = field(default_factory=DynamoConfig)
-    """``torch.compile`` options (see :class:`DynamoConfig`)."""
+    """``torch.compile`` options (see [`DynamoConfig`][accel_launch.DynamoConfig])."""
     deepspeed_config: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
     """DeepSpeed options, used when ``distributed_type`` is ``DEEPSPEED``."""
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
@@ -127,7 +127,7 @@ class LaunchConfig:
     """``accel tpu-config``: commands run on each VM."""
 
     def validate(self) -> LaunchConfig:
-        """Check every value; raise :class:`ConfigError` naming the field, the value and the fix."""
+        """Check every value; raise [`ConfigError`][accel_launch.ConfigError] naming the field, the value and the fix."""
         try:
             self.mixed_precision = PrecisionType.parse(
                 self.mixed_precision, "mixed_precision"
@@ -269,7 +269,7 @@ FIELD_TYPES = {f.name: str(f.type) for f in dataclasses.fields(LaunchConfig)}
 
 
 def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConfig:
-    """Build a validated :class:`LaunchConfig`, refusing unknown keys with the closest valid one."""
+    """Build a validated [`LaunchConfig`][accel_launch.LaunchConfig], refusing unknown keys with the closest valid one."""
     if not isinstance(data, dict):
         raise ConfigError(
             f"{source}: a config file must hold a mapping of settings; got "
@@ -329,7 +329,7 @@ def read_raw(path: Path) -> dict[str, Any]:
     """The mapping held by a YAML or JSON config file, before any check of its settings.
 
     The file's size and what it expands to (YAML aliases included) are bounded first
-    (:mod:`accel_launch.configs._config_bounds`), so no file makes a later step work without end.
+    (`accel_launch.configs._config_bounds`), so no file makes a later step work without end.
 
     Raises:
         ConfigError: when the file is too large, does not parse, or expands past the bounds.
@@ -375,7 +375,7 @@ def write_basic_config(
 
     Args:
         mixed_precision: ``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"``.
-        save_location: Where to write (default: :func:`default_config_file`).
+        save_location: Where to write (default: [`default_config_file`][accel_launch.default_config_file]).
 
     Returns:
         The path written, or ``False`` when a file already exists there (it is left untouched).

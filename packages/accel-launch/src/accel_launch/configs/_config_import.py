@@ -78,7 +78,7 @@ def import_config(
     Nothing is written unless every setting is accepted.
 
     Args:
-        source: The file to import (default: :func:`reference_config_file`).
+        source: The file to import (default: `reference_config_file`).
         target: Where to write (default: accel's default config file).
         overwrite: Replace an existing file at ``target``.
 

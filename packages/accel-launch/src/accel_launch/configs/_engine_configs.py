@@ -49,7 +49,7 @@ class Section:
         """Build and validate a section from the mapping in the file.
 
         Raises:
-            ConfigError: for a key that is not one of :meth:`keys` (naming the closest valid
+            ConfigError: for a key that is not one of `keys` (naming the closest valid
                 key) or a value of the wrong type.
         """
         if data is None:
@@ -77,7 +77,7 @@ class Section:
         return built
 
     def validate(self, section: str) -> None:
-        """Check the values together; raise :class:`ConfigError` with the rule and the fix."""
+        """Check the values together; raise [`ConfigError`][accel_launch.ConfigError] with the rule and the fix."""
 
     def to_dict(self) -> dict[str, Any]:
         """The values that are set (what the file holds)."""

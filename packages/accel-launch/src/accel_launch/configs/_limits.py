@@ -6,9 +6,9 @@ in a config file) would keep the launcher busy without end instead of failing. B
 checked before anything starts:
 
 - processes per machine (``num_processes / num_machines``): at most
-  :data:`PROCESSES_PER_UNIT` per CPU core this process may use or per local accelerator,
+  `PROCESSES_PER_UNIT` per CPU core this process may use or per local accelerator,
   whichever gives more; ``ACCEL_MAX_PROCESSES_PER_MACHINE`` sets another limit;
-- machines: at most :data:`MAX_MACHINES`; ``ACCEL_MAX_MACHINES`` sets another limit.
+- machines: at most `MAX_MACHINES`; ``ACCEL_MAX_MACHINES`` sets another limit.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _override(variable: str) -> int | None:
 
 
 def check_machines(num_machines: int, *, who: str, fix: str) -> None:
-    """Refuse more machines than :data:`MAX_MACHINES` (or ``ACCEL_MAX_MACHINES``).
+    """Refuse more machines than `MAX_MACHINES` (or ``ACCEL_MAX_MACHINES``).
 
     Args:
         num_machines: The machines asked for.
@@ -79,7 +79,7 @@ def check_machines(num_machines: int, *, who: str, fix: str) -> None:
 def check_processes_per_machine(per_machine: int, *, who: str, fix: Callable[[int], str]) -> None:
     """Refuse more processes per machine than this machine can run.
 
-    The limit is :data:`PROCESSES_PER_UNIT` per usable CPU core or per local accelerator,
+    The limit is `PROCESSES_PER_UNIT` per usable CPU core or per local accelerator,
     whichever gives more, or ``ACCEL_MAX_PROCESSES_PER_MACHINE`` when set. Torch is not
     imported for a count within the CPU limit.
 

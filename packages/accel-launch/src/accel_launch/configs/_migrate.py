@@ -6,7 +6,7 @@ Format history:
   ``dynamo_backend`` is a top-level key, MPI settings sit under ``mpirun_config``, FSDP's
   sharding strategy may be a number and its prefetch key is ``fsdp_backward_prefetch_policy``.
 - version 1: the first accel files; sections were free-form mappings.
-- version 2: typed, validated sections (:mod:`accel_launch.configs._engine_configs`).
+- version 2: typed, validated sections (`accel_launch.configs._engine_configs`).
 """
 
 from __future__ import annotations

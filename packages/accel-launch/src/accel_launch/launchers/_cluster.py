@@ -118,7 +118,7 @@ class SlurmBatch:
 
     @property
     def port(self) -> int:
-        """The rendezvous port of the job (see :attr:`SlurmStep.port`)."""
+        """The rendezvous port of the job (see `SlurmStep.port`)."""
         return job_port(self.job_id)
 
 
@@ -259,7 +259,7 @@ def mpirun_command(
         num_machines: Machines used; the processes are spread evenly when above 1.
         env: Variables every rank must receive (passed by name to Open MPI, by value to
             Hydra-based MPIs, since remote ranks do not inherit the local environment).
-        target: The command each rank runs (see :func:`python_target`).
+        target: The command each rank runs (see `python_target`).
         flavour: ``openmpi`` or ``mpich``.
         mpirun: The launcher executable.
     """
@@ -283,7 +283,7 @@ CHILD_MODULE = "accel_launch._child"
 
 
 def encode_environment(env: Mapping[str, str]) -> str:
-    """Pack variables into one command-line word for :mod:`accel_launch._child`."""
+    """Pack variables into one command-line word for `accel_launch._child`."""
     return base64.urlsafe_b64encode(json.dumps(dict(env), sort_keys=True).encode()).decode()
 
 

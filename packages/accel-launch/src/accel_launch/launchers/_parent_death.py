@@ -64,7 +64,7 @@ def torch_workers_die_with_agent() -> Iterator[None]:
     """While open, the workers torch's elastic agent starts in this process die with it.
 
     The agent starts each worker with ``subprocess.Popen`` from its subprocess handler; the
-    handler's ``Popen`` is replaced by one that adds the ``preexec_fn`` of :func:`preexec`.
+    handler's ``Popen`` is replaced by one that adds the ``preexec_fn`` of `preexec`.
     """
     if _PRCTL is None:
         yield

@@ -1,7 +1,7 @@
 """Running the processes of ``accel launch`` and stopping them cleanly on Ctrl-C or a signal.
 
 Ctrl-C on the launcher stops every process it started with SIGTERM (a Python process ends
-without a traceback) and ends the launcher with :data:`INTERRUPTED`; ``cli.main`` prints the one
+without a traceback) and ends the launcher with `INTERRUPTED`; ``cli.main`` prints the one
 line that says so.
 """
 
@@ -93,7 +93,7 @@ def run_child(argv: list[str], env: dict[str, str], forward_sigint: bool) -> int
     """Run a child launcher (python, mpirun, deepspeed) and return its exit code.
 
     On Ctrl-C the child gets SIGINT (``forward_sigint``: a launcher that stops its own ranks)
-    or SIGTERM, then is killed after :data:`_STOP_GRACE` seconds; ``KeyboardInterrupt`` is
+    or SIGTERM, then is killed after `_STOP_GRACE` seconds; ``KeyboardInterrupt`` is
     raised again once it is gone.
 
     The child dies with this process (Linux): SIGKILL for a process of the job, SIGTERM for a

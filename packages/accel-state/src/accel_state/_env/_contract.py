@@ -61,7 +61,7 @@ class EnvironmentVariable(str):
     """
 
     kind: Kind
-    """How the text is read (:data:`Kind`)."""
+    """How the text is read (`Kind`)."""
     choices: tuple[Any, ...]
     """The vocabulary of a ``choice`` variable (empty otherwise)."""
     fallbacks: tuple[str, ...]

@@ -63,7 +63,7 @@ def family_available(device: str, *, for_distributed: bool = False) -> bool:
     """Whether accelerator family ``device`` (``"npu"``, ``"cuda"`` ...) is usable here.
 
     Args:
-        device: A torch device type of :data:`FAMILIES`, or ``"mps"`` / ``"cpu"``.
+        device: A torch device type of `FAMILIES`, or ``"mps"`` / ``"cpu"``.
         for_distributed: Ask as a multi-process run does: Gaudi's HCCL backend is loaded, and
             an XPU counts only when torch has the XCCL backend.
     """
@@ -91,7 +91,7 @@ def family_available(device: str, *, for_distributed: bool = False) -> bool:
 
 
 def distributed_family(cpu: bool = False) -> DeviceFamily:
-    """The family a multi-process run uses here: the first available of :data:`FAMILIES`,
+    """The family a multi-process run uses here: the first available of `FAMILIES`,
     else (or with ``cpu``) the CPU with gloo."""
     if not cpu:
         for family in FAMILIES:
@@ -118,7 +118,7 @@ def prepare_backend(cpu: bool = False, backend: str | None = None) -> tuple[str,
 
 def default_device_type(cpu: bool = False) -> str:
     """The device type of a single-process run: ``"mps"``, then the first available of
-    :data:`FAMILIES`, else ``"cpu"``.
+    `FAMILIES`, else ``"cpu"``.
 
     Args:
         cpu: Answer ``"cpu"`` whatever is present.
@@ -134,7 +134,7 @@ def default_device_type(cpu: bool = False) -> str:
 
 
 def default_device(cpu: bool = False) -> torch.device:
-    """The device of a single-process run (see :func:`default_device_type`).
+    """The device of a single-process run (see `default_device_type`).
 
     Vendor families (``npu``, ``mlu`` ...) are valid torch device types once their extension
     is imported, which their probe does.

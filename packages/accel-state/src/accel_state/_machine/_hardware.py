@@ -37,7 +37,7 @@ class CPUInformation:
 
 
 def get_cpu_distributed_information() -> CPUInformation:
-    """Read :class:`CPUInformation` from the variables of torchrun, Intel MPI, Open MPI and
+    """Read [`CPUInformation`][accel_state.CPUInformation] from the variables of torchrun, Intel MPI, Open MPI and
     MVAPICH (the first one set wins; defaults describe a single process)."""
     return CPUInformation(
         rank=get_int_from_env(
@@ -146,7 +146,7 @@ def override_numa_affinity(local_process_index: int, verbose: bool | None = None
 
 @functools.lru_cache
 def set_numa_affinity(local_process_index: int, verbose: bool | None = None) -> None:
-    """:func:`override_numa_affinity`, once per process (later calls with the same arguments
+    """[`override_numa_affinity`][accel_state.override_numa_affinity], once per process (later calls with the same arguments
     do nothing; call ``override_numa_affinity`` to pin again)."""
     override_numa_affinity(local_process_index=local_process_index, verbose=verbose)
 

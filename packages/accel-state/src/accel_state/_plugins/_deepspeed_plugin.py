@@ -49,7 +49,7 @@ class DeepSpeedPlugin:
     """
 
     hf_ds_config: Any = None
-    """A DeepSpeed config: path of a JSON file, a dict, or an :class:`HfDeepSpeedConfig`
+    """A DeepSpeed config: path of a JSON file, a dict, or an [`HfDeepSpeedConfig`][accel_state.HfDeepSpeedConfig]
     (default: ``ACCEL_DEEPSPEED_CONFIG_FILE``, else built from the fields below)."""
     gradient_accumulation_steps: int | str | None = None
     """Batches accumulated per optimizer step; ``"auto"`` takes the Accelerator's

@@ -360,14 +360,14 @@ class ParallelismConfig:
 
     @property
     def mesh_dim_names(self) -> tuple[str, ...]:
-        """Names of the mesh dimensions :meth:`build_device_mesh` builds: those of size > 1,
+        """Names of the mesh dimensions [`build_device_mesh`][accel_state.ParallelismConfig.build_device_mesh] builds: those of size > 1,
         outermost first (empty when every size is 1)."""
         return tuple(name for name, size in self.sizes.items() if size > 1)
 
     @property
     def dp_dim_names(self) -> tuple[str, ...]:
         """Mesh dimensions over which data is split (processes along them read different
-        batches); :meth:`build_device_mesh` joins them into the ``dp`` dimension."""
+        batches); [`build_device_mesh`][accel_state.ParallelismConfig.build_device_mesh] joins them into the ``dp`` dimension."""
         return tuple(n for n in ("dp_replicate", "dp_shard") if n in self.mesh_dim_names)
 
     @property
@@ -379,17 +379,17 @@ class ParallelismConfig:
     def dp_shard_cp_dim_names(self) -> tuple[str, ...]:
         """Mesh dimensions FSDP shards the model over: ``dp_shard`` and ``cp`` (context-parallel
         processes hold shards too, and their gradients are averaged with the data-parallel
-        ones); :meth:`build_device_mesh` joins them into ``dp_shard_cp``."""
+        ones); [`build_device_mesh`][accel_state.ParallelismConfig.build_device_mesh] joins them into ``dp_shard_cp``."""
         return tuple(n for n in ("dp_shard", "cp") if n in self.mesh_dim_names)
 
     @property
     def dp_cp_dim_names(self) -> tuple[str, ...]:
         """Mesh dimensions over which the loss (and so the gradients) is averaged;
-        :meth:`build_device_mesh` joins them into ``dp_cp``."""
+        [`build_device_mesh`][accel_state.ParallelismConfig.build_device_mesh] joins them into ``dp_cp``."""
         return tuple(n for n in ("dp_replicate", "dp_shard", "cp") if n in self.mesh_dim_names)
 
     def _get_mesh(self) -> tuple[tuple[str, ...], tuple[int, ...]] | tuple[()]:
-        """``(mesh_dim_names, mesh_shape)`` of the mesh :meth:`build_device_mesh` builds, or
+        """``(mesh_dim_names, mesh_shape)`` of the mesh [`build_device_mesh`][accel_state.ParallelismConfig.build_device_mesh] builds, or
         ``()`` when every size is 1 (no mesh)."""
         names = self.mesh_dim_names
         if not names:
@@ -416,8 +416,8 @@ class ParallelismConfig:
     def local_rank(self, dim: str, process_index: int) -> int:
         """Coordinate of process ``process_index`` along mesh dimension ``dim``.
 
-        The mesh numbers processes row-major over :data:`MESH_DIMS` (outermost first), as
-        :meth:`build_device_mesh` lays them out, so no mesh is needed to know it.
+        The mesh numbers processes row-major over `MESH_DIMS` (outermost first), as
+        [`build_device_mesh`][accel_state.ParallelismConfig.build_device_mesh] lays them out, so no mesh is needed to know it.
 
         Args:
             dim: ``"dp_replicate"``, ``"dp_shard"``, ``"cp"``, ``"sp"`` or ``"tp"``.
@@ -444,7 +444,7 @@ class ParallelismConfig:
 
         Args:
             device_type: ``"cpu"``, ``"cuda"`` ...
-            num_processes: Checked against :attr:`total_size` (default: the world size of the
+            num_processes: Checked against [`total_size`][accel_state.ParallelismConfig.total_size] (default: the world size of the
                 process group; with no group yet, ``torch``'s ``init_device_mesh`` starts one
                 from the launch environment and checks the size itself).
 

@@ -51,7 +51,7 @@ _PROCESS_CONTROL = frozenset(
 class AcceleratorState:
     """The shared state of an ``Accelerator``: ``PartialState`` plus precision and plugins.
 
-    Every attribute of :class:`PartialState` is readable here too. Like ``PartialState``, all
+    Every attribute of [`PartialState`][accel_state.PartialState] is readable here too. Like ``PartialState``, all
     instances share one state: the first one decides the mixed precision (argument, else
     ``ACCEL_MIXED_PRECISION``, else ``"no"``).
 
@@ -60,7 +60,7 @@ class AcceleratorState:
         cpu: Force the CPU.
         dynamo_plugin: A ``TorchDynamoPlugin`` or None.
         deepspeed_plugin: A ``DeepSpeedPlugin``, or a dict of named plugins (the first is active;
-            switch with :meth:`select_deepspeed_plugin`).
+            switch with [`select_deepspeed_plugin`][accel_state.AcceleratorState.select_deepspeed_plugin]).
         fsdp_plugin: Engine plugin, stored for the engine that reads it.
         torch_tp_plugin: A ``TorchTensorParallelPlugin`` or None.
         megatron_lm_plugin: Engine plugin, stored for the engine that reads it.

@@ -33,7 +33,7 @@ def attempt_prefix() -> str | None:
 
 def init_default_group(backend: str, world: WorldInfo, kwargs: dict[str, Any]) -> None:
     """Call ``init_process_group`` for ``world``, in this attempt's own part of the store,
-    then start the hang watchdog (:mod:`accel_state.hang_watchdog`).
+    then start the hang watchdog (`accel_state.hang_watchdog`).
 
     Args:
         backend: ``gloo``, ``nccl`` ...

@@ -132,7 +132,7 @@ def capture_rng_state() -> dict[str, Any]:
 
     Returns:
         ``{"random_state", "numpy_random_seed", "torch_manual_seed"[, "torch_cuda_manual_seed"]}``
-        (CUDA only when it is initialised), for :func:`restore_rng_state`.
+        (CUDA only when it is initialised), for [`restore_rng_state`][accel_state.restore_rng_state].
     """
     kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
     state: dict[str, Any] = {
@@ -152,7 +152,7 @@ def capture_rng_state() -> dict[str, Any]:
 
 
 def restore_rng_state(state: Mapping[str, Any]) -> None:
-    """Put back the generator states returned by :func:`capture_rng_state`.
+    """Put back the generator states returned by [`capture_rng_state`][accel_state.capture_rng_state].
 
     Entries that are absent are left as they are (a state saved without CUDA restores the rest).
     """

@@ -132,7 +132,7 @@ def teardown_process_group(barrier_timeout: float | None = None) -> None:
 
 
 def register_teardown() -> None:
-    """Arrange for :func:`teardown_process_group` to run at exit (once per process)."""
+    """Arrange for [`teardown_process_group`][accel_state.teardown_process_group] to run at exit (once per process)."""
     global _registered
     with _lock:
         if _registered:

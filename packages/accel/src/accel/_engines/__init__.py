@@ -1,7 +1,7 @@
 """One small engine per distributed type: how models are wrapped, synchronised and unwrapped.
 
-The facade asks :func:`engine_for` for the engine of the run and calls only the methods of
-:class:`Engine`; adding an engine (FSDP ...) means adding a module here and a line in the table,
+The facade asks `engine_for` for the engine of the run and calls only the methods of
+`Engine`; adding an engine (FSDP ...) means adding a module here and a line in the table,
 not branches in the facade. An engine's module is imported when a run first needs it, so that
 ``from accel import Accelerator`` does not pay for DeepSpeed's, FSDP's or Megatron-LM's code.
 """

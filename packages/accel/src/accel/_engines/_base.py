@@ -77,7 +77,7 @@ class Engine:
     from the Accelerator)."""
     replicated_states: bool = True
     """Whether every process holds whole model and optimizer states (False: each holds shards,
-    saved and loaded by :meth:`save_model_state` / :meth:`load_model_state` and the optimizer
+    saved and loaded by `save_model_state` / `load_model_state` and the optimizer
     counterparts)."""
 
     def __init__(self, context: EngineContext) -> None:
@@ -198,7 +198,7 @@ class Engine:
     def load_optimizer_state_dict(
         self, optimizer: torch.optim.Optimizer, state_dict: dict[str, object]
     ) -> None:
-        """Restore a prepared optimizer from :meth:`optimizer_state_dict` output."""
+        """Restore a prepared optimizer from `optimizer_state_dict` output."""
         optimizer.load_state_dict(state_dict)
 
     # --------------------------------------------------- checkpoint layouts of sharding engines
@@ -229,7 +229,7 @@ class Engine:
     def load_model_state(
         self, model: torch.nn.Module, input_dir: str, index: int, *, trust_pickles: bool = False
     ) -> bool:
-        """Load a model written by :meth:`save_model_state`; False when the engine has no
+        """Load a model written by `save_model_state`; False when the engine has no
         layout of its own or ``input_dir`` holds none. Its files run no code unless
         ``trust_pickles``."""
         return False
@@ -249,7 +249,7 @@ class Engine:
         *,
         trust_pickles: bool = False,
     ) -> bool:
-        """Load an optimizer written by :meth:`save_optimizer_state`; False when the engine
+        """Load an optimizer written by `save_optimizer_state`; False when the engine
         has no layout of its own or ``input_dir`` holds none. Its files run no code unless
         ``trust_pickles``."""
         return False
@@ -262,7 +262,7 @@ class Engine:
         copy: StateCopy | None = None,
     ) -> CheckpointStates:
         """The states of ``models`` and ``optimizers`` for a checkpoint, called on every
-        process: whole state dicts where every process holds them (:attr:`replicated_states`),
+        process: whole state dicts where every process holds them (`replicated_states`),
         else this engine's own layout, written into ``output_dir`` now (``copy`` None) or
         copied with ``copy`` and returned as background jobs.
         """
@@ -291,8 +291,8 @@ class Engine:
     ) -> LoadedStates:
         """The first phase of ``load_state`` for ``models`` and ``optimizers``: check their
         files and change nothing. Whole state dicts are read from ``files`` where every
-        process holds them (:attr:`replicated_states`); else this engine's own layout is
-        checked (:meth:`validate_model_state`) and read in :meth:`apply_checkpoint_states`.
+        process holds them (`replicated_states`); else this engine's own layout is
+        checked (`validate_model_state`) and read in `apply_checkpoint_states`.
         """
         if self.replicated_states:
             return LoadedStates(
@@ -317,7 +317,7 @@ class Engine:
         **model_kwargs: Any,
     ) -> None:
         """The last step of ``load_state``, once every other object took its state: stream in
-        the weights that :meth:`read_checkpoint_states` checked, or load the models and
+        the weights that `read_checkpoint_states` checked, or load the models and
         optimizers from this engine's own layout.
 
         Raises:
@@ -358,7 +358,7 @@ class Engine:
     ) -> Callable[[], None]:
         """Copy this process's shards of ``models`` and ``optimizers`` to host memory now and
         return the job that writes them into ``output_dir`` in the layout of
-        :meth:`save_model_state` / :meth:`save_optimizer_state`.
+        `save_model_state` / `save_optimizer_state`.
 
         Called on every process on the calling thread; the job runs on a background thread
         while training goes on, so it must not run collectives on the default process group.

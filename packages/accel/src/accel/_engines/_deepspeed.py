@@ -52,7 +52,7 @@ def import_deepspeed() -> Any:
 
 class DeepSpeedEngine(Engine):
     """Wraps each prepared model in a ``deepspeed.DeepSpeedEngine`` built from the active
-    :class:`DeepSpeedPlugin`.
+    [`DeepSpeedPlugin`][accel_state.DeepSpeedPlugin].
 
     Several models: prepare each in its own ``prepare`` call after selecting its plugin with
     ``accelerator.state.select_deepspeed_plugin(name)``. ``backward`` steps the engine of the

@@ -28,7 +28,7 @@ numbers), the address of a parameter fragment (two integers) and the ZeRO stage 
 
 
 def deepspeed_checkpoint_classes() -> list[Any]:
-    """The classes of :data:`DEEPSPEED_CHECKPOINT_CLASSES` this DeepSpeed version defines."""
+    """The classes of `DEEPSPEED_CHECKPOINT_CLASSES` this DeepSpeed version defines."""
     found = []
     for module_name, name in DEEPSPEED_CHECKPOINT_CLASSES:
         try:

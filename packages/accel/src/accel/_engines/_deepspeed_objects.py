@@ -48,7 +48,7 @@ class DummyScheduler:
     builds one from ``lr_scheduler_callable(optimizer)`` once DeepSpeed made the optimizer.
 
     Args:
-        optimizer: The :class:`DummyOptim` (or optimizer) it schedules.
+        optimizer: The [`DummyOptim`][accel.utils.DummyOptim] (or optimizer) it schedules.
         total_num_steps: Fills ``scheduler.params.total_num_steps`` when ``"auto"``.
         warmup_num_steps: Fills ``scheduler.params.warmup_num_steps`` when ``"auto"``.
         lr_scheduler_callable: Builds the scheduler from DeepSpeed's optimizer (no config

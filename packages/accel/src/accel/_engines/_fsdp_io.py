@@ -109,8 +109,8 @@ def snapshot(
     copy: StateCopy,
 ) -> Callable[[], None]:
     """Copy the states of ``models`` and ``optimizers`` (each with its model) to host memory
-    now and return the job that writes them in the layout of :func:`save_model` /
-    :func:`save_optimizer`.
+    now and return the job that writes them in the layout of [`save_model`][accel.Accelerator.save_model] /
+    `save_optimizer`.
 
     Sharded layouts go through ``torch.distributed.checkpoint.async_save``: it stages each
     process's shards into host memory before returning, then plans and writes them on a thread

@@ -2,7 +2,7 @@
 gathers over Megatron's data-parallel group, and the one import point of megatron-core.
 
 megatron-core prints that Transformer Engine and Apex are missing when it is imported without
-them; :func:`import_megatron_core` hides exactly those warnings and nothing else.
+them; `import_megatron_core` hides exactly those warnings and nothing else.
 """
 
 from __future__ import annotations

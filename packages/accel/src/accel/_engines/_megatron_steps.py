@@ -117,7 +117,7 @@ class GPTTrainStep(AbstractTrainStep):
 
     Args:
         accelerator: The ``Accelerator`` (its plugin's custom functions are used).
-        args: Megatron arguments (see :func:`megatron_args`).
+        args: Megatron arguments (see `megatron_args`).
     """
 
     def __init__(self, accelerator: Any, args: Any) -> None:
@@ -198,7 +198,7 @@ class BertTrainStep(AbstractTrainStep):
 
     Args:
         accelerator: The ``Accelerator`` (its plugin's custom functions are used).
-        args: Megatron arguments (see :func:`megatron_args`).
+        args: Megatron arguments (see `megatron_args`).
     """
 
     def __init__(self, accelerator: Any, args: Any) -> None:
@@ -291,7 +291,7 @@ class T5TrainStep(AbstractTrainStep):
 
     Args:
         accelerator: The ``Accelerator`` (its plugin's custom functions are used).
-        args: Megatron arguments (see :func:`megatron_args`).
+        args: Megatron arguments (see `megatron_args`).
     """
 
     def __init__(self, accelerator: Any, args: Any) -> None:

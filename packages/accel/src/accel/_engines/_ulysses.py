@@ -6,7 +6,7 @@ processes trains on the same batches, each process holding ``1/N`` of every sequ
 turns the sequence split into a head split before attention and back after it. DeepSpeed's
 ``UlyssesSPDataLoaderAdapter`` gathers one batch from each process of the group and hands each
 process its slice of every one of them, with ``shift_labels`` (the labels shifted before the
-split). :func:`sequence_parallel_loss` averages the loss over the group's tokens.
+split). [`sequence_parallel_loss`][accel.utils.sequence_parallel_loss] averages the loss over the group's tokens.
 
 Everything here runs on CPU with gloo; on CUDA the same DeepSpeed calls run with NCCL and the
 process's GPU (the lines marked ``CUDA``).
@@ -216,7 +216,7 @@ def register_attention(
     process, so one model per process can be registered.
 
     Raises:
-        ValueError: from :func:`check_model`.
+        ValueError: from `check_model`.
         RuntimeError: for a second model in the same process.
     """
     attn = check_model(model, sp_size, handler.sp_attn_implementation)
@@ -361,7 +361,7 @@ class SequenceParallelLoader:
         return state
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Continue from a position of :meth:`state_dict` (or of a loader without sequence
+        """Continue from a position of `state_dict` (or of a loader without sequence
         parallelism, which stands at a group boundary).
 
         Raises:

@@ -73,11 +73,11 @@ class Accelerator(
     """Adapts a PyTorch training script to the environment it was launched in.
 
     Create one per process, pass models, optimizers, schedulers and dataloaders through
-    :meth:`prepare`, call :meth:`backward` instead of ``loss.backward()``, and the same script
+    [`prepare`][accel.Accelerator.prepare], call [`backward`][accel.Accelerator.backward] instead of ``loss.backward()``, and the same script
     runs on one CPU, several processes or several machines, in mixed precision.
 
     Args:
-        device_placement: Move prepared objects to :attr:`device`.
+        device_placement: Move prepared objects to [`device`][accel.Accelerator.device].
         split_batches: Deprecated spelling of ``DataLoaderConfiguration(split_batches=...)``.
         mixed_precision: ``"no"``, ``"fp16"``, ``"bf16"`` or ``"fp8"`` (default: the launcher's
             ``ACCEL_MIXED_PRECISION``, else ``"no"``).
@@ -99,7 +99,7 @@ class Accelerator(
             (every installed one), ``GeneralTracker`` instances, or a list of them. Resolved
             here, so an unknown name or an uninstalled backend fails at construction.
         project_dir: Folder of checkpoints and logs.
-        project_config: A :class:`ProjectConfiguration`.
+        project_config: A [`ProjectConfiguration`][accel_state.ProjectConfiguration].
         gradient_accumulation_plugin: Full accumulation settings (instead of the step count).
         step_scheduler_with_optimizer: Step schedulers only when the optimizer steps.
         kwargs_handlers: Kwargs handlers customising DDP, autocast, grad scaler, process group.

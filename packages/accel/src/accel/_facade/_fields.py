@@ -2,7 +2,7 @@
 
 ``Accelerator`` gathers its methods by job (preparing, the training loop, collectives and
 process control, tracking, checkpointing), one base class per module. Each of those classes
-derives from :class:`AcceleratorCore`, which declares the fields ``Accelerator.__init__`` sets,
+derives from `AcceleratorCore`, which declares the fields ``Accelerator.__init__`` sets,
 so every method is checked against the fields it reads without naming the facade. The methods
 read these fields (``self.state.device``), not the facade's properties.
 """

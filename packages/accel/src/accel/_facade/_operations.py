@@ -100,11 +100,11 @@ class OpsMixin(AcceleratorCore):
 
     # ----------------------------------------------------------------- triggers
     def set_trigger(self) -> None:
-        """Raise a flag on this process; :meth:`check_trigger` sees it on every process."""
+        """Raise a flag on this process; [`check_trigger`][accel.Accelerator.check_trigger] sees it on every process."""
         self.flag_tensor = torch.tensor(1, device=self.state.device)
 
     def check_trigger(self) -> bool:
-        """Whether any process called :meth:`set_trigger` since the last check (resets it).
+        """Whether any process called [`set_trigger`][accel.Accelerator.set_trigger] since the last check (resets it).
 
         A collective: call it on every process.
         """
@@ -124,7 +124,7 @@ class OpsMixin(AcceleratorCore):
     # ------------------------------------------------------------------ memory
     def free_memory(self, *objects: Any) -> list[None]:
         """Drop every prepared object and the given references, collect garbage, empty device
-        caches and reset :attr:`step`. Use between two trainings in one script."""
+        caches and reset [`step`][accel.Accelerator.step]. Use between two trainings in one script."""
         from accel_state import release_memory
 
         self._prepared.clear()
@@ -133,7 +133,7 @@ class OpsMixin(AcceleratorCore):
         return release_memory(*objects)  # one full garbage collection, then the device caches
 
     def clear(self, *objects: Any) -> list[None]:
-        """Alias of :meth:`free_memory`."""
+        """Alias of [`free_memory`][accel.Accelerator.free_memory]."""
         return self.free_memory(*objects)
 
     # -------------------------------------------------------------------- data

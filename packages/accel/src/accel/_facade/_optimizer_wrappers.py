@@ -17,7 +17,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
 
     ``step`` and ``zero_grad`` do nothing while gradients are being accumulated (between two
     synchronisations); under fp16 ``step`` goes through the grad scaler, and
-    :attr:`step_was_skipped` says whether the scaler skipped it because of inf/nan gradients.
+    [`step_was_skipped`][accel.AcceleratedOptimizer.step_was_skipped] says whether the scaler skipped it because of inf/nan gradients.
     On XLA the step averages gradients across replicas, then marks a step of the lazy graph.
     A LOMO optimizer (``lomo_optim.Lomo`` / ``AdaLomo``) updates the parameters inside the
     backward pass ([`backward`][accel.Accelerator.backward] with ``learning_rate=``): its

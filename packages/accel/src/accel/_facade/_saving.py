@@ -1,6 +1,6 @@
 """``save_state`` / ``load_state``, their hooks, ``save_model``, ``save`` and ``get_state_dict``.
 
-The checkpoint itself is the :class:`Checkpointer` component; these methods are the facade's
+The checkpoint itself is the `Checkpointer` component; these methods are the facade's
 documented entry points and delegate to it.
 """
 
@@ -21,7 +21,7 @@ class CheckpointingMixin(AcceleratorCore):
 
     # --------------------------------------------------------------------- registration
     def register_for_checkpointing(self, *objects: Any) -> None:
-        """Save and restore ``objects`` with :meth:`save_state` / :meth:`load_state`.
+        """Save and restore ``objects`` with [`save_state`][accel.Accelerator.save_state] / [`load_state`][accel.Accelerator.load_state].
 
         Each object needs ``state_dict()`` and ``load_state_dict(state)``; its state is saved by
         the main process, in registration order, and must hold only tensors, numbers, strings
@@ -33,7 +33,7 @@ class CheckpointingMixin(AcceleratorCore):
         self._checkpointer.register_for_checkpointing(*objects)
 
     def register_save_state_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
-        """Run ``hook(models, weights, output_dir)`` in :meth:`save_state` before it writes.
+        """Run ``hook(models, weights, output_dir)`` in [`save_state`][accel.Accelerator.save_state] before it writes.
 
         ``models`` are the prepared models, ``weights`` their state dicts; removing an entry of
         ``weights`` means its model file is not written (the hook saved it itself).
@@ -46,7 +46,7 @@ class CheckpointingMixin(AcceleratorCore):
         return self._checkpointer.register_save_state_pre_hook(hook)
 
     def register_load_state_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
-        """Run ``hook(models, input_dir)`` in :meth:`load_state` before it reads.
+        """Run ``hook(models, input_dir)`` in [`load_state`][accel.Accelerator.load_state] before it reads.
 
         Removing an entry of ``models`` means that model is not loaded (the hook loaded it).
 
@@ -74,7 +74,7 @@ class CheckpointingMixin(AcceleratorCore):
         with an error instead of hanging. With ``automatic_checkpoint_naming`` the folder is
         ``<project_dir>/checkpoints/checkpoint_<iteration>`` and ``total_limit`` deletes the
         oldest complete checkpoints once the new one is complete. The manifest records
-        each file's size and CRC-32 checksum, which :meth:`load_state` verifies.
+        each file's size and CRC-32 checksum, which [`load_state`][accel.Accelerator.load_state] verifies.
 
         Args:
             output_dir: The folder (ignored with automatic checkpoint naming). It must be new,
@@ -104,7 +104,7 @@ class CheckpointingMixin(AcceleratorCore):
             **save_model_func_kwargs: Not used by this engine; rejected when given.
 
         Returns:
-            The folder written; with ``async_save``, an :class:`AsyncCheckpoint` handle
+            The folder written; with ``async_save``, an `AsyncCheckpoint` handle
             (``.path``, ``.wait()``, ``.done()``, ``.exception()``) whose ``wait()`` raises
             ``AsyncSaveError`` naming the checkpoint if the background write failed.
         """
@@ -127,7 +127,7 @@ class CheckpointingMixin(AcceleratorCore):
         expected_digest: str | None = None,
         **load_model_func_kwargs: Any,
     ) -> None:
-        """Restore everything :meth:`save_state` saved, so training continues exactly.
+        """Restore everything [`save_state`][accel.Accelerator.save_state] saved, so training continues exactly.
 
         Prepared dataloaders continue mid-epoch from the saved position (no
         ``skip_first_batches`` needed), and each process gets its random states back. Call it

@@ -1,7 +1,7 @@
 """``install_as_accelerate()``: code that imports ``accelerate`` runs on accel, unchanged.
 
 After the switch, ``import accelerate`` gives a module that forwards every name to ``accel`` and
-reports :data:`ACCELERATE_API_VERSION` as its ``__version__``; ``accelerate.<path>`` is accel's
+reports [`ACCELERATE_API_VERSION`][accel.ACCELERATE_API_VERSION] as its ``__version__``; ``accelerate.<path>`` is accel's
 module at the same path (``accelerate.utils.modeling`` is ``accel.utils.modeling``). The
 metadata of an ``accelerate`` distribution at that version is served too, so libraries that gate
 on ``importlib.metadata.version("accelerate")`` (transformers, diffusers) accept accel. Nothing of
@@ -127,7 +127,7 @@ class _TopLevelLoader(importlib.abc.Loader):
 
 class AccelerateFinder(importlib.abc.MetaPathFinder):
     """Answers ``accelerate`` and ``accelerate.<path>`` imports with accel's modules, and the
-    ``accelerate`` distribution's metadata with :data:`ACCELERATE_API_VERSION`."""
+    ``accelerate`` distribution's metadata with [`ACCELERATE_API_VERSION`][accel.ACCELERATE_API_VERSION]."""
 
     accel_as_accelerate = True
 

@@ -5,8 +5,8 @@ accel's packages log through loggers named by job (``accel_state.env``,
 written for the reference listens to the reference's names instead: it silences
 ``logging.getLogger("accelerate.utils.modeling")`` or waits for a warning on
 ``accelerate.utils.environment``. While accel serves the reference's module paths
-(``install_as_accelerate()``), :func:`route_to_reference_names` sends each record of the loggers
-in :data:`REFERENCE_LOGGER_NAMES` to the reference's logger of the module that logs it there,
+(``install_as_accelerate()``), `route_to_reference_names` sends each record of the loggers
+in `REFERENCE_LOGGER_NAMES` to the reference's logger of the module that logs it there,
 instead of accel's, so every handler, level and filter set on the reference's names applies,
 and a record still reaches the root logger once.
 """
@@ -66,7 +66,7 @@ _ROUTER = _ToReferenceName()
 
 
 def route_to_reference_names() -> None:
-    """Log every record of :data:`REFERENCE_LOGGER_NAMES`'s loggers under the reference's name,
+    """Log every record of `REFERENCE_LOGGER_NAMES`'s loggers under the reference's name,
     from now on in this process. Calling it again does nothing."""
     with _lock:
         for key in REFERENCE_LOGGER_NAMES:

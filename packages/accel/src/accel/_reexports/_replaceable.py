@@ -4,7 +4,7 @@ attribute, and the assignment reaching accel's code.
 The reference's functions call each other through their module's namespace, so assigning
 ``accelerate.big_modeling.check_device_map = f`` changes what ``dispatch_model`` runs
 (transformers does this for models with ``_no_placement_params``). accel's module at that path
-only re-exports names; :data:`REPLACEABLE` lists, per module, the names whose assignment is
+only re-exports names; `REPLACEABLE` lists, per module, the names whose assignment is
 forwarded to the package whose code looks them up when it runs.
 """
 
@@ -23,7 +23,7 @@ REPLACEABLE: dict[str, dict[str, str]] = {
 
 
 class _ReplaceableModule(types.ModuleType):
-    """A module whose assignments of the names in :data:`REPLACEABLE` also reach the package
+    """A module whose assignments of the names in `REPLACEABLE` also reach the package
     that uses them (and whose deletions restore that package's own)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -42,5 +42,5 @@ class _ReplaceableModule(types.ModuleType):
 
 
 def make_replaceable(module_name: str) -> None:
-    """Forward the assignments of ``module_name``'s names listed in :data:`REPLACEABLE`."""
+    """Forward the assignments of ``module_name``'s names listed in `REPLACEABLE`."""
     sys.modules[module_name].__class__ = _ReplaceableModule

@@ -199,7 +199,7 @@ class HostBuffers:
     operating system maps and zeroes every page on first touch); a run saves the same shapes
     each time, so the next save copies into the tensors of the previous one once it has been
     written. Only one save of a run is in flight at a time, so the tensors lent to it are all
-    free again when it finishes (:meth:`reclaim`).
+    free again when it finishes (`reclaim`).
     """
 
     def __init__(self) -> None:

@@ -1,6 +1,6 @@
 """The training checkpoint as one component: ``save_state`` / ``load_state`` of a run.
 
-A :class:`Checkpointer` is built from its explicit inputs (the project configuration, the
+A `Checkpointer` is built from its explicit inputs (the project configuration, the
 registry of prepared objects, the engine, the processes, the grad scaler) and owns what
 belongs to checkpointing alone: the objects registered for it, the save and load pre-hooks,
 and the asynchronous save in flight. The ``Accelerator`` delegates to it; the functional API
@@ -65,9 +65,9 @@ class Checkpointer:
         self.scaler = scaler
         self.mixed_precision = mixed_precision
         self.save_hooks: OrderedDict[int, Callable[..., None]] = OrderedDict()
-        """``hook(models, weights, output_dir)`` run by :meth:`save_state` before it writes."""
+        """``hook(models, weights, output_dir)`` run by [`save_state`][accel.Accelerator.save_state] before it writes."""
         self.load_hooks: OrderedDict[int, Callable[..., None]] = OrderedDict()
-        """``hook(models, input_dir)`` run by :meth:`load_state` before it reads."""
+        """``hook(models, input_dir)`` run by [`load_state`][accel.Accelerator.load_state] before it reads."""
         self.pending_save: AsyncCheckpoint | None = None
         """The asynchronous save still writing (or not yet waited for), if any."""
         self.save_buffers: HostBuffers | None = None
@@ -123,13 +123,13 @@ class Checkpointer:
         self.prepared.add_custom_objects(*objects)
 
     def register_save_state_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
-        """Run ``hook(models, weights, output_dir)`` before :meth:`save_state` writes."""
+        """Run ``hook(models, weights, output_dir)`` before [`save_state`][accel.Accelerator.save_state] writes."""
         handle = RemovableHandle(self.save_hooks)
         self.save_hooks[handle.id] = hook
         return handle
 
     def register_load_state_pre_hook(self, hook: Callable[..., None]) -> RemovableHandle:
-        """Run ``hook(models, input_dir)`` before :meth:`load_state` reads."""
+        """Run ``hook(models, input_dir)`` before [`load_state`][accel.Accelerator.load_state] reads."""
         handle = RemovableHandle(self.load_hooks)
         self.load_hooks[handle.id] = hook
         return handle
@@ -155,7 +155,7 @@ class Checkpointer:
         into it, and the writer commits the manifest and renames it (see ``_save_pipeline``).
 
         Returns:
-            The folder written, or the :class:`AsyncCheckpoint` of an asynchronous save.
+            The folder written, or the `AsyncCheckpoint` of an asynchronous save.
         """
         if save_model_func_kwargs:
             raise TypeError(
@@ -210,7 +210,7 @@ class Checkpointer:
         expected_digest: str | None = None,
         **load_model_func_kwargs: Any,
     ) -> int | None:
-        """Restore everything :meth:`save_state` saved, all or nothing, on every process.
+        """Restore everything [`save_state`][accel.Accelerator.save_state] saved, all or nothing, on every process.
 
         Returns:
             The training step the checkpoint recorded, or None when ``input_dir`` is

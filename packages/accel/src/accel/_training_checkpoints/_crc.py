@@ -2,7 +2,7 @@
 
 The file is cut into contiguous parts that threads checksum at once (the CRC function releases
 the GIL); each thread maps its part a window at a time (no copy out of the page cache, little
-resident memory), and the parts' CRCs are joined with :func:`crc32_combine`, so the result is
+resident memory), and the parts' CRCs are joined with `crc32_combine`, so the result is
 exactly ``zlib.crc32`` of the whole file.
 
 The CRC function is zlib-ng's (a dependency of accel: the same CRC-32 as zlib's, computed with

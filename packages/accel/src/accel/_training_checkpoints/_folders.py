@@ -147,7 +147,7 @@ def prepare_staging(output_dir: str) -> str:
     """Create an empty, marked staging folder for ``output_dir``.
 
     A staging folder left by an interrupted save of the same folder (recognised by its marker)
-    is removed first; call :func:`check_target` before, which refuses anyone else's.
+    is removed first; call `check_target` before, which refuses anyone else's.
     """
     recover_replaced(output_dir)
     stage = staging_dir(output_dir)
@@ -296,7 +296,7 @@ def _drop_replaced(old: str, output_dir: str) -> None:
 
 
 def recover_replaced(output_dir: str) -> None:
-    """Finish a replacement a crash interrupted between the renames of :func:`commit`.
+    """Finish a replacement a crash interrupted between the renames of `commit`.
 
     Only a hidden ``.replaced`` folder holding a manifest (accel's) is touched: put back when
     the new checkpoint never arrived, else its user files are moved over and it is removed.

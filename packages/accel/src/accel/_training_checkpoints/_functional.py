@@ -2,7 +2,7 @@
 ``save_state`` / ``load_state`` code: the same files, the same manifest, the same checks.
 
 The functions take the objects explicitly instead of an ``Accelerator`` and hand them to a
-:class:`Checkpointer` built over them.
+`Checkpointer` built over them.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class _GivenStates(Engine):
     """The plain engine, with models given either as modules or as their state dicts.
 
     It only reads and writes the states it is given (no run to place, wrap or step models
-    in), so it is built without an :class:`EngineContext`.
+    in), so it is built without an `EngineContext`.
     """
 
     def __init__(self) -> None:
@@ -95,7 +95,7 @@ def save_accelerator_state(
     safe_serialization: bool = True,
 ) -> Path:
     """Write a checkpoint folder that ``Accelerator.load_state`` and
-    :func:`load_accelerator_state` read.
+    `load_accelerator_state` read.
 
     Call it on every process: the main process (each machine's with ``save_on_each_node``)
     writes the weights, optimizer, scheduler, loader and scaler states, every process its
@@ -150,7 +150,7 @@ def load_accelerator_state(
     **load_model_func_kwargs: Any,
 ) -> dict[str, Any]:
     """Restore objects from a folder written by ``Accelerator.save_state`` or
-    :func:`save_accelerator_state`, all or nothing.
+    `save_accelerator_state`, all or nothing.
 
     Every file is read and checked (manifest, checksums, keys and shapes) before any object
     changes. The objects must be the saving run's, in the same order.

@@ -1,6 +1,6 @@
 """``load_state`` in two phases, so that a failed load changes nothing.
 
-Phase 1 (:func:`read_checkpoint`) reads and checks every file of the checkpoint without
+Phase 1 (`read_checkpoint`) reads and checks every file of the checkpoint without
 touching the run: the manifest, each file's size and checksum, every pickle (read with
 ``weights_only=True`` and held: they are small), the weights files' keys and shapes against the
 models (headers only: no second copy of the weights), the optimizers' parameter groups against
@@ -12,7 +12,7 @@ fails every process, each with an error naming it.
 Phase 1 checks content too, not only files: a dataloader position must have the types and
 ranges its loader writes and lie within the loader's epoch (``check_state_dict``).
 
-Phase 2 (:func:`apply_checkpoint`) restores the objects. Optimizers, schedulers, the grad
+Phase 2 (`apply_checkpoint`) restores the objects. Optimizers, schedulers, the grad
 scaler, registered objects, dataloader positions and random states go first, each snapshotted
 and put back if a later one refuses its state (the error names the object and its file); every
 process then agrees, and only then do the model weights stream in, so a refusal never leaves
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 
 class _CheckedFiles:
     """The model and optimizer files of the checkpoint being read, checked as the engine asks
-    for them (:class:`~accel._engines._base.CheckpointFiles`)."""
+    for them (`CheckpointFiles`)."""
 
     def __init__(
         self,

@@ -71,7 +71,7 @@ class Manifest:
 CHECKSUM_ALGORITHMS = {"crc32": 8, "sha256": 64, "blake2b": 128}
 """The checksums a manifest may record, with the hex digits of each. CRC-32 (the default)
 catches disk and copy errors; the two cryptographic hashes also resist a file forged to match,
-when the manifest itself is pinned (:func:`checkpoint_digest`)."""
+when the manifest itself is pinned ([`checkpoint_digest`][accel.utils.checkpoint_digest])."""
 
 
 def file_checksum(path: str, algorithm: str = CHECKSUM_ALGORITHM) -> str:
@@ -192,7 +192,7 @@ def read_manifest(input_dir: str) -> Manifest:
 
 
 def parse_manifest(raw: bytes | str, where: str) -> Manifest:
-    """Build a :class:`Manifest` from the bytes of ``accel_checkpoint.json``.
+    """Build a `Manifest` from the bytes of ``accel_checkpoint.json``.
 
     Raises:
         CheckpointIntegrityError: naming what is wrong, for anything but a valid manifest.

@@ -1,7 +1,7 @@
 """What the checkpoint functions use of a run, declared as protocols.
 
 The functions that write and read a checkpoint (``_save_pipeline``, ``_load``,
-``_async_save``) take these parts rather than the :class:`~._checkpointer.Checkpointer` that
+``_async_save``) take these parts rather than the `Checkpointer` that
 holds them, so that none of them imports the class that calls it.
 """
 

@@ -4,14 +4,14 @@ Such a folder has no ``accel_checkpoint.json``; its files have the names accel's
 checkpoints use (``model[_i].safetensors`` or ``pytorch_model[_i].bin``, ``optimizer[_i].bin``,
 ``scheduler[_i].bin``, ``scaler.pt``, ``custom_checkpoint_<i>.pkl``,
 ``random_states_<rank>.pkl``) plus ``dl_state_dict[_i].bin`` (the state of a stateful
-dataloader, in torchdata's own form). :func:`reference_manifest` lists them as a
-:class:`Manifest` (sizes, no checksums: that library records none), so ``load_state`` reads
+dataloader, in torchdata's own form). `reference_manifest` lists them as a
+`Manifest` (sizes, no checksums: that library records none), so ``load_state`` reads
 them through the same checks as its own files: every pickle with ``weights_only=True``, every
 file a regular file of the folder itself (a symbolic link is refused), everything read and
 checked before anything is restored.
 
 Differences of content are converted here: the random states hold numpy's generator state
-as a tuple with a ``uint32`` array and the run's ``step`` (:func:`convert_rng_state`).
+as a tuple with a ``uint32`` array and the run's ``step`` (`convert_rng_state`).
 Layouts of sharding engines (FSDP's ``pytorch_model_fsdp*``, DeepSpeed's ``pytorch_model/``)
 are refused with an error naming them.
 """
@@ -30,7 +30,7 @@ from ._manifest import MANIFEST_NAME, CheckpointIntegrityError, Manifest, read_m
 from ._torch_load import TORCH_SAFE_GLOBALS
 
 LAYOUT_KEY = "layout"
-"""Key of :attr:`Manifest.extra` marking a manifest built from a reference folder."""
+"""Key of `Manifest.extra` marking a manifest built from a reference folder."""
 REFERENCE_LAYOUT = "accelerate"
 STATEFUL_LOADER_NAME = "dl_state_dict"
 """Stem of the reference's file for a stateful dataloader (``dl_state_dict[_i].bin``)."""
@@ -117,7 +117,7 @@ def reference_manifest(input_dir: str) -> Manifest:
 
 
 def is_reference(manifest: Manifest) -> bool:
-    """Whether ``manifest`` was built by :func:`reference_manifest`."""
+    """Whether ``manifest`` was built by `reference_manifest`."""
     return manifest.extra.get(LAYOUT_KEY) == REFERENCE_LAYOUT
 
 

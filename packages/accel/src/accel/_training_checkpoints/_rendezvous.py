@@ -42,7 +42,7 @@ class CheckpointSyncError(RuntimeError):
 def arrival_timeout() -> float:
     """Seconds every process waits for the others to call save_state / load_state:
     ``ACCEL_CHECKPOINT_TIMEOUT`` read by the environment contract (a number > 0, checked when
-    the state is created), else :data:`DEFAULT_ARRIVAL_TIMEOUT`."""
+    the state is created), else `DEFAULT_ARRIVAL_TIMEOUT`."""
     return float(read_env(TIMEOUT_ENV, DEFAULT_ARRIVAL_TIMEOUT))
 
 

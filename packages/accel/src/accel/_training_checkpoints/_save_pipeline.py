@@ -1,8 +1,8 @@
 """``save_state`` as one pipeline: plan, stage, write, commit, rotate.
 
-:func:`save` reads the stages in order; each is a call into a module of its own:
+[`save`][accel.Accelerator.save] reads the stages in order; each is a call into a module of its own:
 
-1. plan (:class:`CommitPlan`): what the commit needs, fixed at the call (an asynchronous
+1. plan (`CommitPlan`): what the commit needs, fixed at the call (an asynchronous
    save commits later, while the run has moved on);
 2. stage (``_save_stage.open_stage``): the writer takes the folder's lock, checks the target
    and opens the hidden staging folder; every process meets and agrees on the folder;
@@ -71,7 +71,7 @@ class CommitPlan:
         )
 
     def manifest(self, counts: dict[str, Any]) -> Manifest:
-        """The manifest of this save, whose files :func:`commit` lists."""
+        """The manifest of this save, whose files `commit` lists."""
         return Manifest(
             format_version=FORMAT_VERSION, world_size=self.world_size, step=self.step, extra=counts
         )
@@ -88,7 +88,7 @@ def save(
     process: synchronously, or with ``buffers`` on a background thread.
 
     Returns:
-        The folder written, or the :class:`AsyncCheckpoint` of an asynchronous save.
+        The folder written, or the `AsyncCheckpoint` of an asynchronous save.
     """
     if buffers is not None:
         checkpointer.engine.check_async_save()  # refuse before any process creates a folder

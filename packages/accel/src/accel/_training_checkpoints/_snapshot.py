@@ -80,8 +80,8 @@ def take_snapshot(
         hooks: The save-state pre-hooks.
         copy: None to write each file as soon as its state is taken (a synchronous save:
             the snapshot comes back empty but for its counts); else the function that copies
-            each state to host memory for a later :func:`write_snapshot`, and sharding
-            engines snapshot their shards instead of writing them (:attr:`Snapshot.jobs`).
+            each state to host memory for a later `write_snapshot`, and sharding
+            engines snapshot their shards instead of writing them (`Snapshot.jobs`).
     """
     snapshot = Snapshot()
 
@@ -136,7 +136,7 @@ def take_snapshot(
 
 
 def write_file(stage: str, name: str, state: Any, kind: str, safe_serialization: bool) -> None:
-    """Write one file of a snapshot (see :attr:`Snapshot.files`) into ``stage``.
+    """Write one file of a snapshot (see `Snapshot.files`) into ``stage``.
 
     Raises:
         CheckpointWriteError: the file could not be written (a full disk ...), naming it.

@@ -182,7 +182,7 @@ def save_weights(state_dict: Mapping[str, Any], path: str, safe_serialization: b
 
 
 def read_weights(path: str, trust_pickles: bool = False) -> tuple[dict[str, Any], dict[str, str]]:
-    """Read a file written by :func:`save_weights`: ``(state_dict, aliases)``; a torch pickle
+    """Read a file written by `save_weights`: ``(state_dict, aliases)``; a torch pickle
     runs no code unless ``trust_pickles``."""
     if path.endswith(".safetensors"):
         handle = SafetensorsFile(path)
@@ -204,7 +204,7 @@ def load_weights(
     trust_pickles: bool = False,
     **load_kwargs: Any,
 ) -> tuple[list[str], list[str]]:
-    """Load a file written by :func:`save_weights` into ``module``.
+    """Load a file written by `save_weights` into ``module``.
 
     A module that ``supports_in_place_load`` (no custom ``_load_from_state_dict`` nor load
     hooks) is filled in place by accel-bigmodel's threaded reader, so no second copy of the

@@ -71,7 +71,7 @@ def release(output_dir: str) -> None:
 
 
 def remove_stale_locks(folder: str) -> None:
-    """Remove the stale locks (see :func:`acquire`) of ``checkpoint_<i>`` saves in ``folder``."""
+    """Remove the stale locks (see `acquire`) of ``checkpoint_<i>`` saves in ``folder``."""
     for name in os.listdir(folder):
         if name.startswith(".checkpoint_") and name.endswith(".lock"):
             path = os.path.join(folder, name)
