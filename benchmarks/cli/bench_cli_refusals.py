@@ -274,7 +274,7 @@ def main() -> None:
             print(f"{command:<16} {wall:5.2f}s torch={torch!s:<5} {what}", file=sys.stderr)
             if wall >= LIMIT or code == 0:
                 slow.append(f"`{command}` {what}: {wall:.2f} s, exit code {code}")
-            first = first.replace(str(root), "<tmp>")
+            first = first.replace(str(root), "TMP")
             rows.append(
                 f"| `{command}` | {what} | {code} | {wall:.2f} | {'yes' if torch else 'no'} "
                 f"| {_cell(first)} |"
