@@ -11,6 +11,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+from accel_launch import ConfigError
 from accel_state import AcceleratorState, GradientState
 from safetensors.torch import load_file
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
@@ -83,6 +84,14 @@ def main():
         same({f"{k}": v for k, v in merged.items()}, expected_model)
     else:
         assert written == []
+    # A second merge into the same folder is refused on every process alike, not only on the
+    # one that would write (which would leave the others waiting at the barrier).
+    try:
+        merge_fsdp_weights(shards, os.path.join(out, "merged"))
+    except ConfigError as err:
+        assert "does not overwrite" in str(err), err
+    else:
+        raise AssertionError("a second merge into the same folder was accepted")
     print(f"PASSED check_merge rank {acc.process_index}", flush=True)
 
     plugin.set_state_dict_type("SHARDED_STATE_DICT")

@@ -435,12 +435,26 @@ def merge_fsdp_weights(
             "when it is loaded; got safe_serialization=False. Drop it: transformers and accel "
             "load model.safetensors directly."
         )
-    check_merge_arguments(checkpoint_dir, output_path, max_shard_size, remove_checkpoint_dir)
-    import shutil
-
     import torch.distributed as dist
 
     distributed = dist.is_available() and dist.is_initialized()
+    if not distributed:
+        check_merge_arguments(checkpoint_dir, output_path, max_shard_size, remove_checkpoint_dir)
+    else:
+        # Only the main process writes, so only it checks: another process checking on its own
+        # could see the main process's fresh output and refuse it. Every process then raises
+        # the main process's error, so none waits at the barrier below for one that stopped.
+        refusal: list[str | None] = [None]
+        if dist.get_rank() == 0:
+            try:
+                check_merge_arguments(
+                    checkpoint_dir, output_path, max_shard_size, remove_checkpoint_dir
+                )
+            except ConfigError as error:
+                refusal = [str(error)]
+        dist.broadcast_object_list(refusal, src=0)
+        if refusal[0] is not None:
+            raise ConfigError(refusal[0])
     written: list[Path] = []
     if not distributed or dist.get_rank() == 0:
         written = merge_weights(
