@@ -4,13 +4,18 @@ Usage:
     python tools/fuzz.py --short                 every target a few seconds (CI)
     python tools/fuzz.py --long --record         1,000,000 inputs or one hour per target,
                                                  written to benchmarks/results/fuzz.md
+    python tools/fuzz.py --long --record --targets safetensors,environment
+                                                 the same campaign in pieces: each piece
+                                                 merges its rows into the section; a target
+                                                 whose row reached the goal is skipped
     python tools/fuzz.py --targets safetensors,environment --seconds 60 --inputs 100000
     python tools/fuzz.py --list                  the targets
 
 Coverage-guided with atheris where it is installed (`uv sync --group fuzz`), else a random
-structure-aware engine. Corpora and findings go under .fuzz-cache/ (ignored by git);
-`--keep` copies new findings into tests/fuzz_regressions/, which tests/test_fuzz_targets.py
-replays.
+structure-aware engine. Corpora and findings go under .fuzz-cache/ (ignored by git) and stay
+there between runs; `--keep` copies new findings into tests/fuzz_regressions/, which
+tests/test_fuzz_targets.py replays. With `--record`, a target that a stopped piece left short
+of its goal goes on counting from where it stopped (`--force`: from zero).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "benchmarks" / "results" / "fuzz.md"
 sys.path.insert(0, str(ROOT / "tools"))
 
 
@@ -39,6 +45,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--src", type=Path, help="fuzz the packages of another tree (old commit)")
     p.add_argument("--cache", type=Path, help="corpora and findings (default .fuzz-cache/)")
     p.add_argument("--record", action="store_true", help="write benchmarks/results/fuzz.md")
+    p.add_argument("--page", type=Path, default=PAGE, help="results page of --record")
+    p.add_argument(
+        "--force", action="store_true", help="with --record: run targets that reached the goal"
+    )
     p.add_argument("--label", help="section of the results page (default: short / long)")
     p.add_argument("--note", default="", help="text under the section's title")
     p.add_argument("--keep", action="store_true", help="copy findings to tests/fuzz_regressions")
@@ -87,7 +97,15 @@ def main(argv: list[str]) -> int:
         out=(options.cache or ROOT / ".fuzz-cache" / label.split()[0]).resolve(),
         src=options.src,
         seed=options.seed,
+        resume=options.record and not options.force,
     )
+    if plan.resume and not options.collect:  # a piece of a campaign: what is left of it
+        for name, goal in report.done(options.page, label, plan.goal).items():
+            if name in plan.targets:
+                print(f"{name:22} skipped: its row in {label!r} reached {goal} (--force reruns)")
+                plan.targets.remove(name)
+        if not plan.targets:
+            return 0
     start = time.monotonic()
     results = runner.collect(plan) if options.collect else runner.campaign(plan)
     failed = 0
@@ -110,8 +128,7 @@ def main(argv: list[str]) -> int:
     print(f"{len(results)} targets, {failed} new findings, {time.monotonic() - start:.0f} s")
     if options.record:
         command = "python tools/fuzz.py " + shlex.join(argv).replace(f"{ROOT}/", "")
-        page = ROOT / "benchmarks" / "results" / "fuzz.md"
-        report.record(page, label, command, options.note, results)
+        report.record(options.page, label, command, options.note, results)
     return 1 if failed else 0
 
 

@@ -47,7 +47,8 @@ class Session:
         self.stats_path = out / "stats" / f"{target.name}.json"
         before = json.loads(self.stats_path.read_text()) if self.stats_path.exists() else {}
         self.inputs: int = before.get("inputs", 0)  # a restarted worker goes on counting
-        self.started = time.monotonic() - before.get("seconds", 0)
+        self.resumed_s: float = before.get("seconds", 0)
+        self.started = time.monotonic() - self.resumed_s
         self.findings: dict[str, dict[str, Any]] = before.get("findings", {})
         self.outcomes: set[str] = set()
         self.findings_dir = out / "findings" / target.name

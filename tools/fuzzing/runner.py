@@ -33,6 +33,13 @@ class Plan:
     out: Path
     src: Path | None = None
     seed: int = 0
+    resume: bool = False
+    """Go on counting where a target's earlier run of the same goal stopped (its numbers in the
+    cache), instead of starting its counts from zero."""
+
+    @property
+    def goal(self) -> dict[str, float]:
+        return {"inputs": self.inputs, "seconds": self.seconds}
 
 
 def _env(plan: Plan) -> dict[str, str]:
@@ -47,7 +54,7 @@ def _env(plan: Plan) -> dict[str, str]:
     return env
 
 
-def _worker(plan: Plan, targets: list[str], engine: str, seconds: float) -> list[str]:
+def _worker(plan: Plan, targets: list[str], engine: str, seconds: float, inputs: int) -> list[str]:
     return [
         sys.executable,
         str(TOOL),
@@ -59,7 +66,7 @@ def _worker(plan: Plan, targets: list[str], engine: str, seconds: float) -> list
         "--out",
         str(plan.out),
         "--inputs",
-        str(plan.inputs),
+        str(inputs),
         "--seconds",
         str(seconds),
         "--timeout",
@@ -113,11 +120,13 @@ def _died(plan: Plan, proc: subprocess.CompletedProcess[str], pid_files: set[str
         crashes.write_text(json.dumps(known, indent=1))
 
 
-def _run(plan: Plan, targets: list[str], engine: str, seconds: float) -> str:
+def _run(
+    plan: Plan, targets: list[str], engine: str, seconds: float, inputs: int | None = None
+) -> str:
     budget = seconds + 300 + 60 * len(targets)
     try:
         proc = subprocess.run(
-            _worker(plan, targets, engine, seconds),
+            _worker(plan, targets, engine, seconds, plan.inputs if inputs is None else inputs),
             env=_env(plan),
             capture_output=True,
             text=True,
@@ -149,9 +158,7 @@ def _run(plan: Plan, targets: list[str], engine: str, seconds: float) -> str:
 def campaign(plan: Plan, log: Any = print) -> dict[str, dict[str, Any]]:
     """Run every target of the plan; the numbers of each (inputs, lines, findings ...)."""
     (plan.out / "current").mkdir(parents=True, exist_ok=True)
-    for name in plan.targets:
-        for suffix in ("", ".lines", ".crashes", ".atheris"):
-            (plan.out / "stats" / f"{name}{suffix}.json").unlink(missing_ok=True)
+    start_counts(plan)
     if plan.engine == "random":
         left = list(plan.targets)
         for _ in range(len(left) + 5):  # a restart after each worker death
@@ -164,17 +171,52 @@ def campaign(plan: Plan, log: Any = print) -> dict[str, dict[str, Any]]:
             left = [n for n in left if "lines" not in _stats(plan, n)]
     else:
         for name in plan.targets:
-            end = time.monotonic() + plan.seconds
+            done = _stats(plan, name)  # a resumed target: what its earlier pieces ran
+            end = time.monotonic() + plan.seconds - done.get("seconds", 0)
+            runs = max(1, plan.inputs - done.get("inputs", 0))
             for _ in range(6):
                 left = end - time.monotonic()
                 if left < 2:
                     break
-                error = _run(plan, [name], "atheris", left)
+                error = _run(plan, [name], "atheris", left, runs)
                 if not error:
                     break
                 log(f"  {name}: worker died, restarting: {error[-200:]}")
             _run(plan, [name], "replay", plan.seconds)
     return collect(plan)
+
+
+def reached(stats: dict[str, Any]) -> str | None:
+    """The goal a target's numbers reached ("1,000,000 inputs", "1 h"), or ``None``."""
+    goal = stats.get("goal")
+    if not goal:
+        return None
+    if stats.get("inputs", 0) >= goal["inputs"]:
+        return f"{goal['inputs']:,} inputs"
+    seconds = goal["seconds"]
+    if (stats.get("seconds") or 0) >= 0.99 * seconds - 2:  # the last restart may stop short
+        return f"{seconds / 3600:g} h" if seconds % 3600 == 0 else f"{seconds:g} s"
+    return None
+
+
+def start_counts(plan: Plan) -> None:
+    """Clear each target's numbers in the cache, except, when the plan resumes, those of a
+    target whose earlier pieces ran towards the same goal without reaching it (the corpus
+    and the findings stay in any case)."""
+    for name in plan.targets:
+        goal_path = plan.out / "stats" / f"{name}.goal.json"
+        before = json.loads(goal_path.read_text()) if goal_path.exists() else None
+        stats = {**_stats(plan, name), "goal": before}
+        if plan.resume and before == plan.goal and stats.get("inputs") and not reached(stats):
+            for key in ("lines", "corpus"):  # measured again at the end of this piece
+                stats.pop(key, None)
+            stats.pop("goal")
+            (plan.out / "stats" / f"{name}.json").write_text(json.dumps(stats, indent=1))
+            continue
+        for suffix in ("", ".lines", ".crashes", ".atheris"):
+            (plan.out / "stats" / f"{name}{suffix}.json").unlink(missing_ok=True)
+        goal_path.parent.mkdir(parents=True, exist_ok=True)
+        goal_path.write_text(json.dumps(plan.goal))
 
 
 def collect(plan: Plan) -> dict[str, dict[str, Any]]:
@@ -189,5 +231,7 @@ def collect(plan: Plan) -> dict[str, dict[str, Any]]:
         stats.update(_stats(plan, name, ".atheris"))
         stats.setdefault("findings", {}).update(_stats(plan, name, ".crashes"))
         stats["inputs"] = max(stats.get("inputs", 0), stats.get("libfuzzer_runs", 0))
+        goal_path = plan.out / "stats" / f"{name}.goal.json"
+        stats["goal"] = json.loads(goal_path.read_text()) if goal_path.exists() else plan.goal
         results[name] = stats
     return results

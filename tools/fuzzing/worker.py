@@ -51,11 +51,12 @@ def _save(folder: Path, data: bytes) -> None:
 def fuzz_random(session: Session, inputs: int, seconds: float, seed: int) -> None:
     """The fallback engine: mutations of the corpus, kept when an outcome is new."""
     rng = random.Random(seed)
-    if not session.inputs:  # the clock counts fuzzing, not the preparation of every target
-        session.started = time.monotonic()
+    # The clock counts fuzzing, not the preparation of every target; a resumed target (or a
+    # worker restarted after a death) has the time of its earlier runs left out of its budget.
+    session.started = time.monotonic() - session.resumed_s
     corpus = list(session.ctx.seeds)
     folder = _corpus_dir(session)
-    deadline = time.monotonic() + seconds
+    deadline = session.started + seconds
     last = 0.0
     while session.inputs < inputs and time.monotonic() < deadline:
         data = rng.choice(corpus)
