@@ -1,6 +1,7 @@
 """The fuzzing campaign runs in pieces: each piece merges its targets' rows into the section of
 the results page, a target whose row reached the goal is skipped, and a target a piece left
-short of its goal goes on counting.
+short of its goal goes on counting. Also: the YAML mutator builds nested alias and merge-key
+expansions (the "billion laughs" of a launch config) by itself.
 
 Nothing here fuzzes: the tool's bookkeeping is checked on small pages and caches.
 """
@@ -8,15 +9,19 @@ Nothing here fuzzes: the tool's bookkeeping is checked on small pages and caches
 from __future__ import annotations
 
 import json
+import random
 import sys
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import fuzz  # noqa: E402
 from fuzzing import report, runner  # noqa: E402
+from fuzzing.mutate import mutate_yaml  # noqa: E402
 
 GOAL = {"inputs": 1_000_000, "seconds": 3600.0}
 
@@ -107,3 +112,34 @@ def test_a_piece_left_short_of_its_goal_goes_on_counting(tmp_path: Path) -> None
         runner.start_counts(plan)
         assert not (tmp_path / "stats" / "environment.json").exists()
         assert json.loads((tmp_path / "stats" / "environment.goal.json").read_text()) == plan.goal
+
+
+def _expanded(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many values a YAML node stands for once its aliases and merge keys are expanded."""
+    if id(node) not in memo:
+        memo[id(node)] = 1  # a node that holds itself counts once
+        if isinstance(node, yaml.SequenceNode):
+            memo[id(node)] = 1 + sum(_expanded(item, memo) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            pairs = (_expanded(k, memo) + _expanded(v, memo) for k, v in node.value)
+            memo[id(node)] = 1 + sum(pairs)
+    return memo[id(node)]
+
+
+def test_the_yaml_mutator_builds_nested_alias_and_merge_key_expansions() -> None:
+    # A launch config's shape: plain `key: value` lines and a few empty mappings.
+    seed = "".join(f"key_{i}: {i if i % 3 else '{}'}\n" for i in range(30)).encode()
+    rng = random.Random(0)
+    biggest = {"merge": 0, "alias": 0}
+    corpus = [seed]
+    for _ in range(400):
+        data = mutate_yaml(rng.choice(corpus), rng)
+        try:
+            node = yaml.compose(data.decode())
+        except yaml.YAMLError:
+            continue
+        corpus.append(data)  # what parses is mutated further, as a fuzzer's corpus grows
+        kind = "merge" if b"<<: [*" in data else "alias"
+        biggest[kind] = max(biggest[kind], _expanded(node, {}))
+    # A reader that expands them builds millions of values from a file of a few kB.
+    assert biggest["merge"] > 1_000_000 and biggest["alias"] > 1_000_000, biggest

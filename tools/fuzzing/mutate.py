@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import pickletools
 import random
+import re
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -161,6 +162,8 @@ def mutate_yaml(data: bytes, rng: random.Random) -> bytes:
             lines.insert(i, lines[rng.randrange(len(lines))])
         elif op < 0.7 and len(lines) > 1:
             del lines[i]
+        elif op < 0.75:
+            lines = _yaml_expansion(lines, rng)
         elif op < 0.85:
             head, _, tail = lines[i].partition(": ")
             if tail:
@@ -168,6 +171,35 @@ def mutate_yaml(data: bytes, rng: random.Random) -> bytes:
         else:
             lines[i] = "  " * rng.randint(1, 40) + lines[i]
     return "".join(lines).encode()
+
+
+_ANCHOR = re.compile(r"&(x\d+) ([\[{])")
+
+
+def _yaml_expansion(lines: list[str], rng: random.Random) -> list[str]:
+    """Add anchored nodes that each repeat the one before several times: a merge key (``<<``)
+    over a list of aliases of a mapping, or a list of aliases, nested over a few levels. The
+    chain goes on from the last such node of the text when there is one, so that mutating a
+    mutated input nests deeper (a "billion laughs" grows from a few of these)."""
+    found = _ANCHOR.findall("".join(lines))
+    if found and rng.random() < 0.7:
+        prior, mapping = found[-1][0], found[-1][1] == "{"
+        number = int(prior[1:])
+    else:  # a new base: a few plain pairs of the document, anchored
+        pairs = [ln.strip() for ln in lines if ": " in ln and not ln.startswith((" ", "-", "x"))]
+        picked = rng.sample(pairs, min(len(pairs), rng.randint(1, 3))) or ["a: 1"]
+        number, mapping = len(found) + rng.randrange(1000), rng.random() < 0.7
+        prior = f"x{number}"
+        body = "{" + ", ".join(picked) + "}" if mapping else "[" + ", ".join(picked) + "]"
+        lines = [*lines, *([] if not lines or lines[-1].endswith("\n") else ["\n"])]
+        lines.append(f"{prior}: &{prior} {body}\n")
+    for _ in range(rng.randint(1, 9)):
+        number += 1
+        aliases = ", ".join([f"*{prior}"] * rng.randint(2, 9))
+        body = f"{{<<: [{aliases}]}}" if mapping else f"[{aliases}]"
+        prior = f"x{number}"
+        lines.append(f"{prior}: &{prior} {body}\n")
+    return lines
 
 
 def mutate_pickle(data: bytes, rng: random.Random) -> bytes:

@@ -54,13 +54,15 @@ def _json_prepare(root: Path) -> Context:
 
 def _config_run(suffix: str):  # type: ignore[no-untyped-def]
     def run(ctx: Context, data: bytes, scratch: Path) -> None:
-        from accel_launch.configs._config_file import load_config_file, read_raw
-        from accel_launch.configs._migrate import migrate
+        try:
+            from accel_launch.configs import _config_file, _migrate
+        except ImportError:  # an older tree (--src), before the modules moved to configs/
+            from accel_launch import _config_file, _migrate  # type: ignore[attr-defined,no-redef]
 
         path = scratch / f"config{suffix}"
         path.write_bytes(data)
-        load_config_file(path)  # accel launch --config_file
-        migrate(read_raw(path))  # accel config update
+        _config_file.load_config_file(path)  # accel launch --config_file
+        _migrate.migrate(_config_file.read_raw(path))  # accel config update
 
     return run
 
