@@ -5,7 +5,7 @@ statements. Two ways around it stay invisible to it, and this test refuses both 
 package's ``src``:
 
 - importing another package's private module or name (``accel_state._process._teardown``,
-  ``from accel_bigmodel import _safetensors_io``): a package uses only the public names of another;
+  ``from accel_bigmodel.files import _safetensors_io``): a package uses only the public names of another;
 - naming another package's module in a string (``importlib.import_module("accel.x")``, a
   ``python -m accel.x`` command line) when that package is private to it or in a higher layer.
 """

@@ -56,7 +56,7 @@ def worker(checkpoint: str, layers: int, width: int, cold_forwards: int, warm: i
         init_empty_weights,
         load_checkpoint_and_dispatch,
     )
-    from accel_bigmodel._prefetch import offloaded_hooks
+    from accel_bigmodel.hooks._prefetch import offloaded_hooks
     from safetensors.torch import load_file
 
     torch.set_num_threads(cold.THREADS)

@@ -14,8 +14,8 @@ from accel_bigmodel import (  # noqa: E402
     init_empty_weights,
     named_module_tensors,
 )
-from accel_bigmodel._config_shapes import CONFIG_FAMILIES, skeleton_from_dict  # noqa: E402
-from accel_bigmodel._config_skeleton import _COMMON_KEYS, DTYPE_BYTES  # noqa: E402
+from accel_bigmodel.estimate._config_shapes import CONFIG_FAMILIES, skeleton_from_dict  # noqa: E402
+from accel_bigmodel.estimate._config_skeleton import _COMMON_KEYS, DTYPE_BYTES  # noqa: E402
 
 DTYPES = list(DTYPE_BYTES)
 SMALL = {

@@ -10,8 +10,8 @@ from accel_bigmodel import (
     infer_auto_device_map,
     init_empty_weights,
 )
-from accel_bigmodel._device_map import _layer_sizes
-from accel_bigmodel._sizes import scan_modules
+from accel_bigmodel.placement._device_map import _layer_sizes
+from accel_bigmodel.placement._sizes import scan_modules
 
 
 @pytest.fixture

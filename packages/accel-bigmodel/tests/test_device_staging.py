@@ -7,10 +7,10 @@ import torch
 from bigmodel_helpers import TinyLM, save_safetensors_checkpoint
 
 from accel_bigmodel import init_empty_weights, load_checkpoint_and_dispatch, write_safetensors
-from accel_bigmodel._device_staging import DeviceStaging
-from accel_bigmodel._offload_layouts import SafetensorsStorage
-from accel_bigmodel._prefetch_pool import READ_CHUNK_BYTES, TensorSpan, fill
-from accel_bigmodel._safetensors_io import SafetensorsFile
+from accel_bigmodel.files._safetensors_io import SafetensorsFile
+from accel_bigmodel.offload._device_staging import DeviceStaging
+from accel_bigmodel.offload._offload_layouts import SafetensorsStorage
+from accel_bigmodel.offload._prefetch_pool import READ_CHUNK_BYTES, TensorSpan, fill
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_prefetcher_reads_into_buffers_with_its_reader_threads(tmp_path):
 @torch.no_grad()
 def test_weights_held_in_memory_are_staged_through_the_pool(tmp_path):
     from accel_bigmodel import attach_prefetcher, cpu_offload
-    from accel_bigmodel._prefetch_pool import memory_plan
+    from accel_bigmodel.offload._prefetch_pool import memory_plan
 
     torch.manual_seed(0)
     tiny = TinyLM().eval()

@@ -56,7 +56,7 @@ def test_a_value_outside_the_vocabulary_is_refused_with_the_name(monkeypatch, na
 
 
 def test_progress_bars_refuse_a_bad_quiet_value(monkeypatch):
-    from accel_bigmodel._progress import progress_enabled
+    from accel_bigmodel.files._progress import progress_enabled
 
     monkeypatch.setenv("ACCEL_BIGMODEL_QUIET", "yes")
     assert progress_enabled(None) is False

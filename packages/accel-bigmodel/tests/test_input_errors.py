@@ -24,7 +24,7 @@ from accel_bigmodel import (
     load_checkpoint_in_model,
     write_safetensors,
 )
-from accel_bigmodel._devices import accelerator_count, accelerator_type
+from accel_bigmodel.placement._devices import accelerator_count, accelerator_type
 
 NO_GPU = accelerator_type() is None
 HERE = "Devices here: 'cpu', 'disk', 'meta'"

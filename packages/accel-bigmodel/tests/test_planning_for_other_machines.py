@@ -23,7 +23,7 @@ from accel_bigmodel import (
     load_checkpoint_in_model,
     write_safetensors,
 )
-from accel_bigmodel._devices import accelerator_type
+from accel_bigmodel.placement._devices import accelerator_type
 
 NO_GPU = accelerator_type() is None
 needs_no_gpu = pytest.mark.skipif(not NO_GPU, reason="plans for GPUs this machine must lack")

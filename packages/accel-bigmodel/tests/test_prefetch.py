@@ -13,7 +13,7 @@ from accel_bigmodel import (
     load_checkpoint_and_dispatch,
     offload_state_dict,
 )
-from accel_bigmodel._prefetch_pool import BufferPool, plan_bytes
+from accel_bigmodel.offload._prefetch_pool import BufferPool, plan_bytes
 
 DISK_MAP = {"embed": "cpu", "blocks": "disk", "head": "cpu", "scale": "cpu"}
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from accel_bigmodel import CorruptSafetensorsError, write_safetensors
-from accel_bigmodel._safetensors_io import SafetensorsFile
+from accel_bigmodel.files._safetensors_io import SafetensorsFile
 
 TENSORS = {
     "f32": torch.randn(3, 4),

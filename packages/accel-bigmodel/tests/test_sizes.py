@@ -13,7 +13,7 @@ from accel_bigmodel import (
     get_max_memory,
     init_empty_weights,
 )
-from accel_bigmodel._sizes import scan_modules
+from accel_bigmodel.placement._sizes import scan_modules
 
 
 @pytest.mark.parametrize(

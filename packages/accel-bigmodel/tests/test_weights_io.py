@@ -55,7 +55,7 @@ def test_round_trip_in_place_in_chunks_keeps_ties(tmp_path, monkeypatch) -> None
     assert TIED_ALIASES_KEY in stored.metadata and stored.metadata["format"] == "pt"
 
     # Tiny chunks: every tensor is split across several threads' reads.
-    monkeypatch.setattr(accel_bigmodel._weights_io, "CHUNK_BYTES", 100)
+    monkeypatch.setattr(accel_bigmodel.loading._weights_io, "CHUNK_BYTES", 100)
     target = _seeded(1)
     addresses = {k: v.data_ptr() for k, v in target.state_dict().items()}
     assert supports_in_place_load(target)

@@ -9,7 +9,7 @@ from typing import Union
 import torch
 from torch import nn
 
-from ._bigmodel_variables import ACCEL_INIT_INCLUDE_BUFFERS
+from .._bigmodel_variables import ACCEL_INIT_INCLUDE_BUFFERS
 
 
 def _moved_parameter(param: nn.Parameter, device: torch.device) -> nn.Parameter:

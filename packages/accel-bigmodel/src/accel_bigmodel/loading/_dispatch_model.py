@@ -13,21 +13,14 @@ from torch import nn
 
 import accel_bigmodel
 
-from ._align_devices import (
+from ..hooks._align_devices import (
     AlignDevicesHook,
     attach_align_device_hook,
     attach_align_device_hook_on_blocks,
 )
-from ._checkpoint_io import load_checkpoint_in_model
-from ._device_map_use import (
-    check_device_map,
-    check_map_devices,
-    require_offload_folder,
-    resolve_device_map,
-)
-from ._devices import DeviceMapError, check_device
-from ._hooks import CpuOffload, UserCpuOffloadHook, add_hook_to_module
-from ._offload import (
+from ..hooks._hooks import CpuOffload, UserCpuOffloadHook, add_hook_to_module
+from ..hooks._prefetch import attach_prefetcher
+from ..offload._offload import (
     INDEX_FILE,
     OffloadedWeightsLoader,
     extract_submodules_state_dict,
@@ -35,8 +28,15 @@ from ._offload import (
     save_offload_index,
     write_offload_file,
 )
-from ._prefetch import attach_prefetcher
-from ._tensors import Device, find_tied_parameters, retie_parameters
+from ..placement._device_map_use import (
+    check_device_map,
+    check_map_devices,
+    require_offload_folder,
+    resolve_device_map,
+)
+from ..placement._devices import DeviceMapError, check_device
+from ..placement._tensors import Device, find_tied_parameters, retie_parameters
+from ._checkpoint_io import load_checkpoint_in_model
 
 logger = logging.getLogger("accel_bigmodel.big_modeling")
 
@@ -228,7 +228,7 @@ def dispatch_model(
     else:
         device = next(iter(devices))
         if isinstance(device, int) and not isinstance(device, bool):
-            from ._tensors import normalize_device
+            from ..placement._tensors import normalize_device
 
             device = normalize_device(device)
         model.to(device)

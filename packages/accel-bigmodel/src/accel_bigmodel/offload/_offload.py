@@ -12,14 +12,14 @@ from typing import Any, Union
 import torch
 from torch import nn
 
-from ._contained import check_offload_entries
-from ._file_guard import verify_crc
+from ..files._contained import check_offload_entries
+from ..files._file_guard import verify_crc
+from ..files._progress import progress
+from ..files._safetensors_io import writable_buffer
+from ..placement._sizes import resolve_dtype
+from ..placement._tensors import Device, normalize_device, set_module_tensor_to_device
 from ._offload_layouts import INDEX_FILE, DatStorage, SafetensorsStorage
 from ._offload_storage import OffloadStorage, StoredWeight, open_storage, storage_name
-from ._progress import progress
-from ._safetensors_io import writable_buffer
-from ._sizes import resolve_dtype
-from ._tensors import Device, normalize_device, set_module_tensor_to_device
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -7,7 +7,7 @@ from typing import Any, Union
 
 import torch
 
-from ._size_text import convert_file_size_to_int
+from ..placement._size_text import convert_file_size_to_int
 
 
 def _storage_key(tensor: torch.Tensor) -> tuple[Any, ...]:

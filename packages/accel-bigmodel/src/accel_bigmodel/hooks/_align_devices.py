@@ -10,11 +10,16 @@ from typing import Any, Union, cast
 import torch
 from torch import nn
 
+from ..offload._offload import PrefixedDataset
+from ..placement._sizes import get_non_persistent_buffers, named_module_tensors
+from ..placement._tensors import (
+    Device,
+    get_submodule_and_name,
+    send_to_device,
+    set_module_tensor_to_device,
+)
 from ._hooks import ModelHook, add_hook_to_module
-from ._offload import PrefixedDataset
 from ._prefetch import Prefetcher
-from ._sizes import get_non_persistent_buffers, named_module_tensors
-from ._tensors import Device, get_submodule_and_name, send_to_device, set_module_tensor_to_device
 
 
 def _first_device(data: Any) -> torch.device | None:
@@ -86,7 +91,7 @@ class AlignDevicesHook(ModelHook):
     def _target(self) -> torch.device | None:
         if self.execution_device is None:
             return None
-        from ._tensors import normalize_device
+        from ..placement._tensors import normalize_device
 
         return normalize_device(self.execution_device)
 

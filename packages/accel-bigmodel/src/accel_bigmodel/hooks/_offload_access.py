@@ -11,8 +11,8 @@ from typing import Any, Union
 import torch
 from torch import nn
 
+from ..placement._tensors import set_module_tensor_to_device
 from ._align_devices import AlignDevicesHook
-from ._tensors import set_module_tensor_to_device
 
 _logger = logging.getLogger("accel_bigmodel.offload")
 

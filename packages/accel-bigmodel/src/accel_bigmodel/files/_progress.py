@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ._bigmodel_variables import ACCEL_BIGMODEL_QUIET
+from .._bigmodel_variables import ACCEL_BIGMODEL_QUIET
 
 
 class _Silent:

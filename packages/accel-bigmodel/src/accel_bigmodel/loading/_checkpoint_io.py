@@ -14,15 +14,15 @@ from typing import Any, Union
 import torch
 from torch import nn
 
-from ._checkpoint_files import is_safetensors, resolve_checkpoint, torch_load
-from ._device_map_use import check_device_map, mapped_device, require_offload_folder
-from ._device_staging import DeviceStaging
-from ._offload import save_offload_index, write_offload_file
-from ._offload_layouts import SafetensorsStorage
-from ._progress import human_bytes, progress
-from ._safetensors_io import SafetensorsFile, st_dtype_name
-from ._sizes import resolve_dtype
-from ._tensors import (
+from ..files._checkpoint_files import is_safetensors, resolve_checkpoint, torch_load
+from ..files._progress import human_bytes, progress
+from ..files._safetensors_io import SafetensorsFile, st_dtype_name
+from ..offload._device_staging import DeviceStaging
+from ..offload._offload import save_offload_index, write_offload_file
+from ..offload._offload_layouts import SafetensorsStorage
+from ..placement._device_map_use import check_device_map, mapped_device, require_offload_folder
+from ..placement._sizes import resolve_dtype
+from ..placement._tensors import (
     find_tied_parameters,
     get_submodule_and_name,
     normalize_device,

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
+from ..files._progress import human_bytes
 from ._config_shapes import skeleton_from_config_file
 from ._config_skeleton import DTYPE_BYTES, ConfigSkeleton
-from ._progress import human_bytes
 
 if TYPE_CHECKING:
     from torch import nn
@@ -64,7 +64,7 @@ def _build_from_config(path: str) -> nn.Module:
             f"A transformers config must have a 'model_type'; {config_path} has keys "
             f"{sorted(data)[:10]}. Use a config.json saved by transformers."
         )
-    from ._init_empty import init_empty_weights
+    from ..hooks._init_empty import init_empty_weights
 
     with init_empty_weights():
         try:
@@ -76,7 +76,7 @@ def _build_from_config(path: str) -> nn.Module:
 def _build_from_class_path(spec: str) -> nn.Module:
     from torch import nn
 
-    from ._init_empty import init_empty_weights
+    from ..hooks._init_empty import init_empty_weights
 
     module_name, _, class_name = spec.partition(":")
     try:
@@ -158,7 +158,7 @@ def estimate_memory(
         known = estimate_memory_from_config(model, dtypes)
         if known is not None:
             return known
-    from ._sizes import dtype_byte_size, get_max_layer_size, named_module_tensors
+    from ..placement._sizes import dtype_byte_size, get_max_layer_size, named_module_tensors
 
     built = _as_model(model)
     no_split = list(getattr(built, "_no_split_modules", None) or [])

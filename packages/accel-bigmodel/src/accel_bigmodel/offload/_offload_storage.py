@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from ._file_guard import FileGuard, OffloadedFileChangedError
+from ..files._file_guard import FileGuard, OffloadedFileChangedError
 
 
 @dataclass(frozen=True)

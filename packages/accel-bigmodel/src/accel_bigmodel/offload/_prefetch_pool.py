@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
+from ..files._safetensors_io import writable_buffer
 from ._offload import OffloadedWeightsLoader, PrefixedDataset
 from ._offload_storage import OffloadStorage, StoredWeight
-from ._safetensors_io import writable_buffer
 
 _ALIGN = 64
 READ_CHUNK_BYTES = 8 * 1024 * 1024

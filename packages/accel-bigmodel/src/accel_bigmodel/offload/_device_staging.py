@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
+from ..files._safetensors_io import writable_buffer
 from ._offload_storage import OffloadStorage, StoredWeight
-from ._safetensors_io import writable_buffer
 
 STAGING_CHUNK_BYTES = 16 * 1024 * 1024
 """Bytes one staging buffer holds (each reader thread has two)."""

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from ._file_guard import OffloadedFileChangedError
-from ._prefetch_pool import (
+from ..files._file_guard import OffloadedFileChangedError
+from ..offload._prefetch_pool import (
     READER_THREADS,
     BufferPool,
     TensorSpan,

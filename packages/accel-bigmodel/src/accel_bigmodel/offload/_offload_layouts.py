@@ -13,10 +13,15 @@ from typing import Any
 
 import torch
 
-from ._contained import contained_path
+from ..files._contained import contained_path
+from ..files._safetensors_io import (
+    SafetensorsFile,
+    st_dtype_name,
+    writable_buffer,
+    write_safetensors,
+)
+from ..placement._sizes import resolve_dtype
 from ._offload_storage import FileStorage, StoredWeight, register_builtin_storage
-from ._safetensors_io import SafetensorsFile, st_dtype_name, writable_buffer, write_safetensors
-from ._sizes import resolve_dtype
 
 INDEX_FILE = "index.json"
 

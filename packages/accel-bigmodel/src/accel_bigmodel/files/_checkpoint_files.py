@@ -10,11 +10,11 @@ from typing import Any, Union
 
 import torch
 
+from ..placement._device_map_use import mapped_device
+from ..placement._tensors import normalize_device
 from ._contained import contained_path
-from ._device_map_use import mapped_device
 from ._safe_pickle import UntrustedPickleError, safe_torch_load
 from ._safetensors_io import SafetensorsFile
-from ._tensors import normalize_device
 
 WEIGHTS_NAME = "pytorch_model.bin"
 SAFE_WEIGHTS_NAME = "model.safetensors"

@@ -13,7 +13,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from ._tensors import Device, send_to_device
+from ..placement._tensors import Device, send_to_device
 
 _INSTANCE_FORWARD = "_accel_instance_forward"
 

@@ -19,13 +19,13 @@ from typing import Any, Union
 import torch
 from torch import nn
 
-from ._checkpoint_io import CheckpointKeysError
-from ._safetensors_io import (
+from ..files._safetensors_io import (
     CorruptSafetensorsError,
     SafetensorsFile,
     read_span,
     write_safetensors,
 )
+from ._checkpoint_io import CheckpointKeysError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
