@@ -164,7 +164,7 @@ def test_plain_loader_refuses_a_state_with_worker_state() -> None:
 
 
 def test_missing_torchdata_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from accel_data import _stateful
+    from accel_data.loaders import _stateful
 
     _stateful.stateful_class.cache_clear()
     # A None entry in sys.modules makes the import fail as if torchdata were not installed.

@@ -171,7 +171,7 @@ def test_a_malformed_torchdata_state_is_refused_with_the_rule() -> None:
 
 @pytest.mark.parametrize("cls", [DataLoaderShard, DataLoaderDispatcher, SkipDataLoader])
 def test_missing_torchdata_names_the_extra(cls: type, monkeypatch: pytest.MonkeyPatch) -> None:
-    from accel_data import _stateful
+    from accel_data.loaders import _stateful
 
     _stateful.stateful_class.cache_clear()
     # A None entry in sys.modules makes the import fail as if torchdata were not installed.

@@ -173,7 +173,7 @@ def test_second_task_of_a_process_ends_without_waiting_for_repository_detection(
 _CONFIGURED = textwrap.dedent(
     """
     import clearml
-    from accel_trackers._clearml import _report_from_threads_unless_configured
+    from accel_trackers.backends._clearml import _report_from_threads_unless_configured
 
     _report_from_threads_unless_configured(clearml)
     print("subprocess reporting:", bool(clearml.Task._report_subprocess_enabled))

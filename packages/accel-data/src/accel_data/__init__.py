@@ -12,22 +12,22 @@ from accel_state.lazy import lazy_module as _lazy_module
 # Public name -> the private module that defines it, loaded on first use: the one list of
 # this package's names (__all__ and the type stub beside this file are made from it).
 _EXPORTS = {
-    "DataLoaderAdapter": "._adapter",
-    "get_sampler": "._adapter",
-    "DataLoaderDispatcher": "._dispatcher_loader",
+    "DataLoaderAdapter": ".loaders._adapter",
+    "get_sampler": ".loaders._adapter",
+    "DataLoaderDispatcher": ".loaders._dispatcher_loader",
     "override_even_batches": "._even_batches",
-    "IterableDatasetShard": "._iterable",
+    "IterableDatasetShard": ".sharding._iterable",
     "DataLoaderConfiguration": "._loader_config",
-    "DataLoaderShard": "._loaders",
+    "DataLoaderShard": ".loaders._loaders",
     "gather_for_metrics": "._metrics",
     "prepare_data_loader": "._prepare_loader",
-    "BatchSamplerShard": "._samplers",
-    "SeedableRandomSampler": "._samplers",
+    "BatchSamplerShard": ".sharding._samplers",
+    "SeedableRandomSampler": ".sharding._samplers",
     "SkipBatchSampler": "._skip",
     "SkipDataLoader": "._skip",
     "skip_first_batches": "._skip",
-    "DataLoaderStateMixin": "._state_mixin",
-    "MpDeviceLoaderWrapper": "._xla_loader",
+    "DataLoaderStateMixin": ".loaders._state_mixin",
+    "MpDeviceLoaderWrapper": ".loaders._xla_loader",
 }
 
 # Read from the installed metadata on first access.

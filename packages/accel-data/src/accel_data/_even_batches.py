@@ -21,7 +21,7 @@ def override_even_batches(loaders: Iterable[Any], even_batches: bool | None) -> 
             ``UserWarning`` naming the rule when one of them is iterable.
         even_batches: The value inside the block; ``None`` changes nothing.
     """
-    from ._dispatcher_loader import DataLoaderDispatcher
+    from .loaders._dispatcher_loader import DataLoaderDispatcher
 
     saved = []
     if even_batches is not None:

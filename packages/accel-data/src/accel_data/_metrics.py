@@ -10,7 +10,7 @@ import torch
 from accel_collectives import gather, gather_object
 from accel_state import GradientState
 
-from ._comm import map_tensors
+from .sharding._comm import map_tensors
 
 
 def _all_tensors(data: Any) -> bool:

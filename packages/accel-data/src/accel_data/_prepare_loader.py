@@ -11,13 +11,13 @@ import torch.distributed as dist
 from accel_state import PartialState, RNGType
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler
 
-from ._comm import broadcast_object
-from ._dispatcher_loader import DataLoaderDispatcher
-from ._iterable import IterableDatasetShard
-from ._loaders import DataLoaderShard
-from ._mesh import mesh_data_ranks
-from ._samplers import BatchSamplerShard, SeedableRandomSampler
-from ._xla_loader import MpDeviceLoaderWrapper
+from .loaders._dispatcher_loader import DataLoaderDispatcher
+from .loaders._loaders import DataLoaderShard
+from .loaders._xla_loader import MpDeviceLoaderWrapper
+from .sharding._comm import broadcast_object
+from .sharding._iterable import IterableDatasetShard
+from .sharding._mesh import mesh_data_ranks
+from .sharding._samplers import BatchSamplerShard, SeedableRandomSampler
 
 
 def _shards_natively(dataset: Any, num_processes: int, split_batches: bool) -> bool:

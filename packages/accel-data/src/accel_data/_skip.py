@@ -13,12 +13,12 @@ from typing import Any
 from accel_state import GradientState
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset
 
-from ._dispatcher_loader import DataLoaderDispatcher
-from ._loaders import DataLoaderShard, _set_loader_attribute, check_skip_count
 from ._prepare_loader import loader_settings
-from ._samplers import batch_sampler_length
-from ._state_mixin import DataLoaderStateMixin
-from ._stateful import BaseLoaderView, loader_class
+from .loaders._dispatcher_loader import DataLoaderDispatcher
+from .loaders._loaders import DataLoaderShard, _set_loader_attribute, check_skip_count
+from .loaders._state_mixin import DataLoaderStateMixin
+from .loaders._stateful import BaseLoaderView, loader_class
+from .sharding._samplers import batch_sampler_length
 
 
 class SkipBatchSampler(BatchSampler):

@@ -7,11 +7,11 @@ from ._lazy import lazy_module as _lazy_module
 # Public name -> the private module that defines it, loaded on first use: the one list of
 # this package's names (__all__ and the type stub beside this file are made from it).
 _EXPORTS = {
-    "AimTracker": "._aim",
-    "ClearMLTracker": "._clearml",
-    "CometMLTracker": "._comet",
-    "DVCLiveTracker": "._dvclive",
-    "MLflowTracker": "._mlflow",
+    "AimTracker": ".backends._aim",
+    "ClearMLTracker": ".backends._clearml",
+    "CometMLTracker": ".backends._comet",
+    "DVCLiveTracker": ".backends._dvclive",
+    "MLflowTracker": ".backends._mlflow",
     "LOGGER_TYPE_TO_CLASS": "._registry",
     "filter_trackers": "._registry",
     "get_available_trackers": "._registry",
@@ -22,14 +22,14 @@ _EXPORTS = {
     "TrackerSet": "._set",
     "init_trackers": "._set",
     "resolve_main_process": "._set",
-    "SwanLabTracker": "._swanlab",
-    "TensorBoardTracker": "._tensorboard",
+    "SwanLabTracker": ".backends._swanlab",
+    "TensorBoardTracker": ".backends._tensorboard",
     "GeneralTracker": "._tracker_interface",
     "LoggerType": "._tracker_interface",
     "NoOpTracker": "._tracker_interface",
-    "TrackioTracker": "._trackio",
+    "TrackioTracker": ".backends._trackio",
     "flatten": "._values",
-    "WandBTracker": "._wandb",
+    "WandBTracker": ".backends._wandb",
 }
 
 # Read from the installed metadata on first access.

@@ -7,16 +7,16 @@ import warnings
 from collections.abc import Iterable
 from typing import Union
 
-from ._aim import AimTracker
-from ._clearml import ClearMLTracker
-from ._comet import CometMLTracker
-from ._dvclive import DVCLiveTracker
-from ._mlflow import MLflowTracker
-from ._swanlab import SwanLabTracker
-from ._tensorboard import TensorBoardTracker
 from ._tracker_interface import GeneralTracker, LoggerType, install_command, logger
-from ._trackio import TrackioTracker
-from ._wandb import WandBTracker
+from .backends._aim import AimTracker
+from .backends._clearml import ClearMLTracker
+from .backends._comet import CometMLTracker
+from .backends._dvclive import DVCLiveTracker
+from .backends._mlflow import MLflowTracker
+from .backends._swanlab import SwanLabTracker
+from .backends._tensorboard import TensorBoardTracker
+from .backends._trackio import TrackioTracker
+from .backends._wandb import WandBTracker
 
 __all__ = [
     "LOGGER_TYPE_TO_CLASS",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._tracker_interface import BackendTracker
-from ._values import is_number, normalize, warn_once
+from .._tracker_interface import BackendTracker
+from .._values import is_number, normalize, warn_once
 
 __all__ = ["SwanLabTracker"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._tracker_interface import BackendTracker
-from ._values import normalize
+from .._tracker_interface import BackendTracker
+from .._values import normalize
 
 __all__ = ["TrackioTracker"]
 

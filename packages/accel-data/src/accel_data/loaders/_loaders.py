@@ -21,9 +21,9 @@ from accel_collectives import send_to_device
 from accel_state import GradientState, RNGType, synchronize_rng_states
 from torch.utils.data import BatchSampler, DataLoader
 
-from ._iterable import IterableDatasetShard
+from ..sharding._iterable import IterableDatasetShard
+from ..sharding._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
 from ._position_check import check_position_state
-from ._samplers import BatchSamplerShard, SeedableRandomSampler, set_sampler_epoch
 from ._state_mixin import DataLoaderStateMixin
 from ._stateful import BaseLoaderView, loader_class
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._tracker_interface import BackendTracker
-from ._values import is_number, normalize, warn_once
+from .._tracker_interface import BackendTracker
+from .._values import is_number, normalize, warn_once
 
 __all__ = ["AimTracker"]
 
@@ -78,7 +78,7 @@ class AimTracker(BackendTracker):
         converted: list[str] = []
         hparams = {k: _aim_safe(v, k, converted) for k, v in normalize(values, flat=False).items()}
         if converted:
-            from ._tracker_interface import logger
+            from .._tracker_interface import logger
 
             logger.warning(
                 "aim cannot store these hyper-parameter values natively; stored as text: %s",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._tracker_interface import BackendTracker
-from ._values import is_number, normalize, warn_once
+from .._tracker_interface import BackendTracker
+from .._values import is_number, normalize, warn_once
 
 __all__ = ["ClearMLTracker"]
 

@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._tracker_interface import BackendTracker, logger
-from ._values import is_number, normalize, warn_once
+from .._tracker_interface import BackendTracker, logger
+from .._values import is_number, normalize, warn_once
 
 __all__ = ["MLflowTracker"]
 

@@ -8,8 +8,8 @@ import json
 import os
 from typing import Any
 
-from ._tracker_interface import BackendTracker, install_command
-from ._values import is_number, normalize, stringify_unsupported, warn_once
+from .._tracker_interface import BackendTracker, install_command
+from .._values import is_number, normalize, stringify_unsupported, warn_once
 
 __all__ = ["TensorBoardTracker"]
 

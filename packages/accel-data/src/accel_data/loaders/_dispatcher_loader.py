@@ -18,7 +18,7 @@ import torch.distributed as dist
 from accel_state import GradientState, PartialState
 from torch.utils.data import DataLoader
 
-from ._comm import (
+from ..sharding._comm import (
     broadcast_object,
     broadcast_tensors,
     concat_batches,
