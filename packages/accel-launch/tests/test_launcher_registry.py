@@ -3,6 +3,7 @@ declares, and one registered from outside accel_launch that starts a real two-pr
 
 import argparse
 import dataclasses
+import io
 import sys
 
 import pytest
@@ -14,6 +15,8 @@ from accel_launch.configs._config_file import config_from_dict, load_config_file
 from accel_launch.configs._migrate import migrate
 from accel_launch.launchers import _launcher_registry
 from accel_launch.launchers._launcher_registry import launcher_fields, registered
+from accel_launch.questionnaire._prompts import Prompter
+from accel_launch.questionnaire._questionnaire import _ask_machines
 
 from .conftest import SCRIPTS, reports
 
@@ -51,7 +54,7 @@ def _check_level(value, config):
 class _Pbs(Launcher):
     name = "pbs"
     config_fields = (
-        ConfigField("pbs_queue", str | None, None, "Queue of the job."),
+        ConfigField("pbs_queue", str | None, None, "Queue of the job.", prompt="PBS queue?"),
         ConfigField("pbs_level", int, 1, "Priority level.", check=_check_level),
         ConfigField("pbs_hosts", str | None, None, "Hosts.", replaces="pbs_config.hosts"),
     )
@@ -96,6 +99,25 @@ def test_an_outside_backend_setting_replaces_an_old_section(pbs_registered):
     assert updated["pbs_hosts"] == "h1,h2" and "pbs_config" not in updated
     assert "replaced pbs_config by pbs_hosts" in changes
     assert config_from_dict({"pbs_config": {"hosts": "a"}}).pbs_hosts == "a"  # type: ignore[attr-defined]
+
+
+def test_the_questionnaire_asks_the_declared_questions(pbs_registered, tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost slots=2\n")
+    answers = ["2", "0", "10.0.0.1", "", "", "1", "workq", "yes", str(tmp_path / "no"), str(hosts)]
+    out = io.StringIO()
+    config = LaunchConfig()
+    _ask_machines(Prompter(io.StringIO("\n".join(answers) + "\n"), out, False), config, "multi-CPU")
+    assert config.pbs_queue == "workq"  # type: ignore[attr-defined]
+    assert config.mpirun_hostfile == str(hosts)
+    shown = out.getvalue()
+    assert shown.index("PBS queue?") < shown.index("Start the processes with mpirun? (yes/no)")
+    assert f"{str(tmp_path / 'no')!r} is not an existing file" in shown
+    gpu = LaunchConfig()
+    _ask_machines(
+        Prompter(io.StringIO("\n".join(answers[:7]) + "\n"), out, False), gpu, "multi-GPU"
+    )
+    assert gpu.mpirun_hostfile is None  # asked on multi-CPU only
 
 
 def test_register_refuses_a_setting_that_is_taken_or_no_declaration(monkeypatch):
