@@ -57,6 +57,7 @@ _EXPORTS = {
     "tpu_command_parser": ".commands._reference_cli",
     "validate_launch_command": "._simple_launch",
     "write_basic_config": ".configs._config_file",
+    "ConfigField": ".launchers._config_field",
     "LaunchCommand": ".launchers._launcher_base",
     "LaunchTarget": ".launchers._launcher_base",
     "Launcher": ".launchers._launcher_base",

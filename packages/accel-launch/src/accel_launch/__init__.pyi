@@ -76,6 +76,9 @@ from .configs._engine_configs import (
     FSDPConfig as FSDPConfig,
     MegatronLMConfig as MegatronLMConfig,
 )
+from .launchers._config_field import (
+    ConfigField as ConfigField,
+)
 from .launchers._launcher_base import (
     LaunchCommand as LaunchCommand,
     LaunchTarget as LaunchTarget,
@@ -94,6 +97,7 @@ __all__ = [
     "BaseConfig",
     "ClusterConfig",
     "ConfigError",
+    "ConfigField",
     "DeepSpeedConfig",
     "DynamoConfig",
     "FSDPConfig",

@@ -9,7 +9,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
@@ -36,6 +36,9 @@ from ._engine_configs import (
 from ._migrate import CONFIG_VERSION, IGNORED_KEYS, migrate
 from ._tpu_settings import check_tpu_settings
 
+if TYPE_CHECKING:
+    from ..launchers._config_field import ConfigField
+
 
 def default_config_dir() -> Path:
     """Folder of the default config file: ``$ACCEL_CONFIG_HOME``, else ``$XDG_CACHE_HOME/accel``
@@ -52,10 +55,25 @@ def default_config_file() -> Path:
     return default_config_dir() / "default_config.yaml"
 
 
+def launcher_settings() -> dict[str, ConfigField]:
+    """The settings declared by the registered launcher backends, by name (those of the
+    backends of this package are fields of [`LaunchConfig`][accel_launch.LaunchConfig] too)."""
+    from ..launchers._launcher_registry import launcher_fields
+
+    return launcher_fields()
+
+
+def _added_settings() -> dict[str, ConfigField]:
+    """The settings of backends registered from outside: attributes set on each config."""
+    return {k: v for k, v in launcher_settings().items() if k not in FIELD_TYPES}
+
+
 @dataclass
 class LaunchConfig:
     """Everything ``accel launch`` needs to start a job. Each field can come from the config
-    file or a flag of the same name; a flag always wins."""
+    file or a flag of the same name; a flag always wins. A launcher backend registered with
+    [`register_launcher`][accel_launch.register_launcher] adds the settings of its
+    ``config_fields`` as attributes, set to their defaults."""
 
     config_version: int = CONFIG_VERSION
     """Version of this file's format (written by ``accel config``)."""
@@ -126,6 +144,10 @@ class LaunchConfig:
     commands: list[str] | None = None
     """``accel tpu-config``: commands run on each VM."""
 
+    def __post_init__(self) -> None:
+        for name, declared in _added_settings().items():
+            setattr(self, name, declared.default)
+
     def validate(self) -> LaunchConfig:
         """Check every value; raise [`ConfigError`][accel_launch.ConfigError] naming the field, the value and the fix."""
         try:
@@ -163,30 +185,23 @@ class LaunchConfig:
                 "Pass --main_process_ip <address of machine 0>."
             )
         check_tpu_settings(self)
-        for name, low in (("max_restarts", 0), ("num_cpu_threads_per_process", 1)):
-            value = getattr(self, name)
-            if value is not None and value < low:
-                raise ConfigError(f"{name} must be >= {low}; got {value}. Use e.g. {low + 1}.")
-        if not self.monitor_interval > 0:
+        threads = self.num_cpu_threads_per_process
+        if threads is not None and threads < 1:
             raise ConfigError(
-                f"monitor_interval is the seconds between two health checks and must be > 0; "
-                f"got {self.monitor_interval}. Use e.g. 0.1."
+                f"num_cpu_threads_per_process must be >= 1; got {threads}. Use e.g. 2."
             )
-        if self.rdzv_backend not in ("static", "c10d"):
-            raise ConfigError(
-                f"rdzv_backend must be 'static' or 'c10d'; got {self.rdzv_backend!r}. Use "
-                "static (fixed machine ranks) or c10d (elastic)."
-            )
+        added = _added_settings()
+        for name, declared in launcher_settings().items():  # each backend checks its own
+            value = getattr(self, name, declared.default)
+            if name in added:
+                value = declared.read(value)
+                setattr(self, name, value)
+            if declared.check is not None:
+                declared.check(value, self)
         if self.main_process_port is not None and not 0 <= self.main_process_port < 65536:
             raise ConfigError(
                 f"main_process_port must be in [0, 65535]; got {self.main_process_port}. Use 0 "
                 "for a free port, or e.g. 29500."
-            )
-        if self.mpirun_hostfile and self.distributed_type == DistributedType.DEEPSPEED.value:
-            raise ConfigError(
-                f"mpirun_hostfile starts plain processes with mpirun; got it with "
-                f"distributed_type=DEEPSPEED. Use --deepspeed_hostfile with "
-                f"--deepspeed_multinode_launcher openmpi instead (got {self.mpirun_hostfile!r})."
             )
         return self
 
@@ -196,6 +211,8 @@ class LaunchConfig:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             out[f.name] = value.to_dict() if f.name in SECTIONS else value
+        for name, declared in _added_settings().items():
+            out[name] = getattr(self, name, declared.default)
         return out
 
     def save(self, path: str | os.PathLike[str], comments_of: str | None = None) -> Path:
@@ -284,27 +301,33 @@ def config_from_dict(data: dict[str, Any], source: str = "<dict>") -> LaunchConf
             "pip install -U accel-launch."
         )
     data, _ = migrate(data)
+    added = _added_settings()
+    names = FIELD_NAMES + list(added)
+    types = FIELD_TYPES | {name: declared.annotation for name, declared in added.items()}
     for key, value in data.items():
         if key in IGNORED_KEYS:
             continue
-        if key not in FIELD_NAMES:
-            close = difflib.get_close_matches(str(key), FIELD_NAMES, n=1)
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ConfigError(
-                f"{source}: unknown setting {key!r}.{hint} Valid settings: "
-                f"{', '.join(FIELD_NAMES)}."
+                f"{source}: unknown setting {key!r}.{hint} Valid settings: {', '.join(names)}."
             )
-        if value is None and "None" not in FIELD_TYPES[key] and key not in SECTIONS:
+        if value is None and "None" not in types[key] and key not in SECTIONS:
             raise ConfigError(
                 f"{source}: {key} needs a value; got null (an empty `{key}:`). Write a value, "
                 f"or delete the line to take the default ({getattr(LaunchConfig(), key)!r})."
             )
-        values[key] = value if key in SECTIONS else coerce(value, FIELD_TYPES[key], key)
+        values[key] = value if key in SECTIONS else coerce(value, types[key], key)
     for key, cls in SECTIONS.items():
         if key in values:
             values[key] = cls.from_dict(values[key], f"{source}: {key}")
+    extra = {key: values.pop(key) for key in added if key in values}
     try:
-        return LaunchConfig(**values).validate()
+        config = LaunchConfig(**values)
+        for key, value in extra.items():
+            setattr(config, key, value)
+        return config.validate()
     except TypeError as err:
         raise ConfigError(f"{source}: {err}") from None
 

@@ -3,7 +3,8 @@
 Format history:
 
 - version 0 (no ``config_version`` key): files written by the reference library. Their
-  ``dynamo_backend`` is a top-level key, MPI settings sit under ``mpirun_config``, FSDP's
+  ``dynamo_backend`` is a top-level key, MPI settings sit under ``mpirun_config`` (a launcher
+  backend's setting names the section it replaces: ``ConfigField.replaces``), FSDP's
   sharding strategy may be a number and its prefetch key is ``fsdp_backward_prefetch_policy``.
 - version 1: the first accel files; sections were free-form mappings.
 - version 2: typed, validated sections (`accel_launch.configs._engine_configs`).
@@ -38,6 +39,14 @@ _RENAMED_FSDP_KEYS = {"fsdp_backward_prefetch_policy": "fsdp_backward_prefetch"}
 _TOP_LEVEL_DYNAMO = ("dynamo_backend", "dynamo_mode", "dynamo_use_fullgraph", "dynamo_use_dynamic")
 
 
+def _replaced_sections() -> list[tuple[str, str]]:
+    """``(setting, "section.key")`` of the launcher backends' settings that replace a section
+    of an older format (``mpirun_config.mpirun_hostfile`` became ``mpirun_hostfile``)."""
+    from ..launchers._launcher_registry import launcher_fields
+
+    return [(k, v.replaces) for k, v in launcher_fields().items() if v.replaces is not None]
+
+
 def migrate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Rewrite an older file's mapping in the current format.
 
@@ -57,11 +66,13 @@ def migrate(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             dynamo.setdefault(key, out.pop(key))
             out["dynamo_config"] = dynamo
             changes.append(f"moved top-level {key} into dynamo_config")
-    mpirun = out.pop("mpirun_config", None)
-    if mpirun is not None:
-        if isinstance(mpirun, dict) and mpirun.get("mpirun_hostfile"):
-            out.setdefault("mpirun_hostfile", mpirun["mpirun_hostfile"])
-        changes.append("replaced mpirun_config by mpirun_hostfile")
+    for name, old in _replaced_sections():  # settings a launcher backend took over
+        section, key = old.split(".", 1)
+        values = out.pop(section, None)
+        if values is not None:
+            if isinstance(values, dict) and values.get(key):
+                out.setdefault(name, values[key])
+            changes.append(f"replaced {section} by {name}")
     fsdp = out.get("fsdp_config")
     if isinstance(fsdp, dict):
         for old, new in _RENAMED_FSDP_KEYS.items():

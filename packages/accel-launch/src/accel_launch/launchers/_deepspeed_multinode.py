@@ -21,12 +21,9 @@ class DeepSpeedLauncher(Launcher):
     runs_target_here = False
     executable = ("deepspeed", "Install it: pip install deepspeed")
     starts_ranks = True
-    config_fields = (
-        "deepspeed_config.deepspeed_hostfile",
-        "deepspeed_config.deepspeed_multinode_launcher",
-        "deepspeed_config.deepspeed_inclusion_filter",
-        "deepspeed_config.deepspeed_exclusion_filter",
-    )
+    # Its settings (deepspeed_hostfile, deepspeed_multinode_launcher, deepspeed_inclusion_filter,
+    # deepspeed_exclusion_filter) belong to the deepspeed_config section, which the single
+    # machine DeepSpeed runs read as well: they stay declared in DeepSpeedConfig.
 
     def applies(self, plan: LaunchPlan, args: argparse.Namespace) -> bool:
         config = plan.config

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from ._cluster import find_executable
+from ._config_field import ConfigField
 from ._processes import check_target, run_child
 
 if TYPE_CHECKING:
@@ -75,9 +76,10 @@ class Launcher:
     [`report_failure`][accel_launch.Launcher.report_failure]."""
     announces: ClassVar[bool] = True
     """``accel launch`` prints one line first (processes, machines, backend, precision)."""
-    config_fields: ClassVar[tuple[str, ...]] = ()
-    """The fields of ``LaunchConfig`` that this backend reads beyond the common ones
-    (``num_processes``, ``num_machines``, ``main_process_ip`` ...)."""
+    config_fields: ClassVar[tuple[ConfigField, ...]] = ()
+    """The settings of the config file that this backend reads beyond the common ones
+    (``num_processes``, ``num_machines``, ``main_process_ip`` ...), each declared here with
+    its type, default, help and check."""
 
     def add_flags(self, group: argparse._ArgumentGroup) -> None:
         """Add the flags of this backend to ``accel launch`` (group ``Distributed``)."""

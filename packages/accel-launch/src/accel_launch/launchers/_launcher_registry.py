@@ -9,6 +9,8 @@ import argparse
 from typing import TYPE_CHECKING
 
 from .._errors import ConfigError
+from ..configs._config_file import FIELD_NAMES
+from ._config_field import ConfigField, check_fields
 from ._deepspeed_multinode import DeepSpeedLauncher
 from ._launcher_base import Launcher
 from ._mpi import MpirunLauncher
@@ -33,6 +35,11 @@ def registered() -> tuple[Launcher, ...]:
     return tuple(_REGISTRY)
 
 
+def launcher_fields() -> dict[str, ConfigField]:
+    """The config-file settings declared by the registered backends, by name."""
+    return {declared.name: declared for known in _REGISTRY for declared in known.config_fields}
+
+
 def register_launcher(launcher: Launcher, before: str | None = None) -> None:
     """Make ``accel launch`` (in this process) ask ``launcher`` whether it applies.
 
@@ -42,8 +49,9 @@ def register_launcher(launcher: Launcher, before: str | None = None) -> None:
             every other one.
 
     Raises:
-        ValueError: ``launcher`` is no ``Launcher``, has no name, its name is taken, or
-            ``before`` names no registered backend.
+        ValueError: ``launcher`` is no ``Launcher``, has no name, its name is taken,
+            ``before`` names no registered backend, or a setting of its ``config_fields`` is
+            no ``ConfigField`` or has the name of a setting already known.
     """
     if not isinstance(launcher, Launcher) or not launcher.name:
         raise ValueError(
@@ -61,6 +69,15 @@ def register_launcher(launcher: Launcher, before: str | None = None) -> None:
             f"register_launcher(before=...) names a registered launcher; got {before!r}, "
             f"registered: {names}."
         )
+    check_fields(launcher.name, launcher.config_fields)
+    taken = set(FIELD_NAMES) | set(launcher_fields())
+    for declared in launcher.config_fields:
+        if declared.name in taken:
+            raise ValueError(
+                f"launcher {launcher.name!r} declares the setting {declared.name!r}, which the "
+                "config file already has. Give the setting a name of its own (e.g. "
+                f"{launcher.name.replace('-', '_')}_{declared.name})."
+            )
     _REGISTRY.insert(0 if before is None else names.index(before), launcher)
 
 

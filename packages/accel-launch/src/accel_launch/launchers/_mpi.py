@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
+from accel_state import DistributedType
 from accel_state import environment_variables as contract
 
+from .._errors import ConfigError
 from ._cluster import mpi_flavour, mpirun_command
+from ._config_field import ConfigField
 from ._launcher_base import LaunchCommand, Launcher, LaunchTarget
 
 if TYPE_CHECKING:
     from .._resolve import LaunchPlan
+    from ..configs._config_file import LaunchConfig
+
+
+def _check_hostfile(value: str | None, config: LaunchConfig) -> None:
+    if value and config.distributed_type == DistributedType.DEEPSPEED.value:
+        raise ConfigError(
+            f"mpirun_hostfile starts plain processes with mpirun; got it with "
+            f"distributed_type=DEEPSPEED. Use --deepspeed_hostfile with "
+            f"--deepspeed_multinode_launcher openmpi instead (got {value!r})."
+        )
+
+
+def _existing_file(path: str) -> str | None:
+    return None if os.path.isfile(path) else f"{path!r} is not an existing file"
 
 
 class MpirunLauncher(Launcher):
@@ -22,7 +40,20 @@ class MpirunLauncher(Launcher):
     executable = ("mpirun", "Install an MPI, e.g. `apt-get install openmpi-bin`.")
     binds_port = True
     starts_ranks = True
-    config_fields = ("mpirun_hostfile",)
+    config_fields = (
+        ConfigField(
+            "mpirun_hostfile",
+            str | None,
+            None,
+            "Start the processes with ``mpirun`` on the hosts of this hostfile (multi-CPU).",
+            check=_check_hostfile,
+            prompt="Path of the MPI hostfile (`host slots=N` lines)?",
+            confirm="Start the processes with mpirun?",
+            asked_for=("multi-CPU",),
+            answer_check=_existing_file,
+            replaces="mpirun_config.mpirun_hostfile",
+        ),
+    )
 
     def add_flags(self, group: argparse._ArgumentGroup) -> None:
         group.add_argument(

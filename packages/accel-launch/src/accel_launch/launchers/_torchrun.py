@@ -7,11 +7,35 @@ from typing import TYPE_CHECKING
 
 from accel_state import environment_variables as contract
 
+from .._errors import ConfigError
+from ._config_field import ConfigField
 from ._launcher_base import LaunchCommand, Launcher, LaunchTarget
 from ._processes import run_torchrun
 
 if TYPE_CHECKING:
     from .._resolve import LaunchPlan
+    from ..configs._config_file import LaunchConfig
+
+
+def _check_max_restarts(value: int | None, config: LaunchConfig) -> None:
+    if value is not None and value < 0:
+        raise ConfigError(f"max_restarts must be >= 0; got {value}. Use e.g. 1.")
+
+
+def _check_monitor_interval(value: float, config: LaunchConfig) -> None:
+    if not value > 0:
+        raise ConfigError(
+            f"monitor_interval is the seconds between two health checks and must be > 0; "
+            f"got {value}. Use e.g. 0.1."
+        )
+
+
+def _check_rdzv_backend(value: str, config: LaunchConfig) -> None:
+    if value not in ("static", "c10d"):
+        raise ConfigError(
+            f"rdzv_backend must be 'static' or 'c10d'; got {value!r}. Use "
+            "static (fixed machine ranks) or c10d (elastic)."
+        )
 
 
 class TorchrunLauncher(Launcher):
@@ -20,7 +44,29 @@ class TorchrunLauncher(Launcher):
 
     name = "torchrun"
     binds_port = True
-    config_fields = ("rdzv_backend", "max_restarts", "monitor_interval", "machine_rank")
+    config_fields = (
+        ConfigField(
+            "max_restarts",
+            int,
+            0,
+            "How many times a failed worker group is restarted before the job fails.",
+            check=_check_max_restarts,
+        ),
+        ConfigField(
+            "monitor_interval",
+            float,
+            0.1,
+            "Seconds between two checks of the workers' health.",
+            check=_check_monitor_interval,
+        ),
+        ConfigField(
+            "rdzv_backend",
+            str,
+            "static",
+            "Rendezvous backend: ``static`` or ``c10d``.",
+            check=_check_rdzv_backend,
+        ),
+    )
 
     def applies(self, plan: LaunchPlan, args: argparse.Namespace) -> bool:
         return True

@@ -15,7 +15,7 @@ from accel_state.environment_variables import (
 )
 
 from ..commands._sagemaker import SageMakerConfig
-from ..configs._config_file import LaunchConfig
+from ..configs._config_file import LaunchConfig, launcher_settings
 from ..configs._engine_configs import (
     DEEPSPEED_LAUNCHERS,
     DeepSpeedConfig,
@@ -171,10 +171,18 @@ def _ask_machines(ask: Prompter, config: LaunchConfig, kind: str) -> None:
     config.rdzv_backend = ("static", "c10d")[
         ask.choose("Which rendezvous backend will you use?", ["static", "c10d"])
     ]
-    if kind == "multi-CPU" and ask.yes_no("Start the processes with mpirun?", False):
-        config.mpirun_hostfile = ask.ask(
-            "Path of the MPI hostfile (`host slots=N` lines)?", None, str, check=_existing_file
-        )
+    for declared in launcher_settings().values():  # the launcher backends' own questions
+        if declared.prompt is None or (declared.asked_for and kind not in declared.asked_for):
+            continue
+        if declared.confirm is not None and not ask.yes_no(declared.confirm, False):
+            continue
+        kind_of = declared.annotation.split(" ")[0]
+        if kind_of == "bool":
+            answer = ask.yes_no(declared.prompt, bool(declared.default))
+        else:
+            convert = {"int": whole, "float": number}.get(kind_of, str)
+            answer = ask.ask(declared.prompt, declared.default, convert, declared.answer_check)
+        setattr(config, declared.name, answer)
 
 
 def _ask_dynamo(ask: Prompter) -> DynamoConfig:
