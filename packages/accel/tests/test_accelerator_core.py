@@ -66,3 +66,49 @@ def test_fp8_backend_without_a_recipe():
 
 if __name__ == "__main__":
     print("\n".join(member_lines()))
+
+
+class _Recording(Accelerator):
+    """Overrides the methods other methods call, as transformers' and TRL's subclasses do."""
+
+    calls: list[str]
+
+    def prepare_model(self, model, device_placement=None, evaluation_mode=False):
+        self.calls.append("prepare_model")
+        return super().prepare_model(model, device_placement, evaluation_mode)
+
+    def prepare_optimizer(self, optimizer, device_placement=None):
+        self.calls.append("prepare_optimizer")
+        return super().prepare_optimizer(optimizer, device_placement)
+
+    def no_sync(self, model):
+        self.calls.append("no_sync")
+        return super().no_sync(model)
+
+    def get_state_dict(self, model, unwrap=True):
+        self.calls.append("get_state_dict")
+        return super().get_state_dict(model, unwrap)
+
+    def free_memory(self, *objects):
+        self.calls.append("free_memory")
+        return super().free_memory(*objects)
+
+
+def test_methods_call_each_other_through_the_instance(tmp_path):
+    import torch
+
+    acc = _Recording(cpu=True, gradient_accumulation_steps=2)
+    acc.calls = []
+    model = torch.nn.Linear(2, 1)
+    model, _ = acc.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    with acc.accumulate(model):  # the first of two batches: no synchronisation
+        acc.backward(model(torch.ones(1, 2)).sum())
+    acc.save_model(model, tmp_path)
+    acc.clear()
+    assert acc.calls == [
+        "prepare_model",
+        "prepare_optimizer",
+        "no_sync",
+        "get_state_dict",
+        "free_memory",
+    ]
