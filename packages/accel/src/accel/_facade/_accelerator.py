@@ -123,7 +123,7 @@ class Accelerator:
             message gives the ``pip install "accel-trackers[...]"`` command.
     """
 
-    # -- fields, each set by __init__ ------------------------------------------------------------
+    # == fields, each set by __init__ ==========================================================
 
     state: AcceleratorState
     """The run's shared state: processes, device, mixed precision, plugins."""
@@ -168,7 +168,7 @@ class Accelerator:
     _tracker_set: Any = None
     """The running trackers of ``init_trackers`` (None before it)."""
 
-    # -- construction ----------------------------------------------------------------------------
+    # == construction ==========================================================================
 
     def __init__(
         self,
@@ -311,7 +311,7 @@ class Accelerator:
         """The kwargs handler of class ``kind`` that was passed, else None."""
         return self._handlers.get(kind)
 
-    # -- state views: the run, read from the state and the settings ------------------------------
+    # == state views: the run, read from the state and the settings ============================
 
     # The registry's lists under the reference's private names, which scripts written for the
     # reference read (``accelerator._models``); the registry stays their only owner.
@@ -540,7 +540,7 @@ class Accelerator:
         """Index of the next automatically named checkpoint."""
         return self.project_configuration.iteration
 
-    # -- prepare: place and wrap each object for the run -----------------------------------------
+    # == prepare: place and wrap each object for the run =======================================
 
     def prepare(self, *args: Any, device_placement: list[bool] | None = None) -> Any:
         """Prepare models, optimizers, schedulers and dataloaders, in any order and mix.
@@ -624,7 +624,7 @@ class Accelerator:
         must not be wrapped for data parallelism)."""
         return _prepare.verify_device_map(self, model)
 
-    # -- training step: backward, accumulation, synchronisation, clipping ------------------------
+    # == training step: backward, accumulation, synchronisation, clipping ======================
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Backward pass of ``loss``, divided by the accumulation steps and scaled under fp16.
@@ -737,7 +737,7 @@ class Accelerator:
         """Clip each gradient value to ``[-clip_value, clip_value]`` (unscaling first)."""
         _training.clip_grad_value_(self, parameters, clip_value)
 
-    # -- operations: collectives, process control, triggers, memory, profiling -------------------
+    # == operations: collectives, process control, triggers, memory, profiling =================
 
     # ------------------------------------------------------------- collectives
     def gather(self, tensor: Any) -> Any:
@@ -878,7 +878,7 @@ class Accelerator:
         with _operations.profile(self, profile_handler):
             yield
 
-    # -- tracking --------------------------------------------------------------------------------
+    # == tracking ==============================================================================
 
     def init_trackers(
         self,
@@ -917,7 +917,7 @@ class Accelerator:
         ``AsyncSaveError`` (after the trackers are finished) if that save failed."""
         _tracking.end_training(self)
 
-    # -- checkpointing ---------------------------------------------------------------------------
+    # == checkpointing =========================================================================
 
     # --------------------------------------------------------------------- registration
     def register_for_checkpointing(self, *objects: Any) -> None:
