@@ -153,6 +153,11 @@ def test_the_type_stubs_of_the_lazy_namespaces_are_current() -> None:
     assert done.returncode == 0, done.stderr + done.stdout
 
 
+# The one module allowed past 500 lines, with its cap: the class a reader opens to find every
+# method; its bodies are delegations (the logic lives in the modules of its folder).
+LONG_MODULES = {"packages/accel/src/accel/_facade/_accelerator.py": 1250}
+
+
 NOT_YET_GROUPED = {
     # Being arranged by job in folders now; each leaves this set once it meets the rule.
     "packages/accel/src/accel/_engines",
@@ -185,7 +190,7 @@ def test_no_module_is_over_500_lines_and_no_folder_over_12_modules() -> None:
     for src in sorted(ROOT.glob("packages/*/src")):
         for path in sorted(src.rglob("*.py")):
             lines = len(path.read_text(encoding="utf-8").splitlines())
-            if lines > 500:
+            if lines > LONG_MODULES.get(path.relative_to(ROOT).as_posix(), 500):
                 long.append(f"{path.relative_to(ROOT)}: {lines} lines")
         folders = {path.parent for path in src.rglob("*.py")}
         for folder in sorted(folders):

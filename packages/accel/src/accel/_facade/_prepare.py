@@ -1,18 +1,24 @@
-"""``Accelerator.prepare`` and friends: place and wrap each object for the run."""
+"""The work of ``Accelerator.prepare`` and friends: place and wrap each object for the run.
+
+Each function takes the ``Accelerator`` first and calls its other methods through it
+(``acc.prepare_model``), so a subclass that overrides one is honoured."""
 
 from __future__ import annotations
 
 from types import MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .._training_checkpoints._prewarm import arm_prewarm
-from ._fields import AcceleratorCore, fp8_backend_of
 from ._model_probes import check_quantized_placement, has_repeated_blocks, is_repeated_blocks
 from ._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
 from ._prepared_objects import Kind, PreparedObjects
+from ._state_view import fp8_backend_of
 from ._unwrap import extract_model_from_parallel
+
+if TYPE_CHECKING:
+    from ._accelerator import Accelerator
 
 # The marker ``prepare`` leaves on what it returns; the reference library's name, so code that
 # checks it keeps working.
@@ -41,234 +47,197 @@ def _is_scheduler(obj: Any) -> bool:
     )
 
 
-class PrepareMixin(AcceleratorCore):
-    """Methods that turn user objects into prepared ones."""
+def prepare(acc: Accelerator, *args: Any, device_placement: list[bool] | None = None) -> Any:
+    if device_placement is None:
+        device_placement = [acc.device_placement] * len(args)
+    elif len(device_placement) != len(args):
+        raise ValueError(
+            f"device_placement needs one flag per object passed to prepare; got "
+            f"{len(device_placement)} flags for {len(args)} objects."
+        )
+    result: list[Any] = list(args)
+    done = [_reuse_prepared_object(acc, obj) for obj in args]
+    if fp8_backend_of(acc.fp8_recipe_handler) == "MSAMP":
+        from accel_precision import prepare_msamp_objects
 
-    def prepare(self, *args: Any, device_placement: list[bool] | None = None) -> Any:
-        """Prepare models, optimizers, schedulers and dataloaders, in any order and mix.
-
-        Args:
-            *args: The objects; others are returned unchanged.
-            device_placement: One flag per object (default: the Accelerator's setting).
-
-        Returns:
-            The prepared objects in the same order (a single object when one was passed). An
-            object that ``prepare`` already returned comes back as is, registered once.
-        """
-        if device_placement is None:
-            device_placement = [self.device_placement] * len(args)
-        elif len(device_placement) != len(args):
-            raise ValueError(
-                f"device_placement needs one flag per object passed to prepare; got "
-                f"{len(device_placement)} flags for {len(args)} objects."
-            )
-        result: list[Any] = list(args)
-        done = [self._reuse_prepared_object(obj) for obj in args]
-        if fp8_backend_of(self.fp8_recipe_handler) == "MSAMP":
-            from accel_precision import prepare_msamp_objects
-
-            result = prepare_msamp_objects(result, self.fp8_recipe_handler)
-        # Loaders first (an engine may size itself from their batch sizes), then what the
-        # engine prepares jointly (DeepSpeed: model + optimizer + scheduler), then models,
-        # optimizers, and schedulers (which need the prepared optimizers).
+        result = prepare_msamp_objects(result, acc.fp8_recipe_handler)
+    # Loaders first (an engine may size itself from their batch sizes), then what the
+    # engine prepares jointly (DeepSpeed: model + optimizer + scheduler), then models,
+    # optimizers, and schedulers (which need the prepared optimizers).
+    for i, obj in enumerate(args):
+        if _kind(obj) == "loader" and not done[i]:
+            result[i] = _prepare_one(acc, result[i], "loader", device_placement[i])
+    fresh = [None if done[i] else obj for i, obj in enumerate(result)]
+    joint = acc.engine.prepare_all(fresh)
+    for i, prepared in joint.items():
+        result[i] = prepared
+        if isinstance(prepared, torch.nn.Module):
+            acc._prepared.add_model(prepared)
+    for kinds in (("model",), ("optimizer",), ("scheduler",)):
         for i, obj in enumerate(args):
-            if _kind(obj) == "loader" and not done[i]:
-                result[i] = self._prepare_one(result[i], "loader", device_placement[i])
-        fresh = [None if done[i] else obj for i, obj in enumerate(result)]
-        joint = self.engine.prepare_all(fresh)
-        for i, prepared in joint.items():
-            result[i] = prepared
-            if isinstance(prepared, torch.nn.Module):
-                self._prepared.add_model(prepared)
-        for kinds in (("model",), ("optimizer",), ("scheduler",)):
-            for i, obj in enumerate(args):
-                kind = _kind(obj)
-                if i not in joint and not done[i] and kind is not None and kind in kinds:
-                    result[i] = self._prepare_one(result[i], kind, device_placement[i])
-        for obj in result:
-            if _kind(obj) is not None or isinstance(obj, AcceleratedScheduler):
-                _mark_prepared(obj)
-        return result[0] if len(result) == 1 else tuple(result)
-
-    def _reuse_prepared_object(self, obj: Any) -> bool:
-        """Whether ``obj`` is already prepared; if so it is put in its registry once."""
-        if isinstance(obj, (AcceleratedOptimizer, AcceleratedScheduler)):
+            kind = _kind(obj)
+            if i not in joint and not done[i] and kind is not None and kind in kinds:
+                result[i] = _prepare_one(acc, result[i], kind, device_placement[i])
+    for obj in result:
+        if _kind(obj) is not None or isinstance(obj, AcceleratedScheduler):
             _mark_prepared(obj)
-        kind = "scheduler" if isinstance(obj, AcceleratedScheduler) else _kind(obj)
-        return kind is not None and _reuse_prepared(obj, self._prepared, kind)
+    return result[0] if len(result) == 1 else tuple(result)
 
-    def _prepare_one(self, obj: Any, kind: Kind, placement: bool) -> Any:
-        if kind == "model":
-            return self.prepare_model(obj, device_placement=placement)
-        if kind == "loader":
-            return self.prepare_data_loader(obj, device_placement=placement)
-        if kind == "optimizer":
-            return self.prepare_optimizer(obj, device_placement=placement)
-        return self.prepare_scheduler(obj)
 
-    def prepare_model(
-        self,
-        model: torch.nn.Module,
-        device_placement: bool | None = None,
-        evaluation_mode: bool = False,
-    ) -> torch.nn.Module:
-        """Place ``model`` on the device, add autocast for mixed precision, and wrap it for
-        the engine (DDP on several processes). ``evaluation_mode`` skips the wrapper."""
-        from accel_precision import autocast_context, convert_outputs_to_fp32
+def _reuse_prepared_object(acc: Accelerator, obj: Any) -> bool:
+    if isinstance(obj, (AcceleratedOptimizer, AcceleratedScheduler)):
+        _mark_prepared(obj)
+    kind = "scheduler" if isinstance(obj, AcceleratedScheduler) else _kind(obj)
+    return kind is not None and _reuse_prepared(obj, acc._prepared, kind)
 
-        if _reuse_prepared(model, self._prepared, "model"):
-            return model
-        if device_placement is None:
-            device_placement = self.device_placement
-        check_quantized_placement(model, self.state.device, self.state.num_processes > 1)
-        self._prepared.add_model(model)
-        registered = model
-        if device_placement and not _has_device_map(model):
-            model = self.engine.place_model(model)
-        if self.fp8_recipe_handler is not None and not evaluation_mode:
-            from accel_precision import convert_model_to_fp8
 
-            self._fp8_replaced_params.update(convert_model_to_fp8(model, self.fp8_recipe_handler))
-        if self.native_amp and not hasattr(model, "_accel_original_forward"):
-            original = model.forward
-            model._accel_original_forward = original  # type: ignore[assignment]
-            func = getattr(original, "__func__", original)
-            precision, device_type = self.state.mixed_precision, self.state.device.type
-            recipe = self.fp8_recipe_handler
+def _prepare_one(acc: Accelerator, obj: Any, kind: Kind, placement: bool) -> Any:
+    if kind == "model":
+        return acc.prepare_model(obj, device_placement=placement)
+    if kind == "loader":
+        return acc.prepare_data_loader(obj, device_placement=placement)
+    if kind == "optimizer":
+        return acc.prepare_optimizer(obj, device_placement=placement)
+    return acc.prepare_scheduler(obj)
 
-            def forward(module: Any, *a: Any, **k: Any) -> Any:
-                handler = self._handler_autocast()
-                with autocast_context(precision, device_type, handler, recipe, module.training):
-                    return func(module, *a, **k)
 
-            model.forward = MethodType(convert_outputs_to_fp32(forward), model)
-        model = self.engine.wrap_model(model, evaluation_mode)
-        plugin = self.state.dynamo_plugin
-        if plugin is not None and plugin.enabled:
-            model = _compile(model, plugin)
-        self._prepared.replace_model(registered, model)
-        return _mark_prepared(model)
+def prepare_model(
+    acc: Accelerator,
+    model: torch.nn.Module,
+    device_placement: bool | None = None,
+    evaluation_mode: bool = False,
+) -> torch.nn.Module:
+    from accel_precision import autocast_context, convert_outputs_to_fp32
 
-    def _handler_autocast(self) -> Any:
-        from accel_state import AutocastKwargs
+    if _reuse_prepared(model, acc._prepared, "model"):
+        return model
+    if device_placement is None:
+        device_placement = acc.device_placement
+    check_quantized_placement(model, acc.state.device, acc.state.num_processes > 1)
+    acc._prepared.add_model(model)
+    registered = model
+    if device_placement and not _has_device_map(model):
+        model = acc.engine.place_model(model)
+    if acc.fp8_recipe_handler is not None and not evaluation_mode:
+        from accel_precision import convert_model_to_fp8
 
-        return self._handler(AutocastKwargs)
+        acc._fp8_replaced_params.update(convert_model_to_fp8(model, acc.fp8_recipe_handler))
+    if acc.native_amp and not hasattr(model, "_accel_original_forward"):
+        original = model.forward
+        model._accel_original_forward = original  # type: ignore[assignment]
+        func = getattr(original, "__func__", original)
+        precision, device_type = acc.state.mixed_precision, acc.state.device.type
+        recipe = acc.fp8_recipe_handler
 
-    def prepare_optimizer(
-        self, optimizer: torch.optim.Optimizer, device_placement: bool | None = None
-    ) -> AcceleratedOptimizer:
-        """Wrap ``optimizer`` for accumulation and mixed precision."""
-        if isinstance(optimizer, AcceleratedOptimizer):
-            _reuse_prepared(_mark_prepared(optimizer), self._prepared, "optimizer")
-            return optimizer
-        placement = self.device_placement if device_placement is None else device_placement
-        if self._fp8_replaced_params:
-            from accel_precision import switch_optimizer_parameters
+        def forward(module: Any, *a: Any, **k: Any) -> Any:
+            handler = _handler_autocast(acc)
+            with autocast_context(precision, device_type, handler, recipe, module.training):
+                return func(module, *a, **k)
 
-            switch_optimizer_parameters(optimizer, self._fp8_replaced_params)
-        optimizer = self.engine.adapt_optimizer(optimizer)
-        wrapped = AcceleratedOptimizer(optimizer, device_placement=placement, scaler=self.scaler)
-        self._prepared.add_optimizer(wrapped)
-        arm_prewarm(self._checkpointer, optimizer)
-        return wrapped
+        model.forward = MethodType(convert_outputs_to_fp32(forward), model)
+    model = acc.engine.wrap_model(model, evaluation_mode)
+    plugin = acc.state.dynamo_plugin
+    if plugin is not None and plugin.enabled:
+        model = _compile(model, plugin)
+    acc._prepared.replace_model(registered, model)
+    return _mark_prepared(model)
 
-    def prepare_scheduler(self, scheduler: Any) -> AcceleratedScheduler:
-        """Wrap ``scheduler`` so it steps with the optimizer it drives."""
-        if isinstance(scheduler, AcceleratedScheduler):
-            _reuse_prepared(_mark_prepared(scheduler), self._prepared, "scheduler")
-            return scheduler
-        target = getattr(scheduler, "optimizer", None)
-        optimizers = [
-            opt for opt in self._prepared.optimizers if opt.optimizer is target or opt is target
-        ]
-        if target is not None and not optimizers:
-            raise ValueError(
-                "prepare_scheduler needs the scheduler's optimizer to be prepared first; got a "
-                "scheduler whose optimizer was not passed to prepare. Pass both to "
-                "accelerator.prepare(model, optimizer, scheduler)."
-            )
-        wrapped = AcceleratedScheduler(
-            scheduler,
-            optimizers,
-            step_with_optimizer=self.step_scheduler_with_optimizer,
-            split_batches=self.dataloader_config.split_batches,
+
+def _handler_autocast(acc: Accelerator) -> Any:
+    from accel_state import AutocastKwargs
+
+    return acc._handler(AutocastKwargs)
+
+
+def prepare_optimizer(
+    acc: Accelerator, optimizer: torch.optim.Optimizer, device_placement: bool | None = None
+) -> AcceleratedOptimizer:
+    if isinstance(optimizer, AcceleratedOptimizer):
+        _reuse_prepared(_mark_prepared(optimizer), acc._prepared, "optimizer")
+        return optimizer
+    placement = acc.device_placement if device_placement is None else device_placement
+    if acc._fp8_replaced_params:
+        from accel_precision import switch_optimizer_parameters
+
+        switch_optimizer_parameters(optimizer, acc._fp8_replaced_params)
+    optimizer = acc.engine.adapt_optimizer(optimizer)
+    wrapped = AcceleratedOptimizer(optimizer, device_placement=placement, scaler=acc.scaler)
+    acc._prepared.add_optimizer(wrapped)
+    arm_prewarm(acc._checkpointer, optimizer)
+    return wrapped
+
+
+def prepare_scheduler(acc: Accelerator, scheduler: Any) -> AcceleratedScheduler:
+    if isinstance(scheduler, AcceleratedScheduler):
+        _reuse_prepared(_mark_prepared(scheduler), acc._prepared, "scheduler")
+        return scheduler
+    target = getattr(scheduler, "optimizer", None)
+    optimizers = [
+        opt for opt in acc._prepared.optimizers if opt.optimizer is target or opt is target
+    ]
+    if target is not None and not optimizers:
+        raise ValueError(
+            "prepare_scheduler needs the scheduler's optimizer to be prepared first; got a "
+            "scheduler whose optimizer was not passed to prepare. Pass both to "
+            "accelerator.prepare(model, optimizer, scheduler)."
         )
-        self._prepared.add_scheduler(wrapped)
-        return wrapped
+    wrapped = AcceleratedScheduler(
+        scheduler,
+        optimizers,
+        step_with_optimizer=acc.step_scheduler_with_optimizer,
+        split_batches=acc.dataloader_config.split_batches,
+    )
+    acc._prepared.add_scheduler(wrapped)
+    return wrapped
 
-    def prepare_data_loader(
-        self,
-        data_loader: torch.utils.data.DataLoader,
-        device_placement: bool | None = None,
-        slice_fn_for_dispatch: Any = None,
-    ) -> Any:
-        """Shard ``data_loader`` between the processes (see ``accel_data.prepare_data_loader``)."""
-        from accel_data import prepare_data_loader
 
-        if _reuse_prepared(data_loader, self._prepared, "loader"):
-            return data_loader
-        if device_placement is None:
-            device_placement = self.device_placement
-        config = self.dataloader_config
-        num_replicas, replica_index = self.engine.data_parallel_rank()
-        prepared = prepare_data_loader(
-            data_loader,
-            self.state.device,
-            num_processes=num_replicas,
-            process_index=replica_index,
-            split_batches=config.split_batches,
-            put_on_device=device_placement,
-            rng_types=self.rng_types,
-            dispatch_batches=config.dispatch_batches,
-            even_batches=config.even_batches,
-            slice_fn_for_dispatch=slice_fn_for_dispatch,
-            use_seedable_sampler=config.use_seedable_sampler,
-            data_seed=config.data_seed,
-            non_blocking=config.non_blocking,
-            use_stateful_dataloader=config.use_stateful_dataloader,
-        )
-        self._prepared.add_dataloader(prepared)
-        return _mark_prepared(prepared)
+def prepare_data_loader(
+    acc: Accelerator,
+    data_loader: torch.utils.data.DataLoader,
+    device_placement: bool | None = None,
+    slice_fn_for_dispatch: Any = None,
+) -> Any:
+    from accel_data import prepare_data_loader
 
-    def deepspeed_ulysses_dl_adapter(self, dl: Any, model: Any) -> Any:
-        """Adapt a loader to DeepSpeed Ulysses sequence parallelism: each process then gets its
-        slice of every sequence (see ``ParallelismConfig(sp_size=...)``).
+    if _reuse_prepared(data_loader, acc._prepared, "loader"):
+        return data_loader
+    if device_placement is None:
+        device_placement = acc.device_placement
+    config = acc.dataloader_config
+    num_replicas, replica_index = acc.engine.data_parallel_rank()
+    prepared = prepare_data_loader(
+        data_loader,
+        acc.state.device,
+        num_processes=num_replicas,
+        process_index=replica_index,
+        split_batches=config.split_batches,
+        put_on_device=device_placement,
+        rng_types=acc.rng_types,
+        dispatch_batches=config.dispatch_batches,
+        even_batches=config.even_batches,
+        slice_fn_for_dispatch=slice_fn_for_dispatch,
+        use_seedable_sampler=config.use_seedable_sampler,
+        data_seed=config.data_seed,
+        non_blocking=config.non_blocking,
+        use_stateful_dataloader=config.use_stateful_dataloader,
+    )
+    acc._prepared.add_dataloader(prepared)
+    return _mark_prepared(prepared)
 
-        ``prepare`` adapts every loader it prepares under sequence parallelism, in any call;
-        this is for a loader prepared elsewhere. Without sequence parallelism, or for a loader
-        already adapted, ``dl`` comes back unchanged.
 
-        Args:
-            dl: A prepared data loader.
-            model: The prepared model (kept for the reference's signature; the slices go to
-                the Accelerator's device).
-        """
-        return self.engine.sequence_parallel_loader(dl)
+def unwrap_model(
+    acc: Accelerator,
+    model: torch.nn.Module,
+    keep_fp32_wrapper: bool = True,
+    keep_torch_compile: bool = True,
+) -> torch.nn.Module:
+    return extract_model_from_parallel(
+        model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
+    )
 
-    def unwrap_model(
-        self,
-        model: torch.nn.Module,
-        keep_fp32_wrapper: bool = True,
-        keep_torch_compile: bool = True,
-    ) -> torch.nn.Module:
-        """Return the user's module from inside compile and engine wrappers (DDP,
-        DataParallel, DeepSpeed, FSDP), as ``extract_model_from_parallel`` does.
 
-        Args:
-            model: A prepared model.
-            keep_fp32_wrapper: Keep the autocast wrapper on ``forward`` (False restores the
-                original forward).
-            keep_torch_compile: Return the compiled module (around the unwrapped model) when
-                the model was compiled; False returns the model under it.
-        """
-        return extract_model_from_parallel(
-            model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
-        )
-
-    def verify_device_map(self, model: torch.nn.Module) -> bool:
-        """Whether ``model`` was dispatched over several devices with a device map (such a model
-        must not be wrapped for data parallelism)."""
-        return _has_device_map(model)
+def verify_device_map(acc: Accelerator, model: torch.nn.Module) -> bool:
+    return _has_device_map(model)
 
 
 def _kind(obj: Any) -> Kind | None:

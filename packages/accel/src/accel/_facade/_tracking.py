@@ -2,70 +2,56 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._fields import AcceleratorCore
+if TYPE_CHECKING:
+    from ._accelerator import Accelerator
 
 
-class TrackingMixin(AcceleratorCore):
-    """``init_trackers``, ``log``, ``get_tracker`` and ``end_training``: one run per job."""
+def init_trackers(
+    acc: Accelerator,
+    project_name: str,
+    config: dict[str, Any] | None = None,
+    init_kwargs: dict[str, dict[str, Any]] | None = None,
+) -> None:
+    from accel_trackers import init_trackers
 
-    def init_trackers(
-        self,
-        project_name: str,
-        config: dict[str, Any] | None = None,
-        init_kwargs: dict[str, dict[str, Any]] | None = None,
-    ) -> None:
-        """Start the trackers named by ``log_with`` (on the main process; no-ops elsewhere).
+    if acc._tracker_set is not None:
+        acc._tracker_set.finish()
+    acc._tracker_set = init_trackers(
+        acc.log_with,
+        project_name,
+        config=config,
+        init_kwargs=init_kwargs,
+        logging_dir=acc.project_configuration.logging_dir,
+        is_main_process=acc.state.is_main_process,
+        process_index=acc.state.process_index,
+    )
+    acc.trackers = list(acc._tracker_set)
 
-        Args:
-            project_name: Project / run name given to each backend.
-            config: Hyper-parameters to store (nested dicts, tensors and None are accepted).
-            init_kwargs: Per-tracker keyword arguments, e.g. ``{"wandb": {"mode": "offline"}}``.
-        """
-        from accel_trackers import init_trackers
 
-        if self._tracker_set is not None:
-            self._tracker_set.finish()
-        self._tracker_set = init_trackers(
-            self.log_with,
-            project_name,
-            config=config,
-            init_kwargs=init_kwargs,
-            logging_dir=self.project_configuration.logging_dir,
-            is_main_process=self.state.is_main_process,
-            process_index=self.state.process_index,
-        )
-        self.trackers = list(self._tracker_set)
+def log(
+    acc: Accelerator,
+    values: dict[str, Any],
+    step: int | None = None,
+    log_kwargs: dict[str, dict[str, Any]] | None = None,
+) -> None:
+    if acc._tracker_set is not None:
+        acc._tracker_set.log(values, step=step, log_kwargs=log_kwargs)
 
-    def log(
-        self,
-        values: dict[str, Any],
-        step: int | None = None,
-        log_kwargs: dict[str, dict[str, Any]] | None = None,
-    ) -> None:
-        """Log ``values`` (nested dicts, tensors, numpy scalars accepted) to every tracker."""
-        if self._tracker_set is not None:
-            self._tracker_set.log(values, step=step, log_kwargs=log_kwargs)
 
-    def get_tracker(self, name: str, unwrap: bool = False) -> Any:
-        """The tracker called ``name`` (its native object with ``unwrap=True``); on processes
-        that do not log, a stand-in whose every call does nothing."""
-        if self._tracker_set is None:
-            from accel_trackers import NoOpTracker
+def get_tracker(acc: Accelerator, name: str, unwrap: bool = False) -> Any:
+    if acc._tracker_set is None:
+        from accel_trackers import NoOpTracker
 
-            tracker = NoOpTracker(name)
-            return tracker.tracker if unwrap else tracker
-        return self._tracker_set.get(name, unwrap=unwrap)
+        tracker = NoOpTracker(name)
+        return tracker.tracker if unwrap else tracker
+    return acc._tracker_set.get(name, unwrap=unwrap)
 
-    def end_training(self) -> None:
-        """Finish every tracker, wait for an asynchronous ``save_state`` still writing and free
-        the host memory kept for the next one.
 
-        Never raises because a backend already finished; a second call does nothing. Raises
-        ``AsyncSaveError`` (after the trackers are finished) if that save failed."""
-        try:
-            if self._tracker_set is not None:
-                self._tracker_set.finish()
-        finally:
-            self._checkpointer.wait_for_pending_save(release=True)
+def end_training(acc: Accelerator) -> None:
+    try:
+        if acc._tracker_set is not None:
+            acc._tracker_set.finish()
+    finally:
+        acc._checkpointer.wait_for_pending_save(release=True)
