@@ -7,11 +7,14 @@ import contextlib
 import os
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 if TYPE_CHECKING:
+    from accel_state import ProfileKwargs
+    from torch.distributed.algorithms.join import Joinable
+
     from ._accelerator import Accelerator
 
 
@@ -28,7 +31,7 @@ def check_trigger(acc: Accelerator) -> bool:
     return False
 
 
-def free_memory(acc: Accelerator, *objects: Any) -> list[None]:
+def free_memory(acc: Accelerator, *objects: object) -> list[None]:
     from accel_state import release_memory
 
     acc._prepared.clear()
@@ -39,7 +42,7 @@ def free_memory(acc: Accelerator, *objects: Any) -> list[None]:
 
 @contextlib.contextmanager
 def join_uneven_inputs(
-    acc: Accelerator, joinables: list[Any], even_batches: bool | None = None
+    acc: Accelerator, joinables: list[Joinable], even_batches: bool | None = None
 ) -> Iterator[None]:
     from accel_data import override_even_batches
     from torch.distributed.algorithms.join import Join
@@ -64,7 +67,9 @@ def join_uneven_inputs(
 
 
 @contextlib.contextmanager
-def profile(acc: Accelerator, profile_handler: Any = None) -> Iterator[Any]:
+def profile(
+    acc: Accelerator, profile_handler: ProfileKwargs | None = None
+) -> Iterator[torch.profiler.profile]:
     from accel_state import ProfileKwargs
 
     handler = profile_handler or acc._handler(ProfileKwargs) or ProfileKwargs()

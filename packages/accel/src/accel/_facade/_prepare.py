@@ -5,8 +5,9 @@ Each function takes the ``Accelerator`` first and calls its other methods throug
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import MethodType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -18,14 +19,18 @@ from ._state_view import fp8_backend_of
 from ._unwrap import extract_model_from_parallel
 
 if TYPE_CHECKING:
+    from accel_state import AutocastKwargs, TorchDynamoPlugin
+
     from ._accelerator import Accelerator
+
+_T = TypeVar("_T")
 
 # The marker ``prepare`` leaves on what it returns; the reference library's name, so code that
 # checks it keeps working.
 PREPARED = "_is_accelerate_prepared"
 
 
-def _reuse_prepared(obj: Any, prepared: PreparedObjects, kind: Kind) -> bool:
+def _reuse_prepared(obj: object, prepared: PreparedObjects, kind: Kind) -> bool:
     """Whether ``obj`` was already prepared (then it is registered once and returned as is)."""
     if not getattr(obj, PREPARED, False):
         return False
@@ -33,7 +38,7 @@ def _reuse_prepared(obj: Any, prepared: PreparedObjects, kind: Kind) -> bool:
     return True
 
 
-def _mark_prepared(obj: Any) -> Any:
+def _mark_prepared(obj: _T) -> _T:
     try:
         setattr(obj, PREPARED, True)
     except (AttributeError, TypeError):  # objects with __slots__ cannot carry the marker
@@ -41,13 +46,13 @@ def _mark_prepared(obj: Any) -> Any:
     return obj
 
 
-def _is_scheduler(obj: Any) -> bool:
+def _is_scheduler(obj: object) -> bool:
     return isinstance(obj, torch.optim.lr_scheduler.LRScheduler) or (
         hasattr(obj, "step") and hasattr(obj, "optimizer") and hasattr(obj, "get_last_lr")
     )
 
 
-def prepare(acc: Accelerator, *args: Any, device_placement: list[bool] | None = None) -> Any:
+def prepare(acc: Accelerator, *args: object, device_placement: list[bool] | None = None) -> Any:
     if device_placement is None:
         device_placement = [acc.device_placement] * len(args)
     elif len(device_placement) != len(args):
@@ -84,7 +89,7 @@ def prepare(acc: Accelerator, *args: Any, device_placement: list[bool] | None = 
     return result[0] if len(result) == 1 else tuple(result)
 
 
-def _reuse_prepared_object(acc: Accelerator, obj: Any) -> bool:
+def _reuse_prepared_object(acc: Accelerator, obj: object) -> bool:
     if isinstance(obj, (AcceleratedOptimizer, AcceleratedScheduler)):
         _mark_prepared(obj)
     kind = "scheduler" if isinstance(obj, AcceleratedScheduler) else _kind(obj)
@@ -129,7 +134,7 @@ def prepare_model(
         precision, device_type = acc.state.mixed_precision, acc.state.device.type
         recipe = acc.fp8_recipe_handler
 
-        def forward(module: Any, *a: Any, **k: Any) -> Any:
+        def forward(module: torch.nn.Module, *a: object, **k: object) -> object:
             handler = _handler_autocast(acc)
             with autocast_context(precision, device_type, handler, recipe, module.training):
                 return func(module, *a, **k)
@@ -143,7 +148,7 @@ def prepare_model(
     return _mark_prepared(model)
 
 
-def _handler_autocast(acc: Accelerator) -> Any:
+def _handler_autocast(acc: Accelerator) -> AutocastKwargs | None:
     from accel_state import AutocastKwargs
 
     return acc._handler(AutocastKwargs)
@@ -167,7 +172,7 @@ def prepare_optimizer(
     return wrapped
 
 
-def prepare_scheduler(acc: Accelerator, scheduler: Any) -> AcceleratedScheduler:
+def prepare_scheduler(acc: Accelerator, scheduler: object) -> AcceleratedScheduler:
     if isinstance(scheduler, AcceleratedScheduler):
         _reuse_prepared(_mark_prepared(scheduler), acc._prepared, "scheduler")
         return scheduler
@@ -195,7 +200,7 @@ def prepare_data_loader(
     acc: Accelerator,
     data_loader: torch.utils.data.DataLoader,
     device_placement: bool | None = None,
-    slice_fn_for_dispatch: Any = None,
+    slice_fn_for_dispatch: Callable[..., object] | None = None,
 ) -> Any:
     from accel_data import prepare_data_loader
 
@@ -240,7 +245,7 @@ def verify_device_map(acc: Accelerator, model: torch.nn.Module) -> bool:
     return _has_device_map(model)
 
 
-def _kind(obj: Any) -> Kind | None:
+def _kind(obj: object) -> Kind | None:
     if isinstance(obj, torch.nn.Module):
         return "model"
     if isinstance(obj, torch.optim.Optimizer):
@@ -260,7 +265,7 @@ def _has_device_map(model: torch.nn.Module) -> bool:
     return False
 
 
-def _compile(model: torch.nn.Module, plugin: Any) -> torch.nn.Module:
+def _compile(model: torch.nn.Module, plugin: TorchDynamoPlugin) -> torch.nn.Module:
     skip = ("use_regional_compilation",)
     kwargs = {k: v for k, v in plugin.to_dict().items() if v is not None and k not in skip}
     if plugin.use_regional_compilation:

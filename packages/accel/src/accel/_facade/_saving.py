@@ -4,7 +4,7 @@ once per job (``save_state`` / ``load_state`` are the ``Checkpointer``'s)."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Union
 
 import torch
 
@@ -31,7 +31,7 @@ def save_model(
     )
 
 
-def save(acc: Accelerator, obj: Any, f: Any, safe_serialization: bool = False) -> None:
+def save(acc: Accelerator, obj: object, f: object, safe_serialization: bool = False) -> None:
     from .._training_checkpoints._model_weights import save  # first save only
 
     save(

@@ -11,8 +11,8 @@ if TYPE_CHECKING:
 def init_trackers(
     acc: Accelerator,
     project_name: str,
-    config: dict[str, Any] | None = None,
-    init_kwargs: dict[str, dict[str, Any]] | None = None,
+    config: dict[str, object] | None = None,
+    init_kwargs: dict[str, dict[str, object]] | None = None,
 ) -> None:
     from accel_trackers import init_trackers
 
@@ -32,9 +32,9 @@ def init_trackers(
 
 def log(
     acc: Accelerator,
-    values: dict[str, Any],
+    values: dict[str, object],
     step: int | None = None,
-    log_kwargs: dict[str, dict[str, Any]] | None = None,
+    log_kwargs: dict[str, dict[str, object]] | None = None,
 ) -> None:
     if acc._tracker_set is not None:
         acc._tracker_set.log(values, step=step, log_kwargs=log_kwargs)

@@ -8,12 +8,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 if TYPE_CHECKING:
+    from accel_state import AutocastKwargs
+
     from ._accelerator import Accelerator
+
+
+class _FusedBackward(Protocol):
+    """A LOMO optimizer (``lomo_optim.Lomo`` / ``AdaLomo``): it steps inside the backward."""
+
+    def fused_backward(self, loss: torch.Tensor, lr: float, /) -> None: ...
 
 
 def backward(acc: Accelerator, loss: torch.Tensor, **kwargs: Any) -> None:
@@ -43,7 +51,7 @@ def lomo_backward(acc: Accelerator, loss: torch.Tensor, learning_rate: float) ->
         optimizer.fused_backward(loss, learning_rate)
 
 
-def _lomo_optimizers(acc: Accelerator) -> list[Any]:
+def _lomo_optimizers(acc: Accelerator) -> list[_FusedBackward]:
     return [
         inner
         for inner in (getattr(opt, "optimizer", opt) for opt in acc._prepared.optimizers)
@@ -91,7 +99,7 @@ def accumulate(acc: Accelerator, *models: torch.nn.Module) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def autocast(acc: Accelerator, autocast_handler: Any = None) -> Iterator[None]:
+def autocast(acc: Accelerator, autocast_handler: AutocastKwargs | None = None) -> Iterator[None]:
     from accel_precision import autocast_context
     from accel_state import AutocastKwargs
 
