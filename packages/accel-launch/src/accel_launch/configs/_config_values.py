@@ -5,9 +5,12 @@ the fix."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Union
 
 from .._errors import ConfigError
+
+ConfigValue = Union[bool, int, float, str, list[str], None]
+"""A setting as read from a config file: a flag, a number, a text, a list of texts, or unset."""
 
 _TRUE_WORDS = {"1", "true", "yes", "y", "on"}
 _FALSE_WORDS = {"0", "false", "no", "n", "off"}
@@ -31,7 +34,7 @@ def parse_bool(value: Any, name: str) -> bool:
     raise ConfigError(f"{name} must be true or false; got {value!r}. Use true or false.")
 
 
-def coerce(value: Any, annotation: str, name: str) -> Any:
+def coerce(value: Any, annotation: str, name: str) -> ConfigValue:
     """Convert ``value`` to the type named first in ``annotation`` (``"int | None"`` -> int).
 
     Text fields take text or a number; YAML's booleans read back as ``"yes"`` / ``"no"`` (an

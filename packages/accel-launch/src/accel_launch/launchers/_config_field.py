@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..configs._config_file import LaunchConfig
+    from ..configs._config_values import ConfigValue
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class ConfigField:
         kind = self.type
         return kind.__name__ if isinstance(kind, type) else str(kind)
 
-    def read(self, value: Any) -> Any:
+    def read(self, value: object) -> ConfigValue:
         """``value`` converted to the declared type.
 
         Raises:
@@ -65,7 +66,7 @@ class ConfigField:
         return coerce(value, self.annotation, self.name)
 
 
-def check_fields(launcher: str, fields: tuple[Any, ...]) -> None:
+def check_fields(launcher: str, fields: tuple[object, ...]) -> None:
     """Refuse ``config_fields`` that are not ``ConfigField`` declarations.
 
     Raises:
