@@ -8,6 +8,8 @@ written for the test, so a change of ``tools/import_graph.py`` that miscounts fa
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import re
 import subprocess
 import sys
@@ -219,3 +221,27 @@ def test_the_facade_folders_import_only_downwards(tool: ModuleType) -> None:
     )
     gone = sorted(BACK_UP_TO_MOVE - back_up)
     assert not gone, f"these imports back up are gone: remove them from BACK_UP_TO_MOVE: {gone}"
+
+
+SAVE_TRACE_RETURNS = 55
+"""The returns of one ``save_state`` (``tools/save_trace.py``) today; the bound only falls.
+The per-file loops and process-state queries of the save path make most of them."""
+
+
+def test_following_one_save_state_turns_back_at_most_the_bound() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "save_trace.py"), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    trace = json.loads(done.stdout.splitlines()[-1])
+    assert trace["places"] >= 5, trace  # the path was traced at all
+    assert trace["returns"] <= SAVE_TRACE_RETURNS, (
+        f"one save_state now turns back to a module it left {trace['returns']} times (bound "
+        f"{SAVE_TRACE_RETURNS}); its path: {trace['path']}. Keep each stage's calls within "
+        "its stage, or run tools/save_trace.py to see where the path goes back."
+    )
