@@ -24,6 +24,7 @@ from accel_state import (
 )
 from accel_state import environment_variables as env
 
+from .._core._prepared_objects import PreparedObjects
 from .._engines import EngineContext, engine_class
 from .._engines._parallel_layout import (
     megatron_runs_distributed,
@@ -35,7 +36,6 @@ from .._engines._parallel_layout import (
 from .._training_checkpoints._checkpointer import Checkpointer
 from ._operations import OpsMixin
 from ._prepare import PrepareMixin
-from ._prepared_objects import PreparedObjects
 from ._saving import CheckpointingMixin
 from ._state_view import StateViewMixin
 from ._tracking import TrackingMixin

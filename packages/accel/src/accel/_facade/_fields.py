@@ -22,9 +22,9 @@ if TYPE_CHECKING:
         ProjectConfiguration,
     )
 
+    from .._core._prepared_objects import PreparedObjects
     from .._engines import Engine
     from .._training_checkpoints._checkpointer import Checkpointer
-    from ._prepared_objects import PreparedObjects
 
 
 class AcceleratorCore:

@@ -7,12 +7,12 @@ from typing import Any
 
 import torch
 
+from .._core._model_probes import check_quantized_placement, has_repeated_blocks, is_repeated_blocks
+from .._core._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
+from .._core._prepared_objects import Kind, PreparedObjects
+from .._core._unwrap import extract_model_from_parallel
 from .._training_checkpoints._prewarm import arm_prewarm
 from ._fields import AcceleratorCore, fp8_backend_of
-from ._model_probes import check_quantized_placement, has_repeated_blocks, is_repeated_blocks
-from ._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
-from ._prepared_objects import Kind, PreparedObjects
-from ._unwrap import extract_model_from_parallel
 
 # The marker ``prepare`` leaves on what it returns; the reference library's name, so code that
 # checks it keeps working.

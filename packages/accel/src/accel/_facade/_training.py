@@ -90,7 +90,7 @@ class TrainingMixin(AcceleratorCore):
             ValueError: when the buffers and dimensions do not pair up, or a sequence length
                 is not a multiple of ``cp_size``.
         """
-        from .._engines._context_parallel import check_buffers
+        from .._engines.fsdp._context_parallel import check_buffers
 
         config = self.parallelism_config
         cp_size = int(config.cp_size or 1) if config is not None else 1

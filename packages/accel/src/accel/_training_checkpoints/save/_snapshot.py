@@ -27,9 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._folders import target_of
-from ._save_paths import is_writer
-from ._state_files import (
+from ..._core._state_files import (
     CUSTOM_NAME,
     OPTIMIZER_NAME,
     RNG_STATE_NAME,
@@ -45,9 +43,11 @@ from ._state_files import (
     stateful,
     weights_file_name,
 )
+from ..files._folders import target_of
+from ..files._save_paths import is_writer
 
 if TYPE_CHECKING:
-    from ._parts import CheckpointParts
+    from ..files._parts import CheckpointParts
 
 
 @dataclass

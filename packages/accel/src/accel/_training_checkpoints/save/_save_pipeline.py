@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..files._folders import commit, remove_staging, rotate, staging_dir
+from ..files._manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, check_algorithm
+from ..files._rendezvous import Rendezvous
+from ..files._save_paths import is_writer
+from ..files._writer_lock import release
 from ._async_save import AsyncCheckpoint, HostBuffers, host_copy
-from ._folders import commit, remove_staging, rotate, staging_dir
-from ._manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, check_algorithm
-from ._rendezvous import Rendezvous
-from ._save_paths import is_writer
 from ._save_stage import describe, named, open_stage
 from ._snapshot import take_snapshot, write_snapshot
-from ._writer_lock import release
 
 if TYPE_CHECKING:
-    from ._parts import CheckpointParts
+    from ..files._parts import CheckpointParts
 
 
 @dataclass
