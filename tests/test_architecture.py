@@ -219,7 +219,7 @@ def test_the_facade_folders_import_only_downwards(tool: ModuleType) -> None:
     )
 
 
-SAVE_TRACE_RETURNS = 55
+SAVE_TRACE_RETURNS = 47
 """The returns of one ``save_state`` (``tools/save_trace.py``) today; the bound only falls.
 The per-file loops and process-state queries of the save path make most of them."""
 
