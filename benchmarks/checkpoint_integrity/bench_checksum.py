@@ -95,7 +95,7 @@ def _plain(seed: int):
 
 def worker(mode: str, folder: str) -> dict[str, float]:
     if mode == "save_no_checksum":
-        import accel._training_checkpoints._folders as dirs
+        import accel._training_checkpoints.files._folders as dirs
 
         dirs.file_checksum = lambda path, algorithm="crc32": "crc32:00000000"  # type: ignore[assignment]
     if mode.startswith("reference"):

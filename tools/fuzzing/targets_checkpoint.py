@@ -108,7 +108,7 @@ def _manifest_prepare(root: Path) -> Context:
 
 
 def _manifest_run(ctx: Context, data: bytes, scratch: Path) -> None:
-    from accel._training_checkpoints._manifest import parse_manifest
+    from accel._training_checkpoints.files._manifest import parse_manifest
 
     parse_manifest(data, "accel_checkpoint.json")
 

@@ -72,7 +72,10 @@ def test_a_bad_checkpoint_timeout_fails_at_accelerator_creation(monkeypatch, raw
 
 
 def test_the_checkpoint_timeout_is_read_through_the_contract(monkeypatch):
-    from accel._training_checkpoints._rendezvous import DEFAULT_ARRIVAL_TIMEOUT, arrival_timeout
+    from accel._training_checkpoints.files._rendezvous import (
+        DEFAULT_ARRIVAL_TIMEOUT,
+        arrival_timeout,
+    )
 
     monkeypatch.delenv("ACCEL_CHECKPOINT_TIMEOUT", raising=False)
     assert arrival_timeout() == DEFAULT_ARRIVAL_TIMEOUT

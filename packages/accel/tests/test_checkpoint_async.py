@@ -14,7 +14,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from accel import Accelerator
-from accel._training_checkpoints._async_save import AsyncCheckpoint, AsyncSaveError
+from accel._training_checkpoints.save._async_save import AsyncCheckpoint, AsyncSaveError
 from accel.utils import ProjectConfiguration
 
 SCRIPTS = Path(__file__).parent / "scripts"

@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 from torch.utils.data import DataLoader, TensorDataset
 
 from accel import Accelerator
-from accel._training_checkpoints._load import StateRefusedError
+from accel._training_checkpoints.load._load import StateRefusedError
 from accel.utils import CheckpointIntegrityError, ProjectConfiguration, UnsafeCheckpointError
 
 
@@ -119,7 +119,7 @@ def _assert_nested_equal(a, b):
 
 def _fix_manifest(out, name):
     """Record the tampered file's size and checksum, as an attacker who can write both would."""
-    from accel._training_checkpoints._manifest import file_checksum
+    from accel._training_checkpoints.files._manifest import file_checksum
 
     path = out / "accel_checkpoint.json"
     manifest = json.loads(path.read_text())

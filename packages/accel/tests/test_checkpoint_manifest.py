@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accel import Accelerator
-from accel._training_checkpoints._manifest import (
+from accel._training_checkpoints.files._manifest import (
     FORMAT_VERSION,
     MANIFEST_NAME,
     Manifest,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from accel import Accelerator
-from accel._training_checkpoints._folders import STAGING_MARKER, prepare_staging, staging_dir
+from accel._training_checkpoints.files._folders import STAGING_MARKER, prepare_staging, staging_dir
 from accel.utils import CheckpointIntegrityError, ProjectConfiguration
 
 

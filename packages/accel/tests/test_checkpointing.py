@@ -12,7 +12,7 @@ import torch
 from accel_state.testing import run_command
 
 from accel import Accelerator
-from accel._training_checkpoints._manifest import file_checksum
+from accel._training_checkpoints.files._manifest import file_checksum
 from accel.utils import ProjectConfiguration
 
 SCRIPTS = Path(__file__).parent / "scripts"

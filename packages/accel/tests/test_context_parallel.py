@@ -8,7 +8,7 @@ import pytest
 import torch
 from accel_state.testing import run_distributed
 
-from accel._engines._context_parallel import check_buffers, drop_attention_masks
+from accel._engines.fsdp._context_parallel import check_buffers, drop_attention_masks
 
 SCRIPT = Path(__file__).parent / "scripts" / "cp_checks.py"
 

@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from accel._training_checkpoints._crc import crc32_combine, crc32_of_file
+from accel._training_checkpoints.files._crc import crc32_combine, crc32_of_file
 
 
 def test_combined_crcs_equal_the_crc_of_the_joined_bytes():
@@ -32,7 +32,7 @@ def test_file_crc_in_parts_equals_zlib(tmp_path, size, threads):
 def test_the_checksum_runs_on_zlib_ng_a_dependency_of_accel():
     from zlib_ng import zlib_ng
 
-    from accel._training_checkpoints import _crc
+    from accel._training_checkpoints.files import _crc
 
     assert _crc._crc32 is zlib_ng.crc32
     data = random.Random(1).randbytes(70_000)

@@ -84,7 +84,7 @@ def test_several_plugins_select_by_name():
 def test_placeholder_values_fill_only_auto_entries_as_in_the_reference():
     # transformers' Trainer completes the optimizer and scheduler sections itself, then hands
     # DummyOptim(params) (lr 0.001 by default) and DummyScheduler(optimizer) to prepare.
-    from accel._engines._deepspeed_config import complete_config
+    from accel._engines.deepspeed._deepspeed_config import complete_config
     from accel.utils import DummyOptim, DummyScheduler
 
     config = {
@@ -113,7 +113,7 @@ def test_placeholder_values_fill_only_auto_entries_as_in_the_reference():
 
 
 def test_missing_deepspeed_names_the_install_command(monkeypatch):
-    from accel._engines._deepspeed import import_deepspeed
+    from accel._engines.deepspeed._deepspeed import import_deepspeed
 
     monkeypatch.setitem(sys.modules, "deepspeed", None)  # what an absent package looks like
     with pytest.raises(ImportError, match=r'pip install "accel-torch\[deepspeed\]"'):

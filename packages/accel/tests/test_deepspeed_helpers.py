@@ -77,7 +77,7 @@ def test_adagrad_is_mapped_to_cpu_adagrad():
     pytest.importorskip("deepspeed", reason="needs deepspeed: pip install 'accel-torch[deepspeed]'")
     from deepspeed.ops.adagrad import DeepSpeedCPUAdagrad
 
-    from accel._engines._deepspeed_helpers import _deepspeed_class
+    from accel._engines.deepspeed._deepspeed_helpers import _deepspeed_class
 
     optimizer = torch.optim.Adagrad(torch.nn.Linear(2, 2).parameters(), lr=0.05)
     assert _deepspeed_class(optimizer) == (DeepSpeedCPUAdagrad, {})

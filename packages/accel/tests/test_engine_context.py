@@ -13,8 +13,8 @@ from accel_state import (
 )
 
 from accel import Accelerator
+from accel._core._prepared_objects import PreparedObjects
 from accel._engines import Engine, EngineContext, engine_class, engine_for
-from accel._facade._prepared_objects import PreparedObjects
 from accel._training_checkpoints._checkpointer import Checkpointer
 
 

@@ -7,7 +7,7 @@ import torch
 from accel_state import patch_environment
 
 from accel import Accelerator
-from accel._engines import _fsdp_build as build
+from accel._engines.fsdp import _fsdp_build as build
 from accel.utils import (
     DeepSpeedPlugin,
     FullyShardedDataParallelPlugin,

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 from accel_state import MegatronLMPlugin
 
 from accel import Accelerator
-from accel._engines._megatron import check_plugin
-from accel._engines._megatron_steps import megatron_args
 from accel._engines._parallel_layout import megatron_runs_distributed, resolve_megatron_plugin
+from accel._engines.megatron._megatron import check_plugin
+from accel._engines.megatron._megatron_steps import megatron_args
 from accel.utils import (
     AbstractTrainStep,
     BertTrainStep,

@@ -80,11 +80,15 @@ def test_the_accelerator_loads_only_the_engine_and_checkpoint_code_a_run_uses():
         "accel._engines._context",
         "accel._engines._parallel_layout",
         "accel._training_checkpoints._checkpointer",
-        "accel._training_checkpoints._parts",
         "accel._training_checkpoints._prewarm",
+        "accel._training_checkpoints.files",
+        "accel._training_checkpoints.files._parts",
     ]
-    assert "accel._training_checkpoints._save_pipeline" in after
-    assert "accel._engines._deepspeed" not in after and "accel._engines._fsdp" not in after
+    assert "accel._training_checkpoints.save._save_pipeline" in after
+    assert (
+        "accel._engines.deepspeed._deepspeed" not in after
+        and "accel._engines.fsdp._fsdp" not in after
+    )
 
 
 def test_submodules_are_attributes_on_first_use():

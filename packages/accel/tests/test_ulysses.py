@@ -14,7 +14,7 @@ from accel_state import DeepSpeedPlugin
 from accel_state.testing import free_port, reset_state, run_command
 
 from accel import Accelerator
-from accel._engines import _ulysses as ulysses
+from accel._engines.deepspeed import _ulysses as ulysses
 from accel.utils import ParallelismConfig, sequence_parallel_loss
 
 SCRIPT = Path(__file__).parent / "scripts" / "ulysses_checks.py"

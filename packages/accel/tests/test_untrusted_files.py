@@ -21,7 +21,7 @@ from accel_state.testing import run_distributed
 from torch.utils.data import DataLoader, TensorDataset
 
 from accel import Accelerator
-from accel._training_checkpoints._manifest import file_checksum
+from accel._training_checkpoints.files._manifest import file_checksum
 
 SCRIPT = Path(__file__).parent / "scripts" / "untrusted_files.py"
 EXTENSIONS = os.environ.get(

@@ -176,8 +176,8 @@ def check_engine_without_accelerator():
     # The DDP engine driven from an EngineContext alone, with no Accelerator built: it wraps
     # the model, averages the gradients of the two halves of a batch, and reads its inputs
     # from the context only.
+    from accel._core._prepared_objects import PreparedObjects
     from accel._engines import DDPEngine, EngineContext, engine_for
-    from accel._facade._prepared_objects import PreparedObjects
 
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()

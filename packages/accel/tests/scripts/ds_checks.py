@@ -225,8 +225,8 @@ def check_two_plugins_and_zero3_init():
 def check_engine_without_accelerator():
     # A DeepSpeed engine built from an EngineContext alone prepares a model with its optimizer
     # and registers the optimizer wrapper in the context's registry, not in any facade.
+    from accel._core._prepared_objects import PreparedObjects
     from accel._engines import DeepSpeedEngine, EngineContext, engine_for
-    from accel._facade._prepared_objects import PreparedObjects
 
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()

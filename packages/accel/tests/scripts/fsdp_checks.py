@@ -169,7 +169,7 @@ def check_fsdp2_options(ref):
 def check_gloo_reduce_scatter():
     """On gloo, FSDP2 reduce-scatters gradients through one all-to-all per unit: the numbers
     of torch's reduce_scatter_tensor, bit for bit on 2 processes; other ops go to torch."""
-    from accel._engines._fsdp_comm import AllToAllReduceScatter
+    from accel._engines.fsdp._fsdp_comm import AllToAllReduceScatter
 
     comm, group = AllToAllReduceScatter(), dist.group.WORLD
     g = torch.Generator().manual_seed(dist.get_rank())

@@ -25,7 +25,7 @@ from accel_state import AcceleratorState, GradientState
 from torch.utils.data import DataLoader, TensorDataset
 
 from accel import Accelerator, DeepSpeedPlugin, FullyShardedDataParallelPlugin
-from accel._training_checkpoints._manifest import file_checksum
+from accel._training_checkpoints.files._manifest import file_checksum
 
 OUT, ENGINE = sys.argv[1], sys.argv[2]
 OPT_IN = "load_state(..., trust_pickles=True)"

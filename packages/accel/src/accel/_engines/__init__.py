@@ -20,18 +20,18 @@ if TYPE_CHECKING:
     from accel_state import AcceleratorState
 
     from ._ddp import DDPEngine
-    from ._deepspeed import DeepSpeedEngine
-    from ._fsdp import FSDPEngine
-    from ._megatron import MegatronLMEngine
     from ._xla import XLAEngine
+    from .deepspeed._deepspeed import DeepSpeedEngine
+    from .fsdp._fsdp import FSDPEngine
+    from .megatron._megatron import MegatronLMEngine
 
 # Engine class name -> the module of this package that defines it.
 _ENGINE_MODULES: dict[str, str] = {
     "Engine": "._base",
     "DDPEngine": "._ddp",
-    "DeepSpeedEngine": "._deepspeed",
-    "FSDPEngine": "._fsdp",
-    "MegatronLMEngine": "._megatron",
+    "DeepSpeedEngine": ".deepspeed._deepspeed",
+    "FSDPEngine": ".fsdp._fsdp",
+    "MegatronLMEngine": ".megatron._megatron",
     "XLAEngine": "._xla",
 }
 

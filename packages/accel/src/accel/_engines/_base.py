@@ -186,7 +186,7 @@ class Engine:
         Returns:
             ``(missing_keys, unexpected_keys)``.
         """
-        from .._training_checkpoints._state_files import load_weights
+        from .._core._state_files import load_weights
 
         model = _inner(self, model)
         return load_weights(model, path, strict=strict, trust_pickles=trust_pickles, **kwargs)

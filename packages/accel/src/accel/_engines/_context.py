@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     import torch
     from accel_state import AcceleratorState, GradientState, KwargsHandler
 
-    from .._facade._prepared_objects import PreparedObjects
+    from .._core._prepared_objects import PreparedObjects
 
 _Handler = TypeVar("_Handler", bound="KwargsHandler")
 

@@ -33,6 +33,7 @@ from accel_state import (
 )
 from accel_state import environment_variables as env
 
+from .._core._prepared_objects import PreparedObjects
 from .._engines import EngineContext, engine_class
 from .._engines._parallel_layout import (
     megatron_runs_distributed,
@@ -43,7 +44,6 @@ from .._engines._parallel_layout import (
 )
 from .._training_checkpoints._checkpointer import Checkpointer
 from . import _operations, _prepare, _saving, _state_view, _tracking, _training
-from ._prepared_objects import PreparedObjects
 
 if TYPE_CHECKING:
     from accel_data import DataLoaderConfiguration
@@ -56,8 +56,8 @@ if TYPE_CHECKING:
     from accel_trackers import GeneralTracker, LoggerType
     from torch.utils.hooks import RemovableHandle
 
+    from .._core._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
     from .._engines import Engine
-    from ._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
 
     # What ``log_with`` accepts: a tracker name, a LoggerType, a tracker object, or a list.
     LogWith = Union[

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
+from .._core._model_probes import check_quantized_placement, has_repeated_blocks, is_repeated_blocks
+from .._core._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
+from .._core._prepared_objects import Kind, PreparedObjects
+from .._core._unwrap import extract_model_from_parallel
 from .._training_checkpoints._prewarm import arm_prewarm
-from ._model_probes import check_quantized_placement, has_repeated_blocks, is_repeated_blocks
-from ._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
-from ._prepared_objects import Kind, PreparedObjects
 from ._state_view import fp8_backend_of
-from ._unwrap import extract_model_from_parallel
 
 if TYPE_CHECKING:
     from accel_state import AutocastKwargs, TorchDynamoPlugin

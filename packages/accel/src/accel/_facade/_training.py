@@ -66,7 +66,7 @@ def maybe_context_parallel(
     buffer_seq_dims: list[int] | None = None,
     no_restore_buffers: set[torch.Tensor] | None = None,
 ) -> Iterator[None]:
-    from .._engines._context_parallel import check_buffers
+    from .._engines.fsdp._context_parallel import check_buffers
 
     config = acc.parallelism_config
     cp_size = int(config.cp_size or 1) if config is not None else 1

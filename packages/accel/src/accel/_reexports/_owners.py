@@ -32,25 +32,25 @@ def _names(module: str, names: str) -> dict[str, str]:
 # The facade's own names, each with the private module that defines it.
 FACADE_OWNED: dict[str, str] = {
     **_names(
-        "accel._engines._deepspeed_helpers",
+        "accel._engines.deepspeed._deepspeed_helpers",
         """compile_regions_deepspeed get_active_deepspeed_plugin map_pytorch_optim_to_deepspeed""",
     ),
     **_names(
-        "accel._engines._deepspeed_objects",
+        "accel._engines.deepspeed._deepspeed_objects",
         """DeepSpeedEngineWrapper DeepSpeedOptimizerWrapper DeepSpeedSchedulerWrapper DummyOptim
         DummyScheduler""",
     ),
     **_names(
-        "accel._engines._megatron_objects",
+        "accel._engines.megatron._megatron_objects",
         """MegatronLMDummyScheduler MegatronLMSchedulerWrapper
         avg_losses_across_data_parallel_group gather_across_data_parallel_groups""",
     ),
     **_names(
-        "accel._engines._megatron_steps",
+        "accel._engines.megatron._megatron_steps",
         """AbstractTrainStep BertTrainStep GPTTrainStep T5TrainStep""",
     ),
     **_names(
-        "accel._engines._ulysses",
+        "accel._engines.deepspeed._ulysses",
         """_refuse_recurrent_layers_under_sequence_parallelism
         refuse_recurrent_layers_under_sequence_parallelism sequence_parallel_loss""",
     ),
@@ -63,12 +63,12 @@ FACADE_OWNED: dict[str, str] = {
         """LocalSGD""",
     ),
     **_names(
-        "accel._facade._model_probes",
+        "accel._core._model_probes",
         """get_model_tp_size has_compiled_regions has_repeated_blocks is_peft_model
         is_repeated_blocks model_has_dtensor""",
     ),
     **_names(
-        "accel._facade._optimizer_wrappers",
+        "accel._core._optimizer_wrappers",
         """AcceleratedOptimizer AcceleratedScheduler move_to_device patch_optimizer_step""",
     ),
     **_names(
@@ -80,7 +80,7 @@ FACADE_OWNED: dict[str, str] = {
         """on_main_process""",
     ),
     **_names(
-        "accel._facade._unwrap",
+        "accel._core._unwrap",
         """extract_model_from_parallel is_compiled_module""",
     ),
     **_names(
@@ -139,7 +139,7 @@ FACADE_OWNED: dict[str, str] = {
         """device_count get_backend memory_allocated_func torch_device""",
     ),
     **_names(
-        "accel._training_checkpoints._async_save",
+        "accel._training_checkpoints.save._async_save",
         """AsyncSaveError""",
     ),
     **_names(
@@ -153,11 +153,11 @@ FACADE_OWNED: dict[str, str] = {
         save_custom_state""",
     ),
     **_names(
-        "accel._training_checkpoints._load",
+        "accel._training_checkpoints.load._load",
         """StateRefusedError""",
     ),
     **_names(
-        "accel._training_checkpoints._manifest",
+        "accel._training_checkpoints.files._manifest",
         """CheckpointIntegrityError checkpoint_digest""",
     ),
     **_names(
@@ -165,24 +165,24 @@ FACADE_OWNED: dict[str, str] = {
         """save""",
     ),
     **_names(
-        "accel._training_checkpoints._snapshot",
+        "accel._training_checkpoints.save._snapshot",
         """CheckpointWriteError""",
     ),
     **_names(
-        "accel._training_checkpoints._writer_lock",
+        "accel._training_checkpoints.files._writer_lock",
         """CheckpointLockedError""",
     ),
     **_names(
-        "accel._training_checkpoints._rendezvous",
+        "accel._training_checkpoints.files._rendezvous",
         """CheckpointSyncError""",
     ),
     **_names(
-        "accel._training_checkpoints._state_files",
+        "accel._core._state_files",
         """MODEL_NAME OPTIMIZER_NAME RNG_STATE_NAME SCALER_NAME SCHEDULER_NAME
         UnsafeCheckpointError""",
     ),
     **_names(
-        "accel._training_checkpoints._torch_load",
+        "accel._training_checkpoints.files._torch_load",
         """TORCH_SAFE_GLOBALS load""",
     ),
     **_names(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.hooks import RemovableHandle
 
-from ._parts import Processes
+from .files._parts import Processes
 
 # The writer, the loader and their file formats are imported by the first save or load (in
 # the methods below), so that building an Accelerator that never checkpoints does not pay
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     import torch
     from accel_state import ProjectConfiguration
 
+    from .._core._prepared_objects import PreparedObjects
     from .._engines import Engine
-    from .._facade._prepared_objects import PreparedObjects
-    from ._async_save import AsyncCheckpoint, HostBuffers
-    from ._manifest import Manifest
+    from .files._manifest import Manifest
+    from .save._async_save import AsyncCheckpoint, HostBuffers
 
 _logger = logging.getLogger("accel.checkpointing")
 
@@ -162,9 +162,9 @@ class Checkpointer:
                 "save_state passes no extra arguments to the weight writer of this engine; got "
                 f"{sorted(save_model_func_kwargs)}. Remove them."
             )
-        from ._async_save import HostBuffers
-        from ._save_paths import resolve_output_dir
-        from ._save_pipeline import CommitPlan, save
+        from .files._save_paths import resolve_output_dir
+        from .save._async_save import HostBuffers
+        from .save._save_pipeline import CommitPlan, save
 
         if async_save is None:
             async_save = self.project_configuration.async_save
@@ -216,9 +216,9 @@ class Checkpointer:
             The training step the checkpoint recorded, or None when ``input_dir`` is
             ``"latest"`` and the project has no checkpoint yet (nothing was loaded).
         """
-        from ._load import load_checkpoint
-        from ._rendezvous import Rendezvous
-        from ._save_paths import LATEST, latest_checkpoint, resolve_input_dir
+        from .files._rendezvous import Rendezvous
+        from .files._save_paths import LATEST, latest_checkpoint, resolve_input_dir
+        from .load._load import load_checkpoint
 
         self.wait_for_pending_save()
         rendezvous = Rendezvous("load_state")
@@ -266,8 +266,8 @@ class Checkpointer:
         Returns:
             The checkpoint's manifest.
         """
-        from ._load import load_checkpoint
-        from ._rendezvous import Rendezvous
+        from .files._rendezvous import Rendezvous
+        from .load._load import load_checkpoint
 
         rendezvous = Rendezvous("load_state")
         return load_checkpoint(

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from .._engines import _fsdp_io as io
-from .._facade._model_probes import is_peft_model
+from .._core._model_probes import is_peft_model
+from .._engines.fsdp import _fsdp_io as io
 
 
 def _sharded(

@@ -15,12 +15,12 @@ from typing import Any
 import torch
 from accel_state import PartialState, ProjectConfiguration
 
+from .._core._prepared_objects import PreparedObjects
+from .._core._state_files import CUSTOM_NAME, check_loadable, load_object, save_object
+from .._core._unwrap import extract_model_from_parallel
 from .._engines._base import Engine
-from .._facade._prepared_objects import PreparedObjects
-from .._facade._unwrap import extract_model_from_parallel
 from ._checkpointer import Checkpointer
-from ._save_pipeline import CommitPlan, save
-from ._state_files import CUSTOM_NAME, check_loadable, load_object, save_object
+from .save._save_pipeline import CommitPlan, save
 
 SAMPLER_NAME = "sampler"
 """The reference's file stem for a data loader's sampler state (``sampler.bin``). accel's

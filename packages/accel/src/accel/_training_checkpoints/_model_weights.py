@@ -13,7 +13,7 @@ import torch
 from accel_bigmodel import shard_checkpoint, write_safetensors
 from accel_state import PartialState
 
-from ._state_files import (
+from .._core._state_files import (
     SAFE_WEIGHTS_INDEX_NAME,
     SAFE_WEIGHTS_NAME,
     WEIGHTS_INDEX_NAME,

@@ -34,7 +34,7 @@ def arm_prewarm(checkpointer: Checkpointer, optimizer: torch.optim.Optimizer) ->
     a background thread (once per run; only when the project saves asynchronously)."""
     if not checkpointer.project_configuration.async_save or checkpointer.prewarm_armed:
         return
-    from ._save_paths import is_writer  # only a run that saves asynchronously needs it
+    from .files._save_paths import is_writer  # only a run that saves asynchronously needs it
 
     if not checkpointer.engine.replicated_states or not is_writer(checkpointer):
         return
@@ -45,7 +45,8 @@ def arm_prewarm(checkpointer: Checkpointer, optimizer: torch.optim.Optimizer) ->
 
     def after_step(*_: Any) -> None:
         handle.remove()
-        from . import _async_save, _state_files  # noqa: F401  (loaded here, not on the thread)
+        from .._core import _state_files  # noqa: F401  (loaded here, not on the thread)
+        from .save import _async_save  # noqa: F401
 
         thread = threading.Thread(
             target=prewarm, args=(checkpointer,), name="accel-save-prewarm", daemon=True
@@ -59,8 +60,8 @@ def arm_prewarm(checkpointer: Checkpointer, optimizer: torch.optim.Optimizer) ->
 def prewarm(checkpointer: Checkpointer) -> None:
     """Allocate (and touch every page of) one host buffer per tensor the next asynchronous
     save of ``checkpointer`` copies, and leave them free in its pool."""
-    from ._async_save import HostBuffers
-    from ._state_files import capture_rng_state, view_key
+    from .._core._state_files import capture_rng_state, view_key
+    from .save._async_save import HostBuffers
 
     try:
         if checkpointer.save_buffers is None:

@@ -27,24 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._engines._base import LoadedStates
-from ._folders import checkpoint_index, warn_world_size
-from ._manifest import (
-    Manifest,
-    check_digest,
-    saved_count,
-    verify_file,
-)
-from ._reference_layout import (
-    RNG_GLOBALS,
-    check_loader_state,
-    convert_rng_state,
-    is_reference,
-    loader_file_name,
-    read_any_manifest,
-)
-from ._rendezvous import Rendezvous
-from ._state_files import (
+from ..._core._state_files import (
     CUSTOM_NAME,
     OPTIMIZER_NAME,
     RNG_STATE_NAME,
@@ -61,12 +44,29 @@ from ._state_files import (
     tied_aliases,
     weights_file_name,
 )
+from ..._engines._base import LoadedStates
+from ..files._folders import checkpoint_index, warn_world_size
+from ..files._manifest import (
+    Manifest,
+    check_digest,
+    saved_count,
+    verify_file,
+)
+from ..files._reference_layout import (
+    RNG_GLOBALS,
+    check_loader_state,
+    convert_rng_state,
+    is_reference,
+    loader_file_name,
+    read_any_manifest,
+)
+from ..files._rendezvous import Rendezvous
 from ._state_values import check_optimizer_values, check_scheduler_values
 
 if TYPE_CHECKING:
     import torch
 
-    from ._parts import CheckpointParts
+    from ..files._parts import CheckpointParts
 
 
 class _CheckedFiles:

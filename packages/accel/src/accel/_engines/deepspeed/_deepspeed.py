@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from accel_state import DeepSpeedPlugin
 
+from .._base import Engine
 from . import _ulysses as ulysses
-from ._base import Engine
 from ._deepspeed_config import AUTO_VALUE, complete_config
 from ._deepspeed_files import validate_folder
 from ._deepspeed_objects import (
@@ -32,7 +32,7 @@ from ._deepspeed_objects import (
 )
 
 if TYPE_CHECKING:
-    from ._context import EngineContext
+    from .._context import EngineContext
 
 CHECKPOINT_TAG = "deepspeed_model"
 """Name of the folder (DeepSpeed "tag") holding model ``i`` in a checkpoint: ``{tag}_{i}``."""

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ._state_files import view_key
+from ..._core._state_files import view_key
 
 if TYPE_CHECKING:
     pass

@@ -105,7 +105,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
             self._is_overflow = False
             state = AcceleratorState()
             if state.distributed_type == DistributedType.XLA:
-                from .._engines._xla import xla_optimizer_step
+                from ._xla_step import xla_optimizer_step
 
                 return xla_optimizer_step(
                     self.optimizer, closure, self.gradient_state, state.num_processes

@@ -26,17 +26,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..files._folders import commit, remove_staging, rotate, staging_dir
+from ..files._manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, check_algorithm
+from ..files._rendezvous import Rendezvous
+from ..files._save_paths import is_writer
+from ..files._writer_lock import release
 from ._async_save import AsyncCheckpoint, HostBuffers, host_copy
-from ._folders import commit, remove_staging, rotate, staging_dir
-from ._manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, check_algorithm
-from ._rendezvous import Rendezvous
-from ._save_paths import is_writer
 from ._save_stage import describe, named, open_stage
 from ._snapshot import take_snapshot, write_snapshot
-from ._writer_lock import release
 
 if TYPE_CHECKING:
-    from ._parts import CheckpointParts
+    from ..files._parts import CheckpointParts
 
 
 @dataclass
@@ -47,6 +47,8 @@ class CommitPlan:
     output_dir: str
     writer: bool
     world_size: int
+    rank: int
+    """This process's global index."""
     step: int
     total_limit: int | None
     """``total_limit`` of automatic checkpoint naming (None: no rotation)."""
@@ -65,6 +67,7 @@ class CommitPlan:
             output_dir=output_dir,
             writer=is_writer(checkpointer),
             world_size=checkpointer.num_processes,
+            rank=checkpointer.process_index,
             step=int(step),
             total_limit=limit,
             checksum=check_algorithm(checksum),
@@ -96,7 +99,9 @@ def save(
     stage = open_stage(plan, rendezvous)  # 2. stage
     if buffers is None:
         with _failing(plan, rendezvous, "written", "an engine's file"):
-            counts = take_snapshot(checkpointer, stage, safe_serialization, hooks).counts  # 3.
+            counts = take_snapshot(
+                checkpointer, plan, stage, safe_serialization, hooks
+            ).counts  # 3.
         _commit_and_rotate(plan, rendezvous, counts, poll=False)  # 4. and 5.
         return plan.output_dir
     snapshot = _host_snapshot(
@@ -170,7 +175,12 @@ def _host_snapshot(
     pin = torch.cuda.is_available()
     try:
         snapshot = take_snapshot(
-            checkpointer, stage, safe_serialization, hooks, copy=lambda s: host_copy(s, pool, pin)
+            checkpointer,
+            plan,
+            stage,
+            safe_serialization,
+            hooks,
+            copy=lambda s: host_copy(s, pool, pin),
         )
         if pin and torch.cuda.is_initialized():
             torch.cuda.synchronize()

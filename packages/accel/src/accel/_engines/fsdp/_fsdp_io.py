@@ -22,10 +22,10 @@ import torch
 import torch.distributed as dist
 from accel_bigmodel import read_dcp_metadata_safely, safe_dcp_load, safe_torch_load
 
-from .._training_checkpoints._state_files import LOAD_STATE_OPT_IN, load_object
+from ..._core._state_files import LOAD_STATE_OPT_IN, load_object
 
 if TYPE_CHECKING:
-    from ._base import StateCopy
+    from .._base import StateCopy
 
 _S = TypeVar("_S")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .._facade._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
+from ..._core._optimizer_wrappers import AcceleratedOptimizer, AcceleratedScheduler
 
 
 class DummyOptim:

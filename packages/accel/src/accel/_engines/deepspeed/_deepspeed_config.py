@@ -12,7 +12,7 @@ from accel_state import DeepSpeedPlugin
 from ._deepspeed_objects import DummyOptim, DummyScheduler
 
 if TYPE_CHECKING:
-    from ._context import EngineContext
+    from .._context import EngineContext
 
 AUTO_VALUE = "auto"
 

@@ -22,6 +22,7 @@ import re
 import shutil
 import warnings
 
+from ..._core._state_files import fsync_dir, fsync_file
 from ._manifest import (
     MANIFEST_NAME,
     CheckpointIntegrityError,
@@ -30,7 +31,6 @@ from ._manifest import (
     read_manifest,
 )
 from ._reference_layout import is_reference_checkpoint
-from ._state_files import fsync_dir, fsync_file
 from ._writer_lock import remove_stale_locks
 
 STAGING_MARKER = ".accel_staging"

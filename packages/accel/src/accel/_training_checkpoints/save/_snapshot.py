@@ -25,11 +25,9 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ._folders import target_of
-from ._save_paths import is_writer
-from ._state_files import (
+from ..._core._state_files import (
     CUSTOM_NAME,
     OPTIMIZER_NAME,
     RNG_STATE_NAME,
@@ -45,9 +43,20 @@ from ._state_files import (
     stateful,
     weights_file_name,
 )
+from ..files._folders import target_of
 
 if TYPE_CHECKING:
-    from ._parts import CheckpointParts
+    from ..files._parts import CheckpointParts
+
+
+class Share(Protocol):
+    """This process's share of a save, fixed when ``save_state`` is called (the save's
+    ``CommitPlan``): the snapshot reads it there rather than asking the checkpointer again."""
+
+    writer: bool
+    """Whether this process writes the files shared by all processes."""
+    world_size: int
+    rank: int
 
 
 @dataclass
@@ -65,6 +74,7 @@ class Snapshot:
 
 def take_snapshot(
     checkpointer: CheckpointParts,
+    share: Share,
     stage: str,
     safe_serialization: bool,
     hooks: list[Callable[..., None]],
@@ -74,6 +84,7 @@ def take_snapshot(
 
     Args:
         checkpointer: The checkpointer of the run (its registry, engine and scaler).
+        share: Whether this process writes the shared files, its rank and the world size.
         stage: The staging folder; the hooks and a synchronous sharding engine write into it
             now.
         safe_serialization: Weights as safetensors (else ``torch.save``).
@@ -101,7 +112,7 @@ def take_snapshot(
     schedulers = stateful(checkpointer.prepared.schedulers)
     loaders = stateful(checkpointer.prepared.dataloaders)
     customs = list(checkpointer.prepared.custom_objects)
-    if is_writer(checkpointer):
+    if share.writer:
         for i, state in enumerate(weights):
             add(weights_file_name(i, safe_serialization), state, "weights")
         for i, optimizer_state in enumerate(states.optimizers):
@@ -115,8 +126,8 @@ def take_snapshot(
         for i, obj in enumerate(customs):
             what = f"registered object {i} ({type(obj).__name__})"
             add(f"{CUSTOM_NAME}_{i}.pkl", obj.state_dict(), what)
-    rank = checkpointer.process_index
-    if checkpointer.num_processes > 1:
+    rank = share.rank
+    if share.world_size > 1:
         # A stateful loader's workers hold per-process state: every process saves its own.
         for i, loader in enumerate(loaders):
             if getattr(loader, "use_stateful_dataloader", False):

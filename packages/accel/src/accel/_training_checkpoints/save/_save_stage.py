@@ -9,12 +9,12 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from ._folders import STAGING_MARKER, check_target, prepare_staging, staging_dir
+from ..files._folders import STAGING_MARKER, check_target, prepare_staging, staging_dir
+from ..files._writer_lock import acquire, release
 from ._snapshot import CheckpointWriteError
-from ._writer_lock import acquire, release
 
 if TYPE_CHECKING:
-    from ._rendezvous import Rendezvous
+    from ..files._rendezvous import Rendezvous
     from ._save_pipeline import CommitPlan
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from accel_state import MegatronLMPlugin
 
-from ._ddp import DDPEngine
+from .._ddp import DDPEngine
 from ._megatron_objects import (
     MegatronLMDummyScheduler,
     MegatronLMSchedulerWrapper,
@@ -38,7 +38,7 @@ from ._megatron_objects import (
 )
 
 if TYPE_CHECKING:
-    from ._context import EngineContext
+    from .._context import EngineContext
 
 # Plugin fields this engine does not act on -> the default it requires.
 _NOT_RUN: dict[str, Any] = {

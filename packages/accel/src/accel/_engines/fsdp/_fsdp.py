@@ -17,16 +17,16 @@ import torch.distributed as dist
 from accel_state import FullyShardedDataParallelPlugin, ParallelismConfig
 from accel_state import environment_variables as env
 
+from .._base import Engine, StateCopy
 from . import _context_parallel as cp
 from . import _fsdp_build as build
 from . import _fsdp_comm as comm
 from . import _fsdp_io as io
-from ._base import Engine, StateCopy
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
-    from ._context import EngineContext
+    from .._context import EngineContext
 
 _PREFIXES = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
 

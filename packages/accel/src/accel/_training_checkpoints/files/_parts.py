@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     import torch
     from accel_state import ProjectConfiguration
 
-    from .._engines import Engine
-    from .._facade._prepared_objects import PreparedObjects
+    from ..._core._prepared_objects import PreparedObjects
+    from ..._engines import Engine
 
 
 class Processes(Protocol):

@@ -119,7 +119,7 @@ _refuse_recurrent_layers_under_sequence_parallelism = (
     refuse_recurrent_layers_under_sequence_parallelism
 )
 """The reference's private name of
-[`refuse_recurrent_layers_under_sequence_parallelism`][accel._engines._ulysses.refuse_recurrent_layers_under_sequence_parallelism]."""
+[`refuse_recurrent_layers_under_sequence_parallelism`][accel._engines.deepspeed._ulysses.refuse_recurrent_layers_under_sequence_parallelism]."""
 
 
 def check_model(model: torch.nn.Module, sp_size: int, attn_implementation: str | None) -> str:

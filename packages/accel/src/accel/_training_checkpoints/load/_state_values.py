@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ._manifest import CheckpointIntegrityError
+from ..files._manifest import CheckpointIntegrityError
 
 _ELEMENTWISE = frozenset(
     {

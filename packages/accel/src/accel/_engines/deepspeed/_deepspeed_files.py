@@ -15,7 +15,7 @@ from typing import Any
 
 from accel_bigmodel import safe_torch_load
 
-from .._training_checkpoints._state_files import LOAD_STATE_OPT_IN
+from ..._core._state_files import LOAD_STATE_OPT_IN
 
 DEEPSPEED_CHECKPOINT_CLASSES = (
     ("deepspeed.runtime.fp16.loss_scaler", "LossScaler"),
