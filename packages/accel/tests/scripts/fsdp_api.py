@@ -8,6 +8,7 @@ model without PEFT adapters, as the reference does).
 
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -78,6 +79,10 @@ def main():
     print(f"PASSED check_round_trip rank {acc.process_index}", flush=True)
 
     shards = os.path.join(out, "SHARDED_STATE_DICT", "pytorch_model_fsdp_0")
+    if acc.process_index == 1:
+        # This process comes late, as on a loaded machine: the main process has written the
+        # merged file by then, and the merge must not take it for an earlier one.
+        time.sleep(2)
     written = merge_fsdp_weights(shards, os.path.join(out, "merged"))
     if acc.is_main_process:
         merged = load_file(written[0])
