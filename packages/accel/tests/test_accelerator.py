@@ -269,6 +269,14 @@ def test_profile_writes_chrome_trace(tmp_path):
     assert trace["traceEvents"]
 
 
+def test_profile_gives_the_profiler_to_step():
+    acc = Accelerator(cpu=True)
+    with acc.profile() as prof:
+        torch.ones(100).sum()
+        prof.step()
+    assert isinstance(prof, torch.profiler.profile)
+
+
 def test_free_memory_resets():
     acc = Accelerator(cpu=True)
     model, opt = model_and_opt()

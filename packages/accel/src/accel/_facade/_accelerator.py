@@ -875,8 +875,8 @@ class Accelerator:
         Args:
             profile_handler: A ``ProfileKwargs`` (default: the Accelerator's, else defaults).
         """
-        with _operations.profile(self, profile_handler):
-            yield
+        with _operations.profile(self, profile_handler) as prof:
+            yield prof
 
     # == tracking ==============================================================================
 
