@@ -102,7 +102,7 @@ class SafetensorsFile:
         start, end = self.span(name)
         dtype, shape = self.dtype(name), self.shape(name)
         if start == end:
-            return torch.empty(shape, dtype=dtype)
+            return _no_elements(shape, dtype)
         raw = self._mapped()[start:end]
         itemsize = torch.empty((), dtype=dtype).element_size()
         if start % itemsize:
@@ -128,6 +128,9 @@ class SafetensorsFile:
 
     def load(self, name: str) -> torch.Tensor:
         """A fresh in-memory copy of tensor ``name``."""
+        start, end = self.span(name)
+        if start == end:
+            return _no_elements(self.shape(name), self.dtype(name))
         out = torch.empty(self.shape(name), dtype=self.dtype(name))
         self.read_into(name, out)
         return out
@@ -217,6 +220,12 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
             )
         if any(d < 0 for d in shape):
             raise _corrupt(path, f"tensor {name!r} has a negative dimension in shape {shape}")
+        if any(d > _MAX_DIM for d in shape):
+            raise _corrupt(
+                path,
+                f"tensor {name!r} has shape {shape}; a dimension must be at most 2**63 - 1, the "
+                "largest size torch can index",
+            )
         itemsize = torch.empty((), dtype=dtype).element_size()
         expected = math.prod(shape) * itemsize
         if not 0 <= begin <= end <= data_size or end - begin != expected:
@@ -228,6 +237,16 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
         spans.append((begin, end, name))
     _check_tiling(path, sorted(spans), data_size)
     return header, metadata, data_start
+
+
+_MAX_DIM = 2**63 - 1
+
+
+def _no_elements(shape: list[int], dtype: torch.dtype) -> torch.Tensor:
+    """A tensor of ``shape`` holding no element (one dimension is 0). Made by viewing an empty
+    tensor: ``torch.empty`` refuses a shape whose strides overflow even when it holds nothing,
+    and the safetensors library reads such a shape."""
+    return torch.empty(0, dtype=dtype).view(shape)
 
 
 def _is_int(value: Any) -> bool:
