@@ -194,7 +194,7 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
             raise _corrupt(path, f"header length {length} exceeds the file size {size}")
         raw = handle.read(length)
     try:
-        header = json.loads(raw)
+        header = json.loads(raw, parse_int=_json_int)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _corrupt(path, f"its header is not JSON: {exc}") from None
     if not isinstance(header, dict):
@@ -240,6 +240,13 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
 
 
 _MAX_DIM = 2**63 - 1
+
+
+def _json_int(text: str) -> int | float:
+    """An integer of the header. ``-0`` stays a float, as the safetensors library reads it
+    (and then refuses it where a size or an offset is due)."""
+    value = int(text)
+    return -0.0 if value == 0 and text.startswith("-") else value
 
 
 def _no_elements(shape: list[int], dtype: torch.dtype) -> torch.Tensor:
