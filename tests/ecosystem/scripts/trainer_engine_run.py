@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 import torch
+from _leave_group import leave_process_group
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
 STEPS = 4
@@ -157,10 +158,7 @@ def main() -> None:
     if not dist.is_initialized() or dist.get_rank() == 0:
         results["accelerate_file"] = accelerate.__file__  # type: ignore[assignment]
         print("RESULT " + json.dumps(results), flush=True)
-    # Leave the process group before exit (see trainer_run.py).
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    leave_process_group()
 
 
 if __name__ == "__main__":

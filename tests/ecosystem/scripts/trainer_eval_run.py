@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import torch
+from _leave_group import leave_process_group
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel, Trainer, TrainingArguments
 
@@ -96,11 +97,8 @@ def main() -> None:
             "accelerate_file": accelerate.__file__,
         }
         print("RESULT " + json.dumps(result), flush=True)
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    del trainer
+    leave_process_group()
 
 
 if __name__ == "__main__":

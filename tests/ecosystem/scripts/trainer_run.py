@@ -11,6 +11,7 @@ import json
 import sys
 
 import torch
+from _leave_group import leave_process_group
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
 
 
@@ -101,13 +102,8 @@ def main() -> None:
             ),
             flush=True,
         )
-    # Leave the process group before exit: a gloo group torn down by the interpreter's exit can
-    # abort the process ("terminate called without an active exception") after the work is done.
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+    del trainer, resumed  # the DDP wrappers go while the process group is still registered
+    leave_process_group()
 
 
 if __name__ == "__main__":
