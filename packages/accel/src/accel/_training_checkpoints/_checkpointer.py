@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .._engines import Engine
     from .files._manifest import Manifest
     from .save._async_save import AsyncCheckpoint, HostBuffers
+    from .save._save_pipeline import CommitPlan
 
 _logger = logging.getLogger("accel.checkpointing")
 
@@ -99,6 +100,31 @@ class Checkpointer:
         """Whether this is the first process of its machine."""
         return self.processes.is_local_main_process
 
+    @property
+    def is_writer(self) -> bool:
+        """Whether this process writes the files shared by all processes: the main process,
+        or with ``save_on_each_node`` the first process of each machine."""
+        if self.project_configuration.save_on_each_node:
+            return self.processes.is_local_main_process
+        return self.processes.is_main_process
+
+    def commit_plan(self, output_dir: str, step: int, checksum: str = "crc32") -> CommitPlan:
+        """The plan of a save to ``output_dir`` at training step ``step``: who writes, where
+        this process stands, the rotation, the checksum (fixed now, as an asynchronous save
+        commits later, while the run has moved on)."""
+        from .save._save_pipeline import CommitPlan
+
+        config = self.project_configuration
+        return CommitPlan(
+            output_dir=output_dir,
+            writer=self.is_writer,
+            world_size=self.processes.num_processes,
+            rank=self.processes.process_index,
+            step=int(step),
+            total_limit=config.total_limit if config.automatic_checkpoint_naming else None,
+            checksum=checksum,
+        )
+
     # --------------------------------------------------------------------- registration
     def register_for_checkpointing(self, *objects: Any) -> None:
         """Save and restore ``objects`` too (see ``Accelerator.register_for_checkpointing``).
@@ -164,14 +190,14 @@ class Checkpointer:
             )
         from .files._save_paths import resolve_output_dir
         from .save._async_save import HostBuffers
-        from .save._save_pipeline import CommitPlan, save
+        from .save._save_pipeline import save
 
         if async_save is None:
             async_save = self.project_configuration.async_save
         self.wait_for_pending_save()
         path = resolve_output_dir(self, output_dir)
         hooks = list(self.save_hooks.values())
-        plan = CommitPlan.of(self, path, step, checksum)
+        plan = self.commit_plan(path, step, checksum)
         result: Any
         if async_save:
             if self.prewarm_thread is not None:

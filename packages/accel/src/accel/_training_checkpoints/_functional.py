@@ -20,7 +20,7 @@ from .._core._state_files import CUSTOM_NAME, check_loadable, load_object, save_
 from .._core._unwrap import extract_model_from_parallel
 from .._engines._base import Engine
 from ._checkpointer import Checkpointer
-from .save._save_pipeline import CommitPlan, save
+from .save._save_pipeline import save
 
 SAMPLER_NAME = "sampler"
 """The reference's file stem for a data loader's sampler state (``sampler.bin``). accel's
@@ -130,7 +130,7 @@ def save_accelerator_state(
         save_on_each_node=save_on_each_node,
     )
     path = os.path.abspath(os.fspath(output_dir))
-    plan = CommitPlan.of(checkpointer, path, step)
+    plan = checkpointer.commit_plan(path, step)
     save(checkpointer, plan, safe_serialization, hooks=[])
     return Path(path)
 

@@ -34,9 +34,7 @@ def arm_prewarm(checkpointer: Checkpointer, optimizer: torch.optim.Optimizer) ->
     a background thread (once per run; only when the project saves asynchronously)."""
     if not checkpointer.project_configuration.async_save or checkpointer.prewarm_armed:
         return
-    from .files._save_paths import is_writer  # only a run that saves asynchronously needs it
-
-    if not checkpointer.engine.replicated_states or not is_writer(checkpointer):
+    if not checkpointer.engine.replicated_states or not checkpointer.is_writer:
         return
     register = getattr(optimizer, "register_step_post_hook", None)
     if register is None:

@@ -47,3 +47,8 @@ class CheckpointParts(Processes, Protocol):
     """The fp16 grad scaler (None: none)."""
     mixed_precision: str
     """The run's mixed precision."""
+
+    @property
+    def is_writer(self) -> bool:
+        """Whether this process writes the files shared by all processes."""
+        ...

@@ -1,4 +1,4 @@
-"""Which folder ``save_state`` writes and ``load_state`` reads, and which process writes."""
+"""Which folder ``save_state`` writes and ``load_state`` reads."""
 
 from __future__ import annotations
 
@@ -9,13 +9,6 @@ from ._folders import checkpoints_in, is_complete, recover_replaced
 
 if TYPE_CHECKING:
     from ._parts import CheckpointParts
-
-
-def is_writer(checkpointer: CheckpointParts) -> bool:
-    """Whether this process writes the files shared by all processes."""
-    if checkpointer.project_configuration.save_on_each_node:
-        return checkpointer.is_local_main_process
-    return checkpointer.is_main_process
 
 
 # --------------------------------------------------------------------------- paths
@@ -83,7 +76,7 @@ def resolve_input_dir(
     """The folder ``load_state`` reads: ``input_dir`` or the latest complete checkpoint."""
     if input_dir is not None:
         path = os.path.abspath(os.fspath(input_dir))
-        if is_writer(checkpointer):
+        if checkpointer.is_writer:
             recover_replaced(path)
         return path
     config = checkpointer.project_configuration

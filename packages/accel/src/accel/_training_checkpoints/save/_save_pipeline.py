@@ -2,10 +2,12 @@
 
 [`save`][accel.Accelerator.save] reads the stages in order; each is a call into a module of its own:
 
-1. plan (`CommitPlan`): what the commit needs, fixed at the call (an asynchronous
-   save commits later, while the run has moved on);
+1. plan (`CommitPlan`, made by ``Checkpointer.commit_plan``): what the commit needs, fixed
+   at the call (an asynchronous save commits later, while the run has moved on);
 2. stage (``_save_stage.open_stage``): the writer takes the folder's lock, checks the target
-   and opens the hidden staging folder; every process meets and agrees on the folder;
+   and opens the hidden staging folder; every process meets and agrees on the folder. The
+   stage module also closes it (``close_stage``: the lock is released) or abandons it
+   (``abandon_stage``: the staging folder goes too);
 3. write (``_snapshot``): every process takes its states and writes its files into the stage,
    at once (synchronous) or from host copies on a background thread (asynchronous);
 4. commit (``_folders.commit``): once every process has written, the writer writes the manifest
@@ -26,13 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..files._folders import commit, remove_staging, rotate, staging_dir
+from ..files._folders import commit, rotate, staging_dir
 from ..files._manifest import FORMAT_VERSION, MANIFEST_NAME, Manifest, check_algorithm
 from ..files._rendezvous import Rendezvous
-from ..files._save_paths import is_writer
-from ..files._writer_lock import release
 from ._async_save import AsyncCheckpoint, HostBuffers, host_copy
-from ._save_stage import describe, named, open_stage
+from ._save_stage import abandon_stage, close_stage, describe, named, open_stage
 from ._snapshot import take_snapshot, write_snapshot
 
 if TYPE_CHECKING:
@@ -54,24 +54,10 @@ class CommitPlan:
     """``total_limit`` of automatic checkpoint naming (None: no rotation)."""
     checksum: str = "crc32"
     """The checksum the manifest records for each file (``"crc32"``, ``"sha256"``,
-    ``"blake2b"``)."""
+    ``"blake2b"``; another name is refused here)."""
 
-    @classmethod
-    def of(
-        cls, checkpointer: CheckpointParts, output_dir: str, step: int, checksum: str = "crc32"
-    ) -> CommitPlan:
-        """The plan of a save of ``checkpointer``'s objects at training step ``step``."""
-        config = checkpointer.project_configuration
-        limit = config.total_limit if config.automatic_checkpoint_naming else None
-        return cls(
-            output_dir=output_dir,
-            writer=is_writer(checkpointer),
-            world_size=checkpointer.num_processes,
-            rank=checkpointer.process_index,
-            step=int(step),
-            total_limit=limit,
-            checksum=check_algorithm(checksum),
-        )
+    def __post_init__(self) -> None:
+        self.checksum = check_algorithm(self.checksum)  # refused before anything is written
 
     def manifest(self, counts: dict[str, Any]) -> Manifest:
         """The manifest of this save, whose files `commit` lists."""
@@ -138,8 +124,7 @@ def _commit_and_rotate(
                     rotate(os.path.dirname(plan.output_dir), plan.total_limit, keep=plan.output_dir)
         rendezvous.meet("committed", poll=poll)
     finally:
-        if plan.writer:
-            release(plan.output_dir)
+        close_stage(plan)
 
 
 @contextlib.contextmanager
@@ -151,9 +136,7 @@ def _failing(
     try:
         yield
     except BaseException as exc:
-        if plan.writer:
-            remove_staging(plan.output_dir)
-            release(plan.output_dir)
+        abandon_stage(plan)
         error = named(plan, exc, default) if phase is not None else exc
         if phase is not None:
             rendezvous.meet(phase, error=describe(error))
@@ -186,8 +169,7 @@ def _host_snapshot(
             torch.cuda.synchronize()
     except BaseException as exc:
         pool.reclaim()
-        if plan.writer:
-            release(plan.output_dir)
+        close_stage(plan)
         # The others learn it at the "written" meeting, as in a synchronous save.
         rendezvous.meet("written", error=f"{type(exc).__name__}: {exc}")
         raise

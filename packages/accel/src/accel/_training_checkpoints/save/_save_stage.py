@@ -1,6 +1,7 @@
 """The stage of a save: the writer takes the folder's lock, checks the target and opens the
-staging folder; every process then meets and agrees on the folder. Storage errors of any later
-step are named here too (the checkpoint and the file)."""
+staging folder; every process then meets and agrees on the folder. The writer closes the stage
+when the save ends (the lock is released) or abandons it on a failure (the staging folder goes
+too). Storage errors of any later step are named here too (the checkpoint and the file)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from ..files._folders import STAGING_MARKER, check_target, prepare_staging, staging_dir
+from ..files._folders import (
+    STAGING_MARKER,
+    check_target,
+    prepare_staging,
+    remove_staging,
+    staging_dir,
+)
 from ..files._writer_lock import acquire, release
 from ._snapshot import CheckpointWriteError
 
@@ -49,6 +56,19 @@ def open_stage(plan: CommitPlan, rendezvous: Rendezvous) -> str:
             "run instead of tempfile on each process). Nothing was written."
         )
     return staging_dir(plan.output_dir)
+
+
+def close_stage(plan: CommitPlan) -> None:
+    """The save is over, committed or not: the writer releases the folder's lock."""
+    if plan.writer:
+        release(plan.output_dir)
+
+
+def abandon_stage(plan: CommitPlan) -> None:
+    """The save failed: the writer removes the staging folder and releases the lock."""
+    if plan.writer:
+        remove_staging(plan.output_dir)
+        release(plan.output_dir)
 
 
 _STORAGE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS}
