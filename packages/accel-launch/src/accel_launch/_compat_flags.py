@@ -1,5 +1,5 @@
-"""Flags of ``accelerate launch`` beyond accel's own: torchrun pass-through options, refused
-features, and the dash spelling of every flag.
+"""Flags of ``accelerate launch`` beyond accel's own: refused features and SageMaker's
+credentials (torchrun's pass-through options are declared by its backend, ``launchers._torchrun``).
 
 A command line written for the reference launcher runs as ``accel launch`` after the word is
 replaced: each of its flags is either honoured (passed to torchrun) or refused with a message
@@ -9,21 +9,9 @@ that names the flag, says why, and gives the way to get the same result.
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
 from .configs._config_file import ConfigError
-
-TORCHRUN_OPTIONS: dict[str, str] = {
-    "tee": "Copy each process's stdout/stderr to a log file as well as the console "
-    "(torchrun --tee: 0 none, 1 stdout, 2 stderr, 3 both; or per rank, e.g. 0:3,1:1). Needs "
-    "--log_dir.",
-    "log_dir": "Folder where torchrun writes each process's log files (torchrun --log_dir).",
-    "role": "Role of the workers of this run (torchrun --role).",
-    "rdzv_conf": "More rendezvous settings, key=value pairs separated by commas "
-    "(torchrun --rdzv_conf, e.g. timeout=900).",
-}
-"""Flags given to torchrun as they are, with their help text."""
 
 REFUSED: dict[str, str] = {
     "enable_cpu_affinity": "pinning each process to the CPUs of its GPU's NUMA node is not "
@@ -61,10 +49,6 @@ _FP8: dict[str, type | list[str]] = {
 }
 
 
-_TEE = re.compile(r"[0-3]|[0-9]+:[0-3](,[0-9]+:[0-3])*")
-"""What torchrun's ``--tee`` accepts: one stream code, or ``rank:code`` pairs."""
-
-
 def _shown(value: object) -> str:
     """``value`` as it may appear in a one-line message (quoted when it has control characters)."""
     return str(value) if str(value).isprintable() else repr(value)
@@ -82,17 +66,17 @@ def _family(flag: str) -> str:
 def _typed(kind: type | list[str]) -> dict[str, Any]:
     if isinstance(kind, list):
         return {"choices": kind}
-    from ._flags import integer
+    from .launchers._launcher_base import integer
 
     return {"type": integer if kind is int else str}
 
 
 def add_compat_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the torchrun pass-through flags and the refused flags of the reference launcher."""
-    run = parser.add_argument_group("torchrun")
-    for name, help_text in TORCHRUN_OPTIONS.items():
-        names = ["-t", f"--{name}"] if name == "tee" else [f"--{name}"]
-        run.add_argument(*names, default=None, help=help_text)
+    """Add the torchrun pass-through flags (declared by the torchrun backend), the refused
+    flags of the reference launcher and SageMaker's credentials."""
+    from .launchers._torchrun import add_pass_through_flags
+
+    add_pass_through_flags(parser.add_argument_group("torchrun"))
     refused = parser.add_argument_group(
         "Refused by this version (accepted by the reference launcher; each stops with the reason)"
     )
@@ -136,53 +120,3 @@ def check_refused(args: argparse.Namespace) -> None:
             f"--{name} is not supported by accel launch: {REFUSED[_family(name)]} "
             f"Got --{name}{shown}."
         )
-
-
-def torchrun_options(args: argparse.Namespace) -> dict[str, str]:
-    """The pass-through torchrun options given on the command line, by name."""
-    return {
-        name: str(getattr(args, name))
-        for name in TORCHRUN_OPTIONS
-        if getattr(args, name, None) is not None
-    }
-
-
-def add_torchrun_options(launcher: str, argv: list[str], args: argparse.Namespace) -> None:
-    """Insert the pass-through options into torchrun's ``argv`` (in place).
-
-    A given ``--rdzv_conf`` is joined to the one the launcher writes itself. Raises
-    [`ConfigError`][accel_launch.ConfigError] when such an option is given but the run does not use torchrun, or
-    ``--tee`` is given without ``--log_dir`` (torchrun has nowhere to write the copy).
-    """
-    options = torchrun_options(args)
-    if not options:
-        return
-    if launcher != "torchrun":
-        given = ", ".join(f"--{name}" for name in options)
-        raise ConfigError(
-            f"{given} are options of torchrun, but this run starts its processes with "
-            f"{launcher}; got {given}. Drop them, or run through torchrun (several processes "
-            "without --mpirun_hostfile or DeepSpeed's multi-machine launcher)."
-        )
-    if "tee" in options:
-        tee = options["tee"]
-        if not _TEE.fullmatch(tee):
-            raise ConfigError(
-                "--tee takes 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or one of them per "
-                f"rank as rank:stream pairs; got --tee {_shown(tee)}. Write e.g. --tee 3 or "
-                "--tee 0:3,1:1."
-            )
-        if tee != "0" and "log_dir" not in options:
-            raise ConfigError(
-                "--tee copies the output of the processes to log files, so it needs a folder; "
-                f"got --tee {tee} without --log_dir. Add --log_dir logs/."
-            )
-    extra: list[str] = []
-    for name, value in options.items():
-        if name == "rdzv_conf":
-            mine = next((i for i, a in enumerate(argv) if a.startswith("--rdzv_conf=")), None)
-            if mine is not None:
-                argv[mine] = f"{argv[mine]},{value}"
-                continue
-        extra.append(f"--{name}={value}")
-    argv[0:0] = extra

@@ -7,7 +7,6 @@ import ast
 import dataclasses
 import difflib
 import inspect
-import math
 import re
 import sys
 from typing import Any, NoReturn
@@ -31,6 +30,7 @@ from .configs._engine_configs import (
     ParallelismSection,
     Section,
 )
+from .launchers._launcher_base import finite, integer
 
 _BOOL_WORDS = {"1", "0", "true", "false", "yes", "no", "on", "off", "y", "n"}
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -49,25 +49,6 @@ def _bool_word(text: str) -> bool:
     if lowered not in _BOOL_WORDS:
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
     return lowered in ("1", "true", "yes", "on", "y")
-
-
-def integer(text: str) -> int:
-    """An ``int`` flag value."""
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number like 2, got {text!r}") from None
-
-
-def finite(text: str) -> float:
-    """A ``float`` flag value: a finite number (no nan, no inf)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number like 1.0, got {text!r}")
-    return value
 
 
 class _StatedValueError(argparse.ArgumentTypeError):
@@ -295,19 +276,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
         default=None,
         help="Rendezvous port (0 or absent: a free port on one machine, 29500 on several).",
     )
-    dist.add_argument(
-        "--rdzv_backend", default=None, choices=["static", "c10d"], help="Rendezvous backend."
-    )
     _store_true(dist, "same_network", "All machines share one network.")
-    dist.add_argument(
-        "--max_restarts", type=integer, default=None, help="Restart a failed worker group N times."
-    )
-    dist.add_argument(
-        "--monitor_interval",
-        type=finite,
-        default=None,
-        help="Seconds between two health checks of the workers.",
-    )
     dist.add_argument(
         "--hang_timeout",
         type=finite,

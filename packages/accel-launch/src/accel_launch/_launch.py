@@ -8,7 +8,7 @@ import sys
 
 from accel_state import environment_variables as contract
 
-from ._compat_flags import add_torchrun_options, check_refused
+from ._compat_flags import check_refused
 from ._errors import ConfigError
 from ._flags import add_launch_arguments, normalize_argv
 from ._resolve import (
@@ -25,6 +25,7 @@ from .launchers._launcher_base import LaunchCommand as Command
 from .launchers._launcher_base import Launcher
 from .launchers._launcher_base import LaunchTarget as Target
 from .launchers._launcher_registry import choose
+from .launchers._torchrun import add_pass_through
 
 __all__ = ["Command", "add_launch_arguments", "build_command", "launch", "normalize_argv"]
 
@@ -102,7 +103,7 @@ def _command(
     env = child_environment(plan.config)
     env.update(cpu_openmp_environment(plan))
     command = backend.build(plan, target, port, env)
-    add_torchrun_options(command.launcher, command.argv, args)
+    add_pass_through(command.launcher, command.argv, args)
     _hang_timeout(command, args)
     _as_accelerate(command, args)
     return backend, target, command

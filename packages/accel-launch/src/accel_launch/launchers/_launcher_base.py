@@ -5,6 +5,7 @@ fields, and how it reports a failed rank."""
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -16,6 +17,25 @@ from ._processes import check_target, run_child
 
 if TYPE_CHECKING:
     from .._resolve import LaunchPlan
+
+
+def integer(text: str) -> int:
+    """An ``int`` flag value (the ``type`` of a backend's whole-number flag)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number like 2, got {text!r}") from None
+
+
+def finite(text: str) -> float:
+    """A ``float`` flag value: a finite number (no nan, no inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number like 1.0, got {text!r}")
+    return value
 
 
 @dataclass
