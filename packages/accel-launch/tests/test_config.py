@@ -41,6 +41,27 @@ def test_file_that_does_not_parse(tmp_path):
         load_config_file(lst)
 
 
+@pytest.mark.parametrize(
+    "text, kind, value",
+    [
+        ("num_processes: !!int\n", "int", "''"),
+        ("mixed_precision: !!float\n", "float", "''"),
+        ("use_cpu: !!bool maybe\n", "bool", "'maybe'"),
+        ("debug: !!timestamp soon\n", "timestamp", "'soon'"),
+    ],
+)
+def test_a_tagged_value_yaml_cannot_build_is_named(tmp_path, text, kind, value):
+    # PyYAML's own builders fail on these with IndexError, KeyError or AttributeError.
+    bad = tmp_path / "tagged.yaml"
+    bad.write_text(text)
+    with pytest.raises(
+        ConfigError,
+        match=rf"does not parse: `!!{kind}` at line 1 has the value {value}, which YAML cannot "
+        rf"read as a {kind}",
+    ):
+        load_config_file(bad)
+
+
 def test_future_format_is_refused(tmp_path):
     with pytest.raises(
         ConfigError,

@@ -157,7 +157,19 @@ class _BoundedLoader(yaml.SafeLoader):
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         if node not in self.constructed_objects:
             self._spend(1, node, "value")
-        return super().construct_object(node, deep=deep)
+        try:
+            return super().construct_object(node, deep=deep)
+        except (IndexError, KeyError, AttributeError, TypeError, OverflowError):
+            # PyYAML's builders of tagged scalars fail with these on values they cannot read
+            # (`!!float` or `!!int` with nothing after it, `!!bool maybe`, `!!timestamp x`).
+            if not isinstance(node, yaml.ScalarNode):
+                raise
+            line = node.start_mark.line + 1 if node.start_mark is not None else 0
+            kind = node.tag.rsplit(":", 1)[-1]
+            raise ValueError(
+                f"`!!{kind}` at line {line} has the value {node.value!r}, which YAML cannot "
+                f"read as a {kind}"
+            ) from None
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         # Merge the merged mappings first (each one bounded by this same method), then count
