@@ -82,10 +82,14 @@ def fuzz_atheris(session: Session, inputs: int, seconds: float, max_len: int) ->
         _save(seeds, data)
     fmt = session.ctx.fmt
     last = [0.0]
+    ran = [0]
 
     def one(data: bytes) -> None:
         session.feed(data)
-        if time.monotonic() - last[0] > 1:
+        ran[0] += 1
+        # libFuzzer ends the process after its last run without returning here, so the counts
+        # are written each second and at that last run (else a short piece loses them).
+        if ran[0] >= inputs or time.monotonic() - last[0] > 1:
             session.write_stats({"engine": "atheris"})
             last[0] = time.monotonic()
 
