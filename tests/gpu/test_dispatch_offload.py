@@ -114,3 +114,32 @@ def test_loaded_weights_equal_the_stored_ones_bit_for_bit(tmp_path, device):
         loaded = model.get_parameter(name)
         assert loaded.device.type == device and loaded.dtype == value.dtype
         assert torch.equal(loaded.cpu(), value), name
+
+
+@pytest.mark.cuda
+@torch.no_grad()
+def test_pinned_cpu_offload_gives_identical_outputs(reference, tmp_path):
+    """`pin_offloaded_weights` moves the CPU-offloaded weights into page-locked blocks; the
+    prefetcher then copies them to the GPU straight from there, with the same outputs."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from accel_bigmodel import pin_offloaded_weights
+
+    model, folder = reference
+    ids = torch.randint(0, 64, (4, 32), generator=torch.Generator().manual_seed(3)).to("cuda")
+    expected = model.to("cuda")(ids)
+    dispatched = _dispatched(folder, tmp_path, "cuda")
+    before = dispatched(ids)
+    done = pin_offloaded_weights(dispatched)
+    on_cpu = [p for i in (1, 2) for p in model.blocks[i].parameters()]
+    assert done.tensors == len(on_cpu)
+    assert done.weight_bytes == sum(p.numel() * p.element_size() for p in on_cpu)
+    assert done.pinned_bytes >= done.weight_bytes
+    prefetcher = dispatched._accel_prefetcher
+    assert len(prefetcher.direct) == 2, "the two CPU blocks are copied straight from pinned memory"
+    for _ in range(3):
+        out = dispatched(ids)
+        assert torch.equal(out, expected) and torch.equal(out, before)
+    assert prefetcher.hits > 0
+    assert prefetcher.pool.peak <= prefetcher.pool.capacity
+    assert pin_offloaded_weights(dispatched).tensors == 0  # already pinned: nothing more to do

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "bigmodel"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # _machine
 from _models import LlamaLike
 
 
@@ -35,7 +36,7 @@ def _peak(device: torch.device) -> int | None:
 
 
 def _library(side: str) -> Any:
-    if side == "accel":
+    if side.startswith("accel"):
         import accel.big_modeling as library
     else:
         import accelerate.big_modeling as library
@@ -66,6 +67,77 @@ def copy_floor(device: torch.device, nbytes: int) -> dict[str, float]:
         result[f"{kind}_seconds"] = best
         del host, target
     return result
+
+
+CHUNK = 16 * 2**20
+"""Bytes of one staging buffer in the read floor (the loader's own chunk)."""
+
+
+def _pieces(files: list[Path]) -> list[tuple[Path, int, int]]:
+    pieces = []
+    for path in files:
+        size = path.stat().st_size
+        pieces.extend((path, at, min(CHUNK, size - at)) for at in range(0, size, CHUNK))
+    return pieces
+
+
+def read_floor(files: list[Path], threads: int, pin: bool) -> float:
+    """Seconds to read ``files`` into (page-locked, with ``pin``) buffers by ``threads`` threads,
+    each with two 16 MiB buffers of its own, as accel's loader does; the copy to the device
+    is left out (it overlaps)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from accel_bigmodel.files._safetensors_io import writable_buffer
+
+    pieces = _pieces(files)
+    local = threading.local()
+    handles = {path: os.open(path, os.O_RDONLY) for path in files}
+
+    def read(piece: tuple[Path, int, int]) -> int:
+        if getattr(local, "buffers", None) is None:
+            local.buffers = [torch.empty(CHUNK, dtype=torch.uint8, pin_memory=pin) for _ in (0, 1)]
+            local.views = [writable_buffer(b) for b in local.buffers]
+            local.turn = 0
+        local.turn ^= 1
+        path, at, count = piece
+        return os.preadv(handles[path], [local.views[local.turn][:count]], at)
+
+    try:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            list(pool.map(read, pieces[: threads * 2]))  # buffers made, pages faulted in
+            start = time.perf_counter()
+            done = sum(pool.map(read, pieces))
+            seconds = time.perf_counter() - start
+    finally:
+        for fd in handles.values():
+            os.close(fd)
+    assert done == sum(p[2] for p in pieces), "short read"
+    return seconds
+
+
+def floors(side: str, settings: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    """The machine's read floors, measured: the checkpoint read from the page cache into
+    (page-locked) buffers by 1 thread, accel's thread count and twice that, and from the disk
+    after an eviction (which leaves the files in the page cache again)."""
+    files = sorted(Path(settings["checkpoint"]).glob("*.safetensors"))
+    nbytes = sum(f.stat().st_size for f in files)
+    pin = device.type == "cuda"
+    result: dict[str, Any] = {"checkpoint_bytes": nbytes, "threads": THREADS, "pinned": pin}
+    for threads in sorted({THREADS, 2 * THREADS, 1}):
+        read_floor(files, threads, pin)  # the page cache holds every page
+        best = min(read_floor(files, threads, pin) for _ in range(2))
+        result[f"page_cache_read_{threads}_seconds"] = best
+    from _machine import evict
+
+    evict([str(f) for f in files], settle=False)
+    time.sleep(settings.get("evict_pause", 0))
+    result["disk_read_seconds"] = read_floor(files, THREADS, pin)
+    return result
+
+
+THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Reader threads of accel's loader and prefetcher (``min(4, cpu_count)``)."""
 
 
 def load(side: str, settings: dict[str, Any], device: torch.device) -> dict[str, Any]:
@@ -134,7 +206,10 @@ def offload(side: str, settings: dict[str, Any], device: torch.device) -> dict[s
             "compute_seconds": compute,
             "transfer_seconds": transfer,
             "offloaded_bytes": offloaded,
+            "disk_bytes": sum(module_sizes[k] for k, v in placement.items() if v == "disk"),
         }
+    if side == "accel_pinned" and device.type != "cuda":
+        return {"skipped": "pin_offloaded_weights needs a CUDA device"}
     folder = Path(settings["work"]) / f"offload-{side}"
     start = time.perf_counter()
     model = _library(side).load_checkpoint_and_dispatch(
@@ -145,8 +220,20 @@ def offload(side: str, settings: dict[str, Any], device: torch.device) -> dict[s
         dtype=torch.bfloat16,
     )
     load_seconds = time.perf_counter() - start
+    pinned: dict[str, Any] = {}
+    if side == "accel_pinned":
+        from accel_bigmodel import pin_offloaded_weights
+
+        start = time.perf_counter()
+        done = pin_offloaded_weights(model)
+        pinned = {
+            "pin_seconds": time.perf_counter() - start,
+            "pinned_bytes": done.pinned_bytes,
+            "pinned_weight_bytes": done.weight_bytes,
+        }
     times = _forwards(model, ids, 4)
     return {
+        **pinned,
         "load_seconds": load_seconds,
         "first_seconds": times[0],
         "warm_seconds": statistics.median(times[1:]),
@@ -212,7 +299,7 @@ def train(side: str, settings: dict[str, Any], device: torch.device) -> dict[str
     }
 
 
-PARTS = {"load": load, "offload": offload, "train": train}
+PARTS = {"floors": floors, "load": load, "offload": offload, "train": train}
 
 
 def main() -> None:

@@ -1,10 +1,14 @@
 """GPU benchmarks: accel, the reference library and the floor side by side, in one call.
 
+0. floors: the checkpoint read from the page cache into page-locked buffers by 1 thread,
+   accel's thread count and twice that, and from the disk after an eviction;
 1. load: a multi-GB bf16 checkpoint (sharded safetensors, in the page cache) onto the GPU,
-   against the measured host-to-device copy of the same bytes (page-locked and pageable);
+   against the measured host-to-device copy of the same bytes (page-locked and pageable) and
+   its read from the page cache (the floor is the larger: the two overlap);
 2. offload: a forward with a third of the layers on the GPU, a third on the CPU and a third on
-   disk, against max(page-locked copy of the offloaded bytes, forward of the whole model on
-   the GPU);
+   disk (accel with and without its CPU third page-locked), against the largest of the
+   page-locked copy of the offloaded bytes, the read of the disk third from the page cache and
+   the forward of the whole model on the GPU;
 3. train: a bf16 training step (AdamW), against the same loop in plain torch;
 and the peak GPU memory of each. Every measurement runs in its own process under a timeout,
 so one hang costs one figure. ``--dry-run`` runs the same code on the CPU at tiny sizes (the
@@ -38,6 +42,7 @@ GPU_SIZES: dict[str, Any] = {
     "tokens": 512,
     "train_steps": 12,
     "shard": "1GB",
+    "evict_pause": 2,
 }
 DRY_SIZES: dict[str, Any] = {
     "model": {"vocab": 256, "width": 64, "hidden": 128, "layers": 6},
@@ -47,9 +52,15 @@ DRY_SIZES: dict[str, Any] = {
     "train_steps": 4,
     "shard": "100KB",
 }
-PARTS = {"load": 75, "offload": 75, "train": 60}
-"""Each part's timeout per process, in seconds (the dry run runs them all in its own process)."""
 SIDES = ("accel", "reference", "floor")
+PARTS: dict[str, tuple[int, tuple[str, ...]]] = {
+    "floors": (90, ("floor",)),
+    "load": (75, SIDES),
+    "offload": (90, ("accel", "accel_pinned", "reference", "floor")),
+    "train": (60, SIDES),
+}
+"""Each part's timeout per process, in seconds (the dry run runs them all in its own process),
+and its sides (``accel_pinned``: accel with ``pin_offloaded_weights``)."""
 
 
 def write_checkpoint(folder: Path, settings: dict[str, Any]) -> int:
@@ -134,9 +145,9 @@ def main() -> None:
             f"bench: checkpoint of {settings['checkpoint_bytes'] / 1e9:.2f} GB written in "
             f"{time.perf_counter() - start:.1f} s"
         )
-        for part, limit in PARTS.items():
+        for part, (limit, sides) in PARTS.items():
             results["parts"][part] = {}
-            for side in SIDES:
+            for side in sides:
                 left = deadline - time.monotonic()
                 if side == "reference" and not have_reference:
                     figure = {"skipped": "the reference library (accelerate) is not installed"}

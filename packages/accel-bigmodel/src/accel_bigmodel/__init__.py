@@ -70,6 +70,8 @@ _EXPORTS = {
     "get_module_leaves": ".placement._placement_helpers",
     "Prefetcher": ".hooks._prefetch",
     "attach_prefetcher": ".hooks._prefetch",
+    "PinnedWeights": ".hooks._pinned_offload",
+    "pin_offloaded_weights": ".hooks._pinned_offload",
     "PathOutsideCheckpointError": ".files._contained",
     "UntrustedPickleError": ".files._safe_pickle",
     "read_dcp_metadata_safely": ".files._safe_pickle",

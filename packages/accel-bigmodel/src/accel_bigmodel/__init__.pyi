@@ -68,6 +68,10 @@ from .hooks._offload_access import (
     get_state_dict_offloaded_model as get_state_dict_offloaded_model,
     has_offloaded_params as has_offloaded_params,
 )
+from .hooks._pinned_offload import (
+    PinnedWeights as PinnedWeights,
+    pin_offloaded_weights as pin_offloaded_weights,
+)
 from .hooks._prefetch import (
     Prefetcher as Prefetcher,
     attach_prefetcher as attach_prefetcher,
@@ -173,6 +177,7 @@ __all__ = [
     "OffloadedFileChangedError",
     "OffloadedWeightsLoader",
     "PathOutsideCheckpointError",
+    "PinnedWeights",
     "Prefetcher",
     "PrefixedDataset",
     "SAFE_MODEL_NAME",
@@ -245,6 +250,7 @@ __all__ = [
     "named_module_tensors",
     "offload_state_dict",
     "offload_weight",
+    "pin_offloaded_weights",
     "read_dcp_metadata_safely",
     "read_tied_aliases",
     "register_offload_storage",

@@ -95,13 +95,19 @@ class Prefetcher:
         self.plans: dict[int, list[TensorSpan] | None] = {}
         for hook in hooks:
             self.plans[id(hook)] = read_plan(hook.weights_map, hook.offloaded_names)
+        self.requested_pool_bytes = pool_bytes
         pinned = _pinned_target(hooks)
         largest = max((plan_bytes(p) for p in self.plans.values() if p), default=0)
+        # Weights held in page-locked CPU memory (pin_offloaded_weights) go to the device
+        # straight from there, on the side stream, without a pool buffer.
+        self.direct: dict[int, list[tuple[str, torch.Tensor]]] = {}
         if pinned:
-            # Weights held in CPU memory go to the device through the pool's buffers too.
+            # Other weights held in CPU memory go to the device through the pool's buffers too.
             for hook in hooks:
                 if self.plans[id(hook)] is None:
                     held = memory_plan(hook.weights_map, hook.offloaded_names)
+                    if held and all(tensor.is_pinned() for _, tensor in held):
+                        self.direct[id(hook)] = held
                     largest = max(largest, memory_bytes(held) if held else 0)
         if pool_bytes is None:
             pool_bytes = DEFAULT_POOL_LAYERS * largest
@@ -143,6 +149,11 @@ class Prefetcher:
     ) -> dict[str, torch.Tensor]:
         return self._to_target(hook, copy_into(held, buffer, self.readers))
 
+    def _copy_pinned(
+        self, hook: AlignDevicesHook, held: list[tuple[str, torch.Tensor]]
+    ) -> dict[str, torch.Tensor]:
+        return self._to_target(hook, dict(held))
+
     def _to_target(
         self, hook: AlignDevicesHook, values: dict[str, torch.Tensor]
     ) -> dict[str, torch.Tensor]:
@@ -180,16 +191,17 @@ class Prefetcher:
             if isinstance(exc, OffloadedFileChangedError):
                 raise  # a file changed under the model: reading it again cannot help
             return None
+        on_cpu = {tensor.device for tensor in result.values()} == {torch.device("cpu")}
         if lease is not None:
-            devices = {tensor.device for tensor in result.values()}
-            if devices == {torch.device("cpu")}:
+            if on_cpu:
                 with self.lock:
                     self.leased[id(hook)] = lease
             else:
                 self.pool.give_back(lease)  # the read-ahead buffer was copied to the device
-                for tensor in result.values():
-                    if tensor.device.type == "cuda":
-                        tensor.record_stream(torch.cuda.current_stream(tensor.device))
+        if not on_cpu:  # copied on the side stream, used on this one
+            for tensor in result.values():
+                if tensor.device.type == "cuda":
+                    tensor.record_stream(torch.cuda.current_stream(tensor.device))
         self.hits += 1
         return result
 
@@ -226,6 +238,13 @@ class Prefetcher:
                 if key in self.pending or key in self.leased or following.prefetcher is not self:
                     continue  # already under way, or its hook was removed from the model
                 plan = self.plans.get(key)
+                if key in self.direct:  # the pool counts their bytes in flight to the device
+                    pinned = self.direct[key]
+                    if not self.pool.reserve(memory_bytes(pinned)):
+                        break
+                    future = self.executor.submit(self._copy_pinned, following, pinned)
+                    self.pending[key] = (future, memory_bytes(pinned))
+                    continue
                 if plan is None:
                     held = None
                     if self.stage_memory:
@@ -267,6 +286,8 @@ class Prefetcher:
         with self.lock:
             for key, (future, lease) in list(self.pending.items()):
                 # An int lease: weights prepared outside the pool's buffers.
+                if key in self.direct:
+                    continue  # held in memory: nothing on a file to check again
                 if not isinstance(lease, int) or not future.done() or future.cancelled():
                     continue
                 hook = self.hooks[self.position[key]]

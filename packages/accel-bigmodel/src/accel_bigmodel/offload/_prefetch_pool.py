@@ -4,10 +4,10 @@ pool of reusable buffers, and the reads that fill one buffer with one module's w
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -80,6 +80,22 @@ def read_plan(weights_map: Mapping[str, Any] | None, names: list[str]) -> list[T
     return plan
 
 
+def held_map(
+    weights_map: Mapping[str, object] | None,
+) -> tuple[MutableMapping[str, torch.Tensor] | None, str, torch.device | None]:
+    """``(mapping, key prefix, device)`` of the weights a hook's map holds in memory: the dict
+    the lookups read (``None`` for a map of another kind, which could do I/O when indexed) and
+    the device its loader moves them to (``None``: as held)."""
+    loader, prefix = loader_of(weights_map)
+    if loader is not None:
+        return loader.state_dict, prefix, loader.device
+    if isinstance(weights_map, PrefixedDataset) and isinstance(weights_map.dataset, dict):
+        return cast("dict[str, torch.Tensor]", weights_map.dataset), weights_map.prefix, None
+    if isinstance(weights_map, dict):
+        return cast("dict[str, torch.Tensor]", weights_map), "", None
+    return None, "", None
+
+
 def memory_plan(
     weights_map: Mapping[str, Any] | None, names: list[str]
 ) -> list[tuple[str, torch.Tensor]] | None:
@@ -88,14 +104,8 @@ def memory_plan(
     could do I/O when indexed)."""
     if weights_map is None or not names:
         return None
-    loader, prefix = loader_of(weights_map)
-    if loader is not None:
-        held: Mapping[str, Any] = loader.state_dict
-    elif isinstance(weights_map, PrefixedDataset) and isinstance(weights_map.dataset, dict):
-        held, prefix = weights_map.dataset, weights_map.prefix
-    elif isinstance(weights_map, dict):
-        held = weights_map
-    else:
+    held, prefix, device = held_map(weights_map)
+    if held is None:
         return None
     found = []
     for name in names:
@@ -104,7 +114,7 @@ def memory_plan(
             not isinstance(tensor, torch.Tensor)
             or tensor.device.type != "cpu"
             or not tensor.is_contiguous()
-            or (loader is not None and loader.device is not None and loader.device != tensor.device)
+            or (device is not None and device != tensor.device)
         ):
             return None
         found.append((name, tensor))
