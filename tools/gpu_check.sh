@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The GPU check: every test marked `cuda`, the checks of tests/gpu, the quick tour on the GPU
 # and the GPU benchmarks (accel, the reference and the floor side by side), in one command of at
-# most 8 minutes; each step has its own timeout, so one hang costs one step.
+# most 330 s, and the large benchmarks in a second (--large) of at most 300 s; each step has its
+# own timeout, so one hang costs one step.
 #
 #   bash tools/gpu_check.sh --prepare   # here, with network: carried wheels into build/gpu-wheels
 #   bash tools/gpu_check.sh             # on the GPU machine (results under $OUT)
+#   bash tools/gpu_check.sh --large     # the second call: a 7B-class model served, FP8 training
 #   bash tools/gpu_check.sh --dry-run   # on a CPU: the same steps, CUDA parts skipped and named
+#                                       # (with --large: the large benchmarks at tiny sizes)
 #
 # The GPU machine installs nothing from the network: the packages' src folders go on PYTHONPATH
 # (tools/gpu_checks/setup_env.py writes their metadata and commands), and the wheels of
@@ -14,12 +17,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 MODE=gpu
-case "${1:-}" in
-    --dry-run) MODE=dry ;;
-    --prepare) MODE=prepare ;;
-    "") ;;
-    *) echo "usage: tools/gpu_check.sh [--dry-run | --prepare]; got '$1'" >&2; exit 2 ;;
-esac
+LARGE=0  # --large: the second call, the large benchmarks (a 7B-class model, FP8 training)
+for arg in "$@"; do
+    case "$arg" in
+        --dry-run) MODE=dry ;;
+        --prepare) MODE=prepare ;;
+        --large) LARGE=1 ;;
+        *) echo "usage: tools/gpu_check.sh [--large] [--dry-run | --prepare]; got '$arg'" >&2; exit 2 ;;
+    esac
+done
 
 WHEELS="$ROOT/build/gpu-wheels"
 if [ "$MODE" = prepare ]; then
@@ -45,7 +51,11 @@ if [ "$MODE" = dry ]; then
 else
     PYTHON="${PYTHON:-python3}"
     OUT="${OUT:-$ROOT/build/gpu-check}"
-    BUDGET=470
+    BUDGET=330  # with the --large call's 300 s, both fit in about 11 minutes with start-up
+fi
+if [ "$LARGE" = 1 ]; then
+    OUT="$OUT-large"
+    [ "$MODE" = gpu ] && BUDGET=300
 fi
 mkdir -p "$OUT"
 WORK="$(mktemp -d)"
@@ -88,6 +98,20 @@ if ! PYPATH="$("${SETUP[@]}")"; then echo "setting up accel from the working tre
 export PYTHONPATH="$PYPATH${PYTHONPATH:+:$PYTHONPATH}" PATH="$WORK/bin:$PATH"
 
 step "dependencies" 120 "$PYTHON" tools/gpu_checks/deps.py --json "$OUT/deps.json"
+
+if [ "$LARGE" = 1 ]; then
+    LARGE_BENCH=("$PYTHON" tools/gpu_checks/bench_large.py --json "$OUT/large.json")
+    [ "$MODE" = dry ] && LARGE_BENCH+=(--dry-run)
+    step "large benchmarks" "$BUDGET" "${LARGE_BENCH[@]}" --budget $((BUDGET - (SECONDS - START) - 20))
+    REPORT=("$PYTHON" tools/gpu_checks/report.py "$OUT" --large)
+    [ "$MODE" = dry ] && REPORT+=(--dry-run)
+    "${REPORT[@]}"
+    rm -f "$OUT/steps.tsv" "$OUT/deps.json"
+    echo "total: $((SECONDS - START)) s of a $BUDGET s budget; results in $OUT"
+    if [ "${#FAILED[@]}" -gt 0 ]; then echo "FAILED: ${FAILED[*]}"; exit 1; fi
+    echo "every step passed"
+    exit 0
+fi
 
 # Every test file holding a test marked `cuda`, and tests/gpu (half of it runs on the CPU too).
 mapfile -t CUDA_FILES < <(grep -rlE "mark\.cuda\b" --include='test_*.py' packages tests | grep -v '^tests/gpu/' | sort)

@@ -157,8 +157,8 @@ run_fuzz() {
 }
 
 run_gpu_dry_run() {
-    step "GPU check, dry run on the CPU (tools/gpu_check.sh --dry-run)"
-    bash tools/gpu_check.sh --dry-run
+    step "GPU check, dry run on the CPU (tools/gpu_check.sh --dry-run, then with --large)"
+    bash tools/gpu_check.sh --dry-run && bash tools/gpu_check.sh --dry-run --large
 }
 
 # Two pytest-xdist workers, a test file each at a time (a file's fixtures stay in one process):

@@ -3,7 +3,9 @@
 Reads what ``tools/gpu_check.sh`` left in its output folder: ``steps.tsv`` (each step, its exit
 status and seconds), ``deps.json``, ``junit.xml``, ``bench.json`` and the clients' paths (``clients-*.json``).
 
-Usage: python tools/gpu_checks/report.py OUT_DIR [--dry-run]
+With ``--large``, the second call's page instead, ``gpu-large.md``, from ``large.json``.
+
+Usage: python tools/gpu_checks/report.py OUT_DIR [--dry-run] [--large]
 """
 
 from __future__ import annotations
@@ -253,10 +255,27 @@ def _clients(out: Path) -> list[str]:
     return rows or ["No client-path results (the test step did not reach them)."]
 
 
+def _large(found: Path) -> list[str]:
+    """The second call's sections: the 7B-class model served, FP8 training."""
+    if not found.is_file():
+        return ["No results (the large benchmarks did not finish)."]
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _bench_fp8
+    import _bench_llm
+
+    data = json.loads(found.read_text(encoding="utf-8"))
+    lines: list[str] = []
+    for name, module in (("llm", _bench_llm), ("fp8", _bench_fp8)):
+        if name in data:
+            lines += [*module.markdown(data[name]), ""]
+    return lines
+
+
 def main() -> None:
     out = Path(sys.argv[1])
     dry = "--dry-run" in sys.argv
-    lines = ["# GPU check", ""]
+    large = "--large" in sys.argv
+    lines = ["# GPU check" + (": the large benchmarks (second call)" if large else ""), ""]
     if dry:
         lines += [
             "A dry run on the CPU: it shows that the check still runs; its figures are not GPU figures.",
@@ -279,6 +298,11 @@ def main() -> None:
         for row in json.loads(deps.read_text(encoding="utf-8")):
             state = "ok" if row["error"] is None else f"missing: {row['error']}"
             lines.append(f"| {row['name']} | {row['version'] or '-'} | {state} | {row['role']} |")
+    if large:
+        lines += ["", *_large(out / "large.json")]
+        (out / "gpu-large.md").write_text("\n".join(lines), encoding="utf-8")
+        print(f"report: {out / 'gpu-large.md'}")
+        return
     lines += ["", "## Tests (marked `cuda`, and tests/gpu)", "", *_tests(out / "junit.xml")]
     lines += ["", "## The clients' paths, accel beside the reference", "", *_clients(out)]
     lines += ["", "## Benchmarks", "", *_bench(out / "bench.json"), ""]
