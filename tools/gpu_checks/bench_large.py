@@ -37,8 +37,9 @@ def _failures(name: str, results: dict[str, Any]) -> list[str]:
         for side, figure in sides.items():
             if "error" in figure:
                 found.append(f"{name}/{scenario}/{side}: {figure['error'][:200]}")
-        if name == "llm" and sides.get("tokens_equal") is False:
-            found.append(f"llm/{scenario}: accel and the reference generated different tokens")
+    for scenario, equal in results.get("tokens_equal", {}).items():
+        if equal is False:
+            found.append(f"{name}/{scenario}: accel and the reference generated different tokens")
     if "error" in results.get("prepare", {}):
         found.append(f"{name}/prepare: {results['prepare']['error'][:200]}")
     return found
