@@ -55,12 +55,13 @@ DRY_SIZES: dict[str, Any] = {
 SIDES = ("accel", "reference", "floor")
 PARTS: dict[str, tuple[int, tuple[str, ...]]] = {
     "floors": (90, ("floor",)),
-    "load": (75, SIDES),
+    "load": (75, ("accel", "accel_more_threads", "reference", "floor")),
     "offload": (90, ("accel", "accel_pinned", "reference", "floor")),
     "train": (60, SIDES),
 }
 """Each part's timeout per process, in seconds (the dry run runs them all in its own process),
-and its sides (``accel_pinned``: accel with ``pin_offloaded_weights``)."""
+and its sides (``accel_pinned``: accel with ``pin_offloaded_weights``; ``accel_more_threads``:
+accel's loader with twice its default reader threads)."""
 
 
 def write_checkpoint(folder: Path, settings: dict[str, Any]) -> int:

@@ -94,11 +94,17 @@ def _bench(bench: Path) -> list[str]:
         "| side | seconds | GB/s | x floor | peak device memory |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for side in ("accel", "reference"):
+    for side, label in (
+        ("accel", "accel"),
+        ("accel_more_threads", f"accel, {2 * reads.get('threads', 4)} reader threads"),
+        ("reference", "reference"),
+    ):
         f = load.get(side, {})
+        if not f:
+            continue
         rate = f"{size / f['seconds'] / 1e9:.2f}" if "seconds" in f else "-"
         rows.append(
-            f"| {side} | {_figure(f, 'seconds')} | {rate} | {_ratio(f.get('seconds'), load_floor)} "
+            f"| {label} | {_figure(f, 'seconds')} | {rate} | {_ratio(f.get('seconds'), load_floor)} "
             f"| {_gb(f.get('peak_bytes'))} |"
         )
     for kind in ("pinned", "pageable"):
