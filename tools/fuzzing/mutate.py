@@ -210,7 +210,9 @@ def mutate_pickle(data: bytes, rng: random.Random) -> bytes:
         return mutate_bytes(data, rng)
     if not ints:
         return mutate_bytes(data, rng)
-    for op, pos in rng.sample(ints, min(len(ints), rng.randint(1, 3))):
+    chosen = rng.sample(ints, min(len(ints), rng.randint(1, 3)))
+    # Last first: a swap changes the length of what follows it, not the positions before it.
+    for op, pos in sorted(chosen, key=lambda found: found[1], reverse=True):
         data = _swap_int(data, op, pos, rng)
     return data
 

@@ -96,3 +96,13 @@ def test_tensors_in_any_header_order_that_tile_the_data_still_read(tmp_path):
         path, {"b": {**_F32, "data_offsets": [8, 16]}, "a": {**_F32, "data_offsets": [0, 8]}}, data
     )
     assert torch.equal(SafetensorsFile(path).load("b"), torch.tensor([2.0, 3.0]))
+
+
+@pytest.mark.parametrize("metadata", [5, "text", ["a"], {"format": 1}], ids=str)
+def test_metadata_that_is_not_a_map_of_strings_is_refused(tmp_path, metadata):
+    """The format's ``__metadata__`` maps strings to strings (the safetensors library refuses
+    anything else); a reader of it must not meet an int or a list."""
+    path = tmp_path / "bad.safetensors"
+    _file(path, {"__metadata__": metadata, "a": {**_F32, "data_offsets": [0, 8]}}, bytes(8))
+    with pytest.raises(CorruptSafetensorsError, match="map of strings to strings"):
+        SafetensorsFile(path)

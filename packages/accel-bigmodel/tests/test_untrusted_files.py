@@ -183,3 +183,34 @@ def test_the_refusal_survives_being_sent_between_processes():
         "/x/.metadata",
         "posix.system",
     )
+
+
+def test_a_legacy_pickle_stating_a_huge_string_length_is_a_named_error(tmp_path):
+    """torch's restricted unpickler reads a string by the length the file states; read from a
+    file object that length is allocated first (4 GiB here), read from memory it is not."""
+    import pickle
+    import resource
+    import struct
+
+    from accel_bigmodel import safe_torch_load
+
+    path = tmp_path / "scheduler.bin"
+    # protocol 2, BINUNICODE of 2**32 - 1 bytes, with 3 bytes there
+    path.write_bytes(b"\x80\x02X" + struct.pack("<I", 2**32 - 1) + b"abc")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30 + _mapped_bytes(), hard))
+    try:
+        with pytest.raises(RuntimeError, match="damaged or truncated"):
+            safe_torch_load(path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    path.write_bytes(pickle.dumps({"a": 1}, protocol=2)[:-4])  # cut short inside a number
+    with pytest.raises(RuntimeError, match="damaged or truncated"):
+        safe_torch_load(path)
+
+
+def _mapped_bytes() -> int:
+    import os
+
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")

@@ -19,6 +19,7 @@ import math
 import os
 import pickle
 import re
+import struct
 import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -185,13 +186,29 @@ def safe_torch_load(
     kwargs = {"map_location": map_location, "mmap": use_mmap, **load_kwargs}
     if trust_pickles:
         return torch.load(name, weights_only=False, **kwargs)
+    source: Any = name
+    if not use_mmap and not _is_zip(name):
+        # The legacy format is unpickled straight from the file, and torch's restricted
+        # unpickler reads each string or bytes object by the length the file states: a file
+        # object allocates that length before reading (a tampered length asks for terabytes),
+        # an in-memory copy hands back only the bytes there are.
+        with open(name, "rb") as handle:
+            source = io.BytesIO(handle.read())
     try:
         with torch.serialization.safe_globals(list(allowed_globals)):
-            return torch.load(name, weights_only=True, **kwargs)
+            return torch.load(source, weights_only=True, **kwargs)
     except pickle.UnpicklingError as exc:
         refused = _first(_GLOBAL_IN_MESSAGE.search(str(exc))) or _unusual_global(name)
         raise _refusal(name, refused, "torch.load(weights_only=True)", opt_in) from None
-    except (RuntimeError, EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
+    except (
+        RuntimeError,
+        EOFError,
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        struct.error,  # a length or number cut short by the end of the file
+    ) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise RuntimeError(
             f"torch.load reads files written by torch.save; {name} is not one, or is damaged "
@@ -274,12 +291,13 @@ def read_dcp_metadata_safely(
 
 
 def _dims(value: Any) -> bool:
-    """A shape, offset or size list of a DCP entry: ints >= 0 whose product fits 63 bits."""
+    """A shape, offset or size list of a DCP entry: ints >= 0 that, like their product, fit
+    63 bits (a dimension past them next to a 0 has a product of 0)."""
     try:
         dims = list(value)
     except (TypeError, ValueError, OverflowError):  # torch.Size of an int past 64 bits
         return False
-    ok = all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
+    ok = all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**63 for d in dims)
     return ok and math.prod(dims) < 2**63
 
 
@@ -324,7 +342,9 @@ def _check_tensor_entries(metadata: Any, path: str) -> None:
 
 def _check_storage_entries(metadata: Any, folder: str, path: str) -> None:
     """Refuse storage entries that name a file outside ``folder`` or a negative range."""
-    storage = getattr(metadata, "storage_data", None) or {}
+    storage = getattr(metadata, "storage_data", None)
+    if storage is None:  # no stored item: the readers then find every tensor's bytes missing
+        storage = metadata.storage_data = {}
     if not isinstance(storage, Mapping):
         raise ValueError(
             f"a DCP metadata file maps each stored item to its file; {path} holds a "

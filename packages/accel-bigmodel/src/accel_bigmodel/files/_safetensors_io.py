@@ -199,7 +199,13 @@ def _read_header(path: str, size: int) -> tuple[dict[str, Any], dict[str, str], 
         raise _corrupt(path, f"its header is not JSON: {exc}") from None
     if not isinstance(header, dict):
         raise _corrupt(path, "its header is not a JSON object")
-    metadata = header.pop("__metadata__", None) or {}
+    metadata = header.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
+    elif not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise _corrupt(
+            path, f"its __metadata__ is not a map of strings to strings: {metadata!r:.80}"
+        )
     data_start = 8 + length
     data_size = size - data_start
     spans: list[tuple[int, int, str]] = []
