@@ -13,7 +13,7 @@ _EXPORTS = {
     "WEIGHTS_NAME": ".files._checkpoint_files",
     "WEIGHTS_PATTERN_NAME": ".files._checkpoint_files",
     "load_state_dict": ".files._checkpoint_files",
-    "CheckpointKeysError": ".loading._checkpoint_io",
+    "CheckpointKeysError": ".loading._weights_io",
     "LoadReport": ".loading._checkpoint_io",
     "load_checkpoint_in_model": ".loading._checkpoint_io",
     "check_device_map": ".placement._device_map_use",

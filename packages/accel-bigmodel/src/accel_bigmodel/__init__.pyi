@@ -77,7 +77,6 @@ from .hooks._prefetch import (
     attach_prefetcher as attach_prefetcher,
 )
 from .loading._checkpoint_io import (
-    CheckpointKeysError as CheckpointKeysError,
     LoadReport as LoadReport,
     load_checkpoint_in_model as load_checkpoint_in_model,
 )
@@ -93,6 +92,7 @@ from .loading._state_dict_tools import (
     get_parameter_device as get_parameter_device,
 )
 from .loading._weights_io import (
+    CheckpointKeysError as CheckpointKeysError,
     TIED_ALIASES_KEY as TIED_ALIASES_KEY,
     default_threads as default_threads,
     find_tied_storages as find_tied_storages,

@@ -10,8 +10,6 @@ from typing import Any, Union
 
 import torch
 
-from ..placement._device_map_use import mapped_device
-from ..placement._tensors import normalize_device
 from ._contained import contained_path
 from ._safe_pickle import UntrustedPickleError, safe_torch_load
 from ._safetensors_io import SafetensorsFile
@@ -171,6 +169,11 @@ def load_state_dict(
     Returns:
         Name -> tensor.
     """
+    # Placement is imported here: the names and readers above serve loads without a device map
+    # (load_state), which need none of it.
+    from ..placement._device_map_use import mapped_device
+    from ..placement._tensors import normalize_device
+
     path = os.fspath(checkpoint_file)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"A checkpoint file must exist; {path!r} does not. Check the path.")

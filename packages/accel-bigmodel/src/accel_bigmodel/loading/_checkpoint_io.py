@@ -29,36 +29,11 @@ from ..placement._tensors import (
     retie_parameters,
     set_module_tensor_to_device,
 )
+from ._weights_io import CheckpointKeysError
 
 logger = logging.getLogger("accel_bigmodel.modeling")
 
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-class CheckpointKeysError(ValueError):
-    """The checkpoint's tensors do not match the model's in a way the load cannot accept.
-
-    Raised before any weight is placed (the model is left as it was) when ``strict=True`` and
-    keys differ, or when tensors the checkpoint lacks are on the ``meta`` device (they would
-    have no values).
-
-    Attributes:
-        missing_keys: Model tensors the checkpoint does not hold.
-        unexpected_keys: Checkpoint tensors the model does not have.
-        files: The checkpoint files that were read.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        missing_keys: list[str],
-        unexpected_keys: list[str],
-        files: list[str],
-    ) -> None:
-        super().__init__(message)
-        self.missing_keys = missing_keys
-        self.unexpected_keys = unexpected_keys
-        self.files = files
 
 
 def _check_keys(

@@ -25,7 +25,6 @@ from ..files._safetensors_io import (
     read_span,
     write_safetensors,
 )
-from ._checkpoint_io import CheckpointKeysError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -34,6 +33,32 @@ TIED_ALIASES_KEY = "accel_tied_aliases"
 
 CHUNK_BYTES = 16 * 1024 * 1024
 """Bytes one reader thread copies at a time (big tensors are split into such chunks)."""
+
+
+class CheckpointKeysError(ValueError):
+    """The checkpoint's tensors do not match the model's in a way the load cannot accept.
+
+    Raised before any weight is placed (the model is left as it was) when ``strict=True`` and
+    keys differ, or when tensors the checkpoint lacks are on the ``meta`` device (they would
+    have no values).
+
+    Attributes:
+        missing_keys: Model tensors the checkpoint does not hold.
+        unexpected_keys: Checkpoint tensors the model does not have.
+        files: The checkpoint files that were read.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        files: list[str],
+    ) -> None:
+        super().__init__(message)
+        self.missing_keys = missing_keys
+        self.unexpected_keys = unexpected_keys
+        self.files = files
 
 
 def default_threads() -> int:
