@@ -29,11 +29,25 @@ def test_file_crc_in_parts_equals_zlib(tmp_path, size, threads):
     ) == zlib.crc32(data)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_file_crc_in_parts_joined_in_python_equals_zlib(tmp_path, monkeypatch, threads):
+    """Without zlib-ng the parts' CRCs are joined by `crc32_combine`: the same value."""
+    from accel._training_checkpoints.files import _crc
+
+    monkeypatch.setattr(_crc, "_crc32", zlib.crc32)
+    monkeypatch.setattr(_crc, "_combine", None)
+    data = random.Random(threads).randbytes(50_001)
+    path = tmp_path / "file.bin"
+    path.write_bytes(data)
+    assert crc32_of_file(str(path), threads=threads, min_part=1024) == zlib.crc32(data)
+
+
 def test_the_checksum_runs_on_zlib_ng_a_dependency_of_accel():
     from zlib_ng import zlib_ng
 
     from accel._training_checkpoints.files import _crc
 
     assert _crc._crc32 is zlib_ng.crc32
+    assert _crc._combine is zlib_ng.crc32_combine  # the join in C, not in Python
     data = random.Random(1).randbytes(70_000)
     assert zlib_ng.crc32(data) == zlib.crc32(data)
