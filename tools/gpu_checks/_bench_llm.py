@@ -1,10 +1,8 @@
 """A 7B-class model loaded and served: accel, the reference library and the floor side by side.
 
-A Llama-2-7B-shaped checkpoint (hidden 4096, MLP 11008, 32 layers, 32 heads, vocabulary
-32000) with random bf16 weights, about 13.5 GB, is written once as sharded safetensors (filled
-on the device with a seeded generator, one shard at a time). Then each side loads it through
-transformers in a fresh interpreter per scenario (accel through ``accel.install_as_accelerate()``
-before transformers is imported, the reference as installed) and decodes greedily:
+A Llama-2-7B-shaped checkpoint with random bf16 weights, about 13.5 GB, is written once
+(``_llm_checkpoint.py``); each side loads it through transformers in a fresh interpreter per
+scenario (accel through ``accel.install_as_accelerate()``) and decodes greedily:
 
 - ``gpu``: ``from_pretrained(device_map="auto", dtype=bfloat16)``, all on the GPU;
 - ``half``: the same with a ``max_memory`` that leaves room for half of the decoder layers on the
@@ -18,10 +16,9 @@ all-GPU time per token (the faster side's: no library can decode faster than the
 computes), and, with layers offloaded, max(offloaded bytes per token / that bandwidth, the
 all-GPU time per token).
 
-``python _bench_llm.py SIDE SCENARIO SETTINGS_JSON`` runs one measurement in this process and
-prints one JSON object on its last stdout line; ``python _bench_llm.py prepare WORK
-SETTINGS_JSON`` writes the checkpoint under WORK and prints what ``prepare`` returns.
-``run_all`` runs them all, each in its own process.
+``python _bench_llm.py SIDE SCENARIO SETTINGS_JSON`` runs one measurement and prints one JSON
+object on its last stdout line (``prepare WORK SETTINGS_JSON``: the checkpoint); ``run_all``
+runs them all, each in its own process; ``_llm_page.py`` writes the results-page section.
 """
 
 from __future__ import annotations
@@ -37,6 +34,11 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from _llm_checkpoint import prepare
+from _llm_page import SCENARIOS, brief, markdown
+
+__all__ = ["DRY_SIZES", "GPU_SIZES", "SCENARIOS", "markdown", "prepare", "run", "run_all"]
 
 GPU_SIZES: dict[str, Any] = {
     # Llama-2-7B's shape: 6.74e9 parameters, 13.5 GB in bf16.
@@ -73,184 +75,8 @@ DRY_SIZES: dict[str, Any] = {
     "copy_bytes": 2**23,
     "cpu_max_memory": 2**30,
 }
-SCENARIOS = ("gpu", "half")
 SIDES = ("accel", "reference", "floor")
 HERE = Path(__file__).resolve()
-STD = 0.02
-"""Standard deviation of the random weights (the norms' weights are ones)."""
-
-
-# The checkpoint -------------------------------------------------------------------------------
-
-
-def _shapes(config: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
-    """The parameter names and shapes of ``LlamaForCausalLM`` (untied head, no biases), in the
-    order of its state dict."""
-    h, inner = config["hidden_size"], config["intermediate_size"]
-    heads, vocab = config["num_attention_heads"], config["vocab_size"]
-    head_dim = h // heads
-    kv = config.get("num_key_value_heads", heads) * head_dim
-    shapes: list[tuple[str, tuple[int, ...]]] = [("model.embed_tokens.weight", (vocab, h))]
-    for i in range(config["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        shapes += [
-            (p + "self_attn.q_proj.weight", (heads * head_dim, h)),
-            (p + "self_attn.k_proj.weight", (kv, h)),
-            (p + "self_attn.v_proj.weight", (kv, h)),
-            (p + "self_attn.o_proj.weight", (h, heads * head_dim)),
-            (p + "mlp.gate_proj.weight", (inner, h)),
-            (p + "mlp.up_proj.weight", (inner, h)),
-            (p + "mlp.down_proj.weight", (h, inner)),
-            (p + "input_layernorm.weight", (h,)),
-            (p + "post_attention_layernorm.weight", (h,)),
-        ]
-    shapes += [("model.norm.weight", (h,)), ("lm_head.weight", (vocab, h))]
-    return shapes
-
-
-def _nbytes(shape: tuple[int, ...]) -> int:
-    n = 2  # bf16
-    for d in shape:
-        n *= d
-    return n
-
-
-def plan(config: dict[str, Any]) -> dict[str, Any]:
-    """The sizes of the model's parts and the ``max_memory`` budget of the main device that holds
-    the embedding and half of the decoder layers.
-
-    transformers places the modules in order (the embedding, the layers, the final norm, the
-    head) and keeps room for the largest no-split module (a decoder layer) on the main device
-    when anything is offloaded: with E the embedding and L a layer, k layers fit when
-    E + (k + 1) L <= budget < E + (k + 2) L; the budget sits in the middle of that range. The
-    final norm and the head follow the last layer off the device."""
-    shapes = dict(_shapes(config))
-    layers = config["num_hidden_layers"]
-    layer = sum(_nbytes(s) for n, s in shapes.items() if n.startswith("model.layers.0."))
-    embed = _nbytes(shapes["model.embed_tokens.weight"])
-    head = _nbytes(shapes["lm_head.weight"])
-    norm = _nbytes(shapes["model.norm.weight"])
-    on_device = layers // 2
-    offloaded = layers - on_device
-    return {
-        "layer_bytes": layer,
-        "embed_bytes": embed,
-        "head_bytes": head,
-        "model_bytes": sum(_nbytes(s) for s in shapes.values()),
-        "half_device_layers": on_device,
-        "half_budget_bytes": embed + (on_device + 1) * layer + layer // 2,
-        "half_offloaded_bytes": offloaded * layer + norm + head,
-    }
-
-
-def _config_json(config: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_act": "silu",
-        "rms_norm_eps": 1e-5,
-        "tie_word_embeddings": False,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "pad_token_id": 0,
-        "initializer_range": STD,
-        "use_cache": True,
-        "torch_dtype": "bfloat16",
-        **config,
-    }
-
-
-def _shards(config: dict[str, Any], limit: int) -> list[list[tuple[str, tuple[int, ...]]]]:
-    shards: list[list[tuple[str, tuple[int, ...]]]] = [[]]
-    size = 0
-    for name, shape in _shapes(config):
-        if shards[-1] and size + _nbytes(shape) > limit:
-            shards.append([])
-            size = 0
-        shards[-1].append((name, shape))
-        size += _nbytes(shape)
-    return shards
-
-
-def _header(entries: list[tuple[str, tuple[int, ...]]]) -> tuple[bytes, list[int]]:
-    """A safetensors header (8-byte length, JSON padded to 8 bytes) and the tensors' offsets."""
-    meta: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offsets, at = [], 0
-    for name, shape in entries:
-        offsets.append(at)
-        meta[name] = {
-            "dtype": "BF16",
-            "shape": list(shape),
-            "data_offsets": [at, at + _nbytes(shape)],
-        }
-        at += _nbytes(shape)
-    text = json.dumps(meta, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    return len(text).to_bytes(8, "little") + text, offsets + [at]
-
-
-def prepare(work: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    """Writes the checkpoint under ``work``; returns the keys to merge into the settings.
-
-    Each shard is one byte buffer on the device, filled tensor by tensor with a seeded generator
-    (random normal weights, norms at one), copied once into a reused page-locked host buffer
-    and written after its header: the model is never built, nor held twice in host memory."""
-    import shutil
-
-    import torch
-
-    config = settings["config"]
-    sizes = plan(config)
-    device = torch.device(settings["device"])
-    folder = Path(work) / "llama-7b-shape"
-    folder.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(folder).free
-    if free < sizes["model_bytes"] * 1.05:
-        raise RuntimeError(
-            f"not enough disk space under {folder} for the {sizes['model_bytes'] / 1e9:.2f} GB "
-            f"checkpoint ({free / 1e9:.2f} GB free)"
-        )
-    shards = _shards(config, settings["shard_bytes"])
-    biggest = max(sum(_nbytes(s) for _, s in entries) for entries in shards)
-    generator = torch.Generator(device=device).manual_seed(0)
-    cuda = device.type == "cuda"
-    if cuda:
-        torch.empty(1, device=device)  # the CUDA context, outside the clock
-    start = time.perf_counter()
-    staging = torch.empty(biggest, dtype=torch.uint8, device=device)
-    host = torch.empty(biggest, dtype=torch.uint8, pin_memory=True) if cuda else staging
-    weight_map: dict[str, str] = {}
-    written = 0
-    for index, entries in enumerate(shards):
-        name = f"model-{index + 1:05d}-of-{len(shards):05d}.safetensors"
-        header, offsets = _header(entries)
-        for (key, shape), begin, end in zip(entries, offsets, offsets[1:]):
-            view = staging[begin:end].view(torch.bfloat16).view(shape)
-            if key.endswith("norm.weight"):
-                view.fill_(1.0)
-            else:
-                view.normal_(0.0, STD, generator=generator)
-            weight_map[key] = name
-        size = offsets[-1]
-        if cuda:
-            host[:size].copy_(staging[:size])
-        with open(folder / name, "wb") as f:
-            f.write(header)
-            f.write(memoryview(host[:size].numpy()))
-        written += size + len(header)
-    index_json = {"metadata": {"total_size": sizes["model_bytes"]}, "weight_map": weight_map}
-    (folder / "model.safetensors.index.json").write_text(json.dumps(index_json, indent=1))
-    (folder / "config.json").write_text(json.dumps(_config_json(config), indent=1))
-    seconds = time.perf_counter() - start
-    del staging, host
-    return {
-        "checkpoint": str(folder),
-        "work": str(work),
-        "checkpoint_bytes": written,
-        "shards": len(shards),
-        "write_seconds": seconds,
-        **sizes,
-    }
 
 
 # One measurement ------------------------------------------------------------------------------
@@ -586,7 +412,7 @@ def run_all(settings: dict[str, Any], timeout: float, deadline: float) -> dict[s
             for scenario in SCENARIOS:
                 for side in sides:
                     rows[scenario][side] = one(side, scenario)
-                    print(f"bench llm: {scenario:<5} {side:<10} {_brief(rows[scenario][side])}")
+                    print(f"bench llm: {scenario:<5} {side:<10} {brief(rows[scenario][side])}")
         else:
             # One process per side for both scenarios, the sides side by side: the dry run
             # checks the code paths, and four fresh interpreters importing transformers one
@@ -605,10 +431,6 @@ def run_all(settings: dict[str, Any], timeout: float, deadline: float) -> dict[s
 
         shutil.rmtree(work, ignore_errors=True)
     return results
-
-
-def _brief(figures: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in figures.items() if k not in ("tokens", "other_modules")})
 
 
 def _finish(results: dict[str, Any], floors: dict[str, dict[str, Any]]) -> None:
@@ -643,124 +465,6 @@ def _finish(results: dict[str, Any], floors: dict[str, dict[str, Any]]) -> None:
         results["half_matches_gpu"][side] = (
             None if full is None or half is None else full[: len(half)] == half
         )
-
-
-# The results page -----------------------------------------------------------------------------
-
-
-def _gib(n: float | None) -> str:
-    return "-" if n is None else f"{n / 2**30:.2f} GiB"
-
-
-def _text(f: dict[str, Any]) -> str | None:
-    if "error" in f or "skipped" in f:
-        return (f.get("error") or f"skipped: {f['skipped']}").replace("|", "/")[:200]
-    return None
-
-
-def _num(value: float | None, fmt: str = "{:.4f}") -> str:
-    return "-" if value is None else fmt.format(value)
-
-
-def _yes(value: bool | None) -> str:
-    return "-" if value is None else "yes" if value else "**NO**"
-
-
-def markdown(results: dict[str, Any]) -> list[str]:
-    """The results page's section: the checkpoint, then one table per scenario."""
-    s, prep, rows = results["settings"], results.get("prepare", {}), results["rows"]
-    c = s["config"]
-    lines = [
-        f"### A 7B-class model loaded and served ({c['num_hidden_layers']} layers of width "
-        f"{c['hidden_size']}, MLP {c['intermediate_size']}, vocabulary {c['vocab_size']}, random "
-        "bf16 weights)",
-        "",
-    ]
-    if _text(prep):
-        lines += [f"Checkpoint: {_text(prep)}", ""]
-    else:
-        rate = prep["checkpoint_bytes"] / prep["write_seconds"] / 1e9
-        lines += [
-            f"Checkpoint: {prep['checkpoint_bytes'] / 1e9:.2f} GB in {prep['shards']} safetensors "
-            f"shards, written in {prep['write_seconds']:.1f} s ({rate:.2f} GB/s, into the page "
-            f"cache). Prompt of {s['prompt_tokens']} token ids, greedy decoding after a "
-            f"{s['warmup_tokens']}-token warm-up; each side in a fresh interpreter, accel through "
-            "`accel.install_as_accelerate()`, the reference as installed.",
-            "",
-        ]
-    device = s["device"]
-    titles = {
-        "gpu": f'All on {device}: `from_pretrained(device_map="auto", dtype=torch.bfloat16)`',
-        "half": "Half of the decoder layers offloaded: the same with `max_memory` "
-        + (
-            f'{{0: {_gib(prep.get("half_budget_bytes"))}, "cpu": {_gib(s.get("cpu_max_memory"))}}}'
-            if device == "cuda"
-            else f'{{"cpu": {_gib(prep.get("half_budget_bytes"))}}} (the rest on disk)'
-        ),
-    }
-    for scenario in SCENARIOS:
-        sides = rows.get(scenario, {})
-        lines += [
-            f"#### {titles[scenario]}, {s['new_tokens'][scenario]} new tokens",
-            "",
-        ]
-        placed = next(
-            (sides[k] for k in ("accel", "reference") if "layers_per_device" in sides.get(k, {})),
-            None,
-        )
-        if scenario == "half" and placed is not None:
-            counts = ", ".join(f"{n} on {d}" for d, n in placed["layers_per_device"].items())
-            lines += [
-                f"Decoder layers: {counts}; offloaded per token: "
-                f"{placed['offloaded_bytes'] / 1e9:.2f} GB.",
-                "",
-            ]
-        lines += [
-            "| side | load | tokens/s | s/token | floor s/token | ratio to floor | peak device memory | tokens equal |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        floor = sides.get("floor", {})
-        floor_token = floor.get("seconds_per_token")
-        equal = results.get("tokens_equal", {}).get(scenario)
-        for side in ("accel", "reference"):
-            f = sides.get(side, {})
-            if _text(f):
-                lines.append(f"| {side} | {_text(f)} | - | - | - | - | - | - |")
-                continue
-            per_token = f["seconds_per_token"]
-            lines.append(
-                f"| {side} | {f['load_seconds']:.1f} s | {f['tokens_per_second']:.2f} | "
-                f"{per_token:.4f} | {_num(floor_token)} | "
-                f"{_num(floor_token and per_token / floor_token, '{:.2f}')} | "
-                f"{_gib(f.get('peak_bytes'))} | {_yes(equal)} |"
-            )
-        if _text(floor):
-            lines.append(f"| floor | {_text(floor)} | - | - | - | - | - | - |")
-        else:
-            bw = f"{floor['bytes_per_second'] / 1e9:.1f} GB/s ({floor['copy_kind']})"
-            compute = floor.get("compute_seconds_per_token")
-            compute_text = _num(compute, "{:.4f} s")
-            if scenario == "half":
-                label = (
-                    f"floor: max({floor['offloaded_bytes_per_token'] / 1e9:.2f} GB at {bw} = "
-                    f"{floor['transfer_seconds_per_token']:.4f} s, all-on-device time {compute_text})"
-                )
-            else:
-                label = f"floor: the faster side's time per token on the device ({compute_text})"
-            rate = floor.get("tokens_per_second")
-            lines.append(
-                f"| {label} | - | {_num(rate, '{:.2f}')} | {_num(floor_token)} | - | - | - | - |"
-            )
-        lines.append("")
-    matches = results.get("half_matches_gpu", {})
-    if any(v is not None for v in matches.values()):
-        lines += [
-            "The offloaded run's tokens equal the first ones of the all-device run: "
-            + ", ".join(f"{side} {_yes(v)}" for side, v in matches.items())
-            + ".",
-            "",
-        ]
-    return lines
 
 
 def main() -> None:
