@@ -214,3 +214,23 @@ def _mapped_bytes() -> int:
 
     with open("/proc/self/statm") as handle:
         return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_dcp_metadata_memo_index_of_billions_allocates_nothing(tmp_path):
+    """A pickle's memo index is a number the file states; the C unpickler grows an array to it
+    (2**31 entries: 16 GiB), the metadata reader's memo is a dict."""
+    import struct
+    import tracemalloc
+
+    from accel_bigmodel import read_dcp_metadata_safely
+
+    # protocol 4: an empty list, memoized at index 2**31 - 1, then STOP
+    (tmp_path / ".metadata").write_bytes(b"\x80\x04]r" + struct.pack("<I", 2**31 - 1) + b".")
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="holds a list"):
+            read_dcp_metadata_safely(tmp_path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20, peak

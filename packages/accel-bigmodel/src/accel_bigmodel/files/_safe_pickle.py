@@ -19,6 +19,7 @@ import math
 import os
 import pickle
 import re
+import reprlib
 import struct
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -217,7 +218,11 @@ def safe_torch_load(
 
 
 # --------------------------------------------------------------------------- DCP
-class _MetadataUnpickler(pickle.Unpickler):
+class _MetadataUnpickler(pickle._Unpickler):
+    # The pure-Python unpickler, over the file's bytes in memory: its memo is a dict, so a
+    # tampered memo index of billions allocates nothing (the C unpickler grows an array to
+    # it), and each read hands back only the bytes there are (the C one allocates a stated
+    # length first). A metadata file is small, so the speed does not matter.
     def __init__(self, handle: Any, path: str, opt_in: str) -> None:
         super().__init__(handle)
         self._path = path
@@ -264,7 +269,8 @@ def read_dcp_metadata_safely(
             f"a torch.distributed.checkpoint folder holds a {file_name!r} file; {path!r} does not "
             "exist. Pass the folder the sharded checkpoint was saved to."
         )
-    with open(path, "rb") as handle:
+    with open(path, "rb") as file:
+        handle = io.BytesIO(file.read())
         try:
             if trust_pickles:
                 metadata = pickle.load(handle)
@@ -301,9 +307,15 @@ def _dims(value: Any) -> bool:
     return ok and math.prod(dims) < 2**63
 
 
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxother = 3, 200
+
+
 def _shown(value: Any) -> str:
+    # A bounded repr: a tampered file can nest one list in itself many times over, whose full
+    # repr would grow exponentially before being cut.
     try:
-        return repr(value)[:200]
+        return _SHOWN.repr(value)[:200]
     except Exception:  # a damaged object may not even print
         return f"<a {type(value).__name__} that cannot be printed>"
 
