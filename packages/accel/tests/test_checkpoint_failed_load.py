@@ -243,6 +243,41 @@ def test_corrupt_weights_load_silently_only_when_checksums_are_off(tmp_path):
     assert changed  # the damage went through: this is what the checksum protects against
 
 
+def test_a_load_refused_by_a_checksum_copies_no_weight_byte(tmp_path, monkeypatch):
+    """The checksums of every file are verified before the weights are read into the model:
+    a damaged data section (header intact) is refused before the first chunk is copied."""
+    from accel_bigmodel.loading import _weights_io
+
+    copies = []
+    read_group = _weights_io._read_group
+
+    def spy(group):
+        copies.append(len(group))
+        read_group(group)
+
+    monkeypatch.setattr(_weights_io, "_read_group", spy)
+    run = _run(tmp_path)
+    acc, model = run[0], run[1]
+    out = Path(acc.save_state(tmp_path / "ckpt"))
+    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(1.0)
+    acc.load_state(out)
+    assert copies and all(torch.equal(v, saved[k]) for k, v in model.state_dict().items())
+
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(1.0)
+    before = _snapshot(*run)
+    _corrupt(out, "model.safetensors", at=-8)
+    copies.clear()
+    with pytest.raises(CheckpointIntegrityError, match="crc32:"):
+        acc.load_state(out)
+    assert copies == []
+    _assert_same(before, _snapshot(*run))
+
+
 def test_loaded_state_equals_saved_state(tmp_path):
     run = _run(tmp_path)
     acc = run[0]

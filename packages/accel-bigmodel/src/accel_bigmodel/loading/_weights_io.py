@@ -289,7 +289,8 @@ def load_safetensors_into(
 
     Each stored tensor is copied straight into the memory of the tensor of the same name, so no
     second copy of the weights is ever held. Contiguous CPU tensors of the stored dtype are read
-    with ``preadv`` in chunks of `CHUNK_BYTES` by ``threads`` threads at once; other
+    with ``preadv`` in chunks of `CHUNK_BYTES` by ``threads`` threads at once (the calling
+    thread one of them); other
     tensors (another dtype, device or layout) are copied from the memory-mapped file. Names
     recorded as aliases by [`save_safetensors_file`][accel_bigmodel.save_safetensors_file] are filled through their stored name;
     tied tensors of the target are written once. Keys and shapes are checked before any byte
@@ -348,8 +349,12 @@ def _copy(plan: list[_Job], threads: int) -> None:
             cast(job)
         return
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="accel-read") as pool:
-        for _ in pool.map(_read_group, groups):
-            pass
+        # The calling thread reads the first run itself: one thread fewer to start and wait for.
+        others = [pool.submit(_read_group, group) for group in groups[1:]]
+        for group in groups[:1]:
+            _read_group(group)
+        for future in others:
+            future.result()
         for _ in pool.map(cast, casts):
             pass
 
