@@ -11,6 +11,23 @@ refused unless it lands inside the folder (symbolic links are followed before th
 from __future__ import annotations
 
 import os
+import reprlib
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxother, _SHOWN.maxstring = 3, 200, 200
+
+
+def shown(value: object) -> str:
+    """A bounded repr of a value read from a file, for an error message.
+
+    A tampered file can nest one list in itself many times over (whose full repr grows
+    exponentially before it could be cut), or rebuild an object without the fields its repr
+    reads: this stops at 200 characters and never raises.
+    """
+    try:
+        return _SHOWN.repr(value)[:200]
+    except Exception:  # a damaged object may not even print
+        return f"<a {type(value).__name__} that cannot be printed>"
 
 
 class PathOutsideCheckpointError(ValueError):
@@ -49,11 +66,11 @@ def contained_path(folder: str, target: object, source: str, entry: str) -> str:
             return os.path.join(os.path.abspath(folder), target)
     raise PathOutsideCheckpointError(
         f"a checkpoint's files may name only files inside its folder; {source} gives entry "
-        f"{entry!r} the path {target!r}, which is not a relative path inside {root!r}. The "
+        f"{entry!r} the path {shown(target)}, which is not a relative path inside {root!r}. The "
         "file was edited or built to read elsewhere: use an intact copy of the checkpoint.",
         source,
         entry,
-        str(target),
+        target if isinstance(target, str) else shown(target),
     )
 
 

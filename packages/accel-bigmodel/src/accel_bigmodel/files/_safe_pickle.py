@@ -19,7 +19,6 @@ import math
 import os
 import pickle
 import re
-import reprlib
 import struct
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -27,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ._contained import contained_path
+from ._contained import contained_path, shown
 
 __all__ = [
     "UntrustedPickleError",
@@ -307,19 +306,6 @@ def _dims(value: Any) -> bool:
     return ok and math.prod(dims) < 2**63
 
 
-_SHOWN = reprlib.Repr()
-_SHOWN.maxlevel, _SHOWN.maxother = 3, 200
-
-
-def _shown(value: Any) -> str:
-    # A bounded repr: a tampered file can nest one list in itself many times over, whose full
-    # repr would grow exponentially before being cut.
-    try:
-        return _SHOWN.repr(value)[:200]
-    except Exception:  # a damaged object may not even print
-        return f"<a {type(value).__name__} that cannot be printed>"
-
-
 def _check_tensor_entries(metadata: Any, path: str) -> None:
     """Refuse tensor entries whose shape, dtype or chunks are not what DCP writes."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
@@ -331,6 +317,11 @@ def _check_tensor_entries(metadata: Any, path: str) -> None:
             f"{type(entries).__name__} there. Pass an intact checkpoint folder."
         )
     for key, meta in entries.items():
+        if not isinstance(key, str):
+            raise ValueError(
+                f"a DCP metadata file names each saved entry by a string; {path} has the key "
+                f"{shown(key)}. Pass an intact checkpoint folder."
+            )
         if not isinstance(meta, TensorStorageMetadata):
             continue
         dtype = getattr(getattr(meta, "properties", None), "dtype", None)
@@ -347,7 +338,7 @@ def _check_tensor_entries(metadata: Any, path: str) -> None:
         if not good:
             raise ValueError(
                 f"a DCP tensor entry has a shape of ints >= 0, a torch dtype and chunks of the "
-                f"same rank; {path} gives {key!r} shape {_shown(size)}, dtype {_shown(dtype)}. Pass an "
+                f"same rank; {path} gives {shown(key)} shape {shown(size)}, dtype {shown(dtype)}. Pass an "
                 "intact checkpoint folder."
             )
 
@@ -363,7 +354,8 @@ def _check_storage_entries(metadata: Any, folder: str, path: str) -> None:
             f"{type(storage).__name__} there. Pass an intact checkpoint folder."
         )
     for index, info in storage.items():
-        entry = str(getattr(index, "fqn", index))
+        fqn = getattr(index, "fqn", index)
+        entry = fqn if isinstance(fqn, str) else shown(fqn)
         contained_path(folder, getattr(info, "relative_path", None), path, entry)
         offset, length = getattr(info, "offset", None), getattr(info, "length", None)
         if not all(
@@ -371,7 +363,7 @@ def _check_storage_entries(metadata: Any, folder: str, path: str) -> None:
         ):
             raise ValueError(
                 f"a DCP storage entry reads a byte range (offset and length, ints >= 0); {path} "
-                f"gives entry {entry!r} offset {offset!r} and length {length!r}. Pass an intact "
+                f"gives entry {entry!r} offset {shown(offset)} and length {shown(length)}. Pass an intact "
                 "checkpoint folder."
             )
 
