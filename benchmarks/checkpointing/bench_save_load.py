@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _machine import COLD_SETTLE, status_bytes
+from _machine import COLD_SETTLE, compile_bytecode, status_bytes
 from _machine import evict as evict_files
 from _workers import run_worker_process
 
@@ -44,6 +44,20 @@ LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
 WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 LIBRARIES = ("accel", "accelerate")
+COMPILED = (
+    "accel",
+    "accel_state",
+    "accel_collectives",
+    "accel_bigmodel",
+    "accel_data",
+    "accel_precision",
+    "accel_pipeline",
+    "accel_trackers",
+    "accel_launch",
+    "accelerate",
+    "safetensors",
+)
+"""Packages byte-compiled before the first measurement (see ``compile_bytecode``)."""
 
 
 def _rss() -> int:
@@ -178,6 +192,7 @@ def cat(folder: str) -> dict[str, float]:
 def measure() -> dict[str, list[dict[str, float]]]:
     """Every measurement, ``REPEATS`` times: ``{"<library> <phase>" or floor: [runs]}``."""
     runs: dict[str, list[dict[str, float]]] = {}
+    compile_bytecode(COMPILED)
     root = tempfile.mkdtemp(prefix="bench_ckpt_")
     try:
         for _ in range(REPEATS):
@@ -244,7 +259,10 @@ def page(runs: dict[str, list[dict[str, float]]], load: tuple[float, ...]) -> st
         "",
         f"Model: {LAYERS} × `Linear({WIDTH}, {WIDTH}, bias=False)` in fp32 ({size:.2f} GB of "
         "checkpoint), plain SGD (no optimizer state), 1 process on CPU, accel vs accelerate "
-        "in the same run. Every measurement runs in a fresh process (`OMP_NUM_THREADS=1`), "
+        "in the same run. Every measurement runs in a fresh process (`OMP_NUM_THREADS=1`), with "
+        "both libraries byte-compiled first, as installed (without it, the development "
+        "machine's `PYTHONDONTWRITEBYTECODE` makes each process compile the modules a call "
+        "imports inside the timed call), "
         f"alternating libraries, {REPEATS} repeats, medians shown. Warm: the files were just "
         "written; cold: every file flushed, then evicted with `posix_fadvise(DONTNEED)`, and the "
         f"read started {COLD_SETTLE:.0f} s later (a read right after an eviction ran 3-4x "
