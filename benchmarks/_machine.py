@@ -241,7 +241,23 @@ def write_section(page: str | Path, key: str, title: str, body: str) -> None:
     write_charts(path)
 
 
-def compile_bytecode(modules: Sequence[str]) -> None:
+LIBRARY_MODULES = (
+    "accel",
+    "accel_state",
+    "accel_collectives",
+    "accel_bigmodel",
+    "accel_data",
+    "accel_precision",
+    "accel_pipeline",
+    "accel_trackers",
+    "accel_launch",
+    "accelerate",
+    "safetensors",
+)
+"""The packages both sides import: what :func:`compile_bytecode` compiles by default."""
+
+
+def compile_bytecode(modules: Sequence[str] = LIBRARY_MODULES) -> None:
     """Byte-compiles the packages ``modules`` name, as an install does, before fresh processes
     time a first call.
 

@@ -44,20 +44,6 @@ LAYERS = int(os.environ.get("BENCH_LAYERS", "16"))
 WIDTH = int(os.environ.get("BENCH_WIDTH", "4096"))
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 LIBRARIES = ("accel", "accelerate")
-COMPILED = (
-    "accel",
-    "accel_state",
-    "accel_collectives",
-    "accel_bigmodel",
-    "accel_data",
-    "accel_precision",
-    "accel_pipeline",
-    "accel_trackers",
-    "accel_launch",
-    "accelerate",
-    "safetensors",
-)
-"""Packages byte-compiled before the first measurement (see ``compile_bytecode``)."""
 
 
 def _rss() -> int:
@@ -192,7 +178,7 @@ def cat(folder: str) -> dict[str, float]:
 def measure() -> dict[str, list[dict[str, float]]]:
     """Every measurement, ``REPEATS`` times: ``{"<library> <phase>" or floor: [runs]}``."""
     runs: dict[str, list[dict[str, float]]] = {}
-    compile_bytecode(COMPILED)
+    compile_bytecode()
     root = tempfile.mkdtemp(prefix="bench_ckpt_")
     try:
         for _ in range(REPEATS):

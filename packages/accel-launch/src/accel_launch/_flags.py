@@ -147,29 +147,39 @@ def flag_usage(action: argparse.Action) -> str:
     return f"{usage}  ({helped})" if helped else usage
 
 
-_DOCS: dict[type, dict[str, str]] = {}
+_DOCS: dict[str, dict[str, dict[str, str]]] = {}
+"""The field docstrings of every class of a module, by module name, then class name."""
+
+
+def _module_docs(module: str) -> dict[str, dict[str, str]]:
+    """The field docstrings of the top-level classes of ``module``, read from one parse of its
+    source (``inspect.getsource`` of each class would parse the whole module once per class)."""
+    if module not in _DOCS:
+        tree = ast.parse(inspect.getsource(sys.modules[module]))
+        found: dict[str, dict[str, str]] = {}
+        for cls in tree.body:
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            docs: dict[str, str] = {}
+            for node, following in zip(cls.body, cls.body[1:]):
+                if (
+                    isinstance(node, ast.AnnAssign)
+                    and isinstance(node.target, ast.Name)
+                    and isinstance(following, ast.Expr)
+                    and isinstance(following.value, ast.Constant)
+                    and isinstance(following.value.value, str)
+                ):
+                    text = " ".join(following.value.value.split())
+                    docs[node.target.id] = text.replace("``", "`")
+            found[cls.name] = docs
+        _DOCS[module] = found
+    return _DOCS[module]
 
 
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring written under each field of a dataclass, by field name, as ``--help``
     prints it (the docstrings' double backticks become single ones)."""
-    if cls in _DOCS:
-        return _DOCS[cls]
-    tree = ast.parse(inspect.getsource(cls))
-    body = tree.body[0].body  # type: ignore[attr-defined]
-    docs: dict[str, str] = {}
-    for node, following in zip(body, body[1:]):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            text = " ".join(following.value.value.split())
-            docs[node.target.id] = text.replace("``", "`")
-    _DOCS[cls] = docs
-    return docs
+    return _module_docs(cls.__module__).get(cls.__qualname__, {})
 
 
 def _store_true(parser: argparse._ActionsContainer, name: str, help_text: str) -> None:
