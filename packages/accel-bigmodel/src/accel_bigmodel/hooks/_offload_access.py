@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import torch
 from torch import nn
 
-from ..placement._tensors import set_module_tensor_to_device
-from ._align_devices import AlignDevicesHook
+if TYPE_CHECKING:
+    from ._align_devices import AlignDevicesHook
 
 _logger = logging.getLogger("accel_bigmodel.offload")
 
@@ -25,6 +25,12 @@ def has_offloaded_params(module: nn.Module) -> bool:
     Such a module keeps its offloaded parameters on the meta device outside its forward.
     """
     hook = getattr(module, "_hf_hook", None)
+    if hook is None:
+        return False
+    # Imported only for a hooked module: asking about a plain model (a checkpoint's save or
+    # load) loads none of the hook and placement code.
+    from ._align_devices import AlignDevicesHook
+
     return isinstance(hook, AlignDevicesHook) and bool(hook.offload)
 
 
@@ -59,6 +65,8 @@ def align_module_device(
             hook.post_forward(module, None)
             hook.execution_device = original
     elif execution_device is not None:
+        from ..placement._tensors import set_module_tensor_to_device
+
         devices = {name: p.device for name, p in module.named_parameters(recurse=False)}
         try:
             for name in devices:

@@ -351,8 +351,8 @@ def _copy(plan: list[_Job], threads: int) -> None:
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="accel-read") as pool:
         # The calling thread reads the first run itself: one thread fewer to start and wait for.
         others = [pool.submit(_read_group, group) for group in groups[1:]]
-        for group in groups[:1]:
-            _read_group(group)
+        if groups:
+            _read_group(groups[0])
         for future in others:
             future.result()
         for _ in pool.map(cast, casts):

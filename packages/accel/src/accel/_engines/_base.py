@@ -163,14 +163,11 @@ class Engine:
         Weights offloaded to the CPU or disk by ``dispatch_model`` are read back from their
         offload storage, one module at a time.
         """
-        inner = _inner(self, model)
-        # An offloaded module carries its hook as ``_hf_hook``: a model without one has no
-        # offload storage to read, and its save or load imports none of that code.
-        if any(getattr(module, "_hf_hook", None) is not None for module in inner.modules()):
-            from accel_bigmodel import get_state_dict_offloaded_model, has_offloaded_params
+        from accel_bigmodel import get_state_dict_offloaded_model, has_offloaded_params
 
-            if any(has_offloaded_params(module) for module in inner.modules()):
-                return get_state_dict_offloaded_model(inner)
+        inner = _inner(self, model)
+        if any(has_offloaded_params(module) for module in inner.modules()):
+            return get_state_dict_offloaded_model(inner)
         return inner.state_dict()
 
     def load_model_state_dict(
