@@ -8,6 +8,7 @@ import logging
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,35 @@ def test_a_failed_command_reports_the_end_of_stderr_first_without_warnings():
         run_command([sys.executable, "-c", code], timeout=60)
     head = str(failure.value).split("--- end of stderr")[1].split("--- stdout ---")[0]
     assert "the real cause" in head and "noise" not in head, head
+
+
+def _ended(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] in ("Z", "X")  # a zombie runs nothing
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the process tree through /proc")
+def test_a_timed_out_command_shows_every_stack_and_leaves_no_process(tmp_path):
+    # Like torchrun: the command's child runs in a session of its own, out of the command's
+    # process group, so killing the group alone would leave it running.
+    child = "import time\ndef waiting_child():\n    time.sleep(600)\nwaiting_child()\n"
+    code = (
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {child!r}], start_new_session=True)\n"
+        f"open({str(tmp_path / 'pid')!r}, 'w').write(str(child.pid))\n"
+        "def waiting_parent():\n    time.sleep(600)\n"
+        "waiting_parent()\n"
+    )
+    with pytest.raises(AssertionError, match="timed out after 8s") as failure:
+        run_command([sys.executable, "-c", code], timeout=8)
+    message = str(failure.value)
+    assert "in waiting_parent" in message and "in waiting_child" in message, message
+    pid = int((tmp_path / "pid").read_text())
+    for _ in range(100):
+        if _ended(pid):
+            break
+        time.sleep(0.05)
+    assert _ended(pid), f"the command's child {pid} still runs"

@@ -28,11 +28,13 @@ def test_fresh_process_resume_is_exact(
     tmp_path: Path, num_processes: int, num_workers: int, mode: str
 ) -> None:
     args = (str(tmp_path), str(num_workers), mode)
-    run_distributed(SCRIPT, "full", *args, num_processes=num_processes, timeout=300)
+    # Both runs take about 25 s (45 s on a busy machine); each may take 140 s, so a hung run
+    # fails here, within the test's 300 s, with every process's stacks in the message.
+    run_distributed(SCRIPT, "full", *args, num_processes=num_processes, timeout=140)
     if num_processes > 1:
         saved = {p.name for p in (tmp_path / "checkpoints" / "checkpoint_0").iterdir()}
         assert {"dataloader_0_process_0.bin", "dataloader_0_process_1.bin"} <= saved, saved
-    result = run_distributed(SCRIPT, "resume", *args, num_processes=num_processes, timeout=300)
+    result = run_distributed(SCRIPT, "resume", *args, num_processes=num_processes, timeout=140)
     for rank in range(num_processes):
         assert f"PASSED stateful_resume rank={rank} workers={num_workers}" in result.stdout, (
             result.stdout + result.stderr

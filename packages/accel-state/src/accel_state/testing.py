@@ -3,7 +3,8 @@
 ``run_distributed`` starts a script on N local processes through ``torch.distributed.run``
 (torchrun) on a free port, kills the whole process tree when the timeout passes, and returns
 the completed process with its output, so that a hung collective fails a test instead of
-hanging it.
+hanging it. The failure shows where every Python process of the tree was waiting: each one
+prints its threads' stacks before it is killed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -45,6 +47,83 @@ def failure_report(out: str, err: str, tail: int = 30) -> str:
     )
 
 
+def _children_by_parent() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
+                fields = stat.read().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and every living process below it, parents first (Linux; elsewhere ``[pid]``).
+
+    Found through parent links, so it includes the processes that left ``pid``'s process
+    group: torchrun starts each worker in a session of its own.
+    """
+    if not os.path.isdir("/proc"):
+        return [pid]
+    children = _children_by_parent()
+    tree, index = [pid], 0
+    while index < len(tree):
+        tree += children.get(tree[index], [])
+        index += 1
+    return tree
+
+
+def _signal_all(pids: Sequence[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, ended and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _stop_process_tree(proc: subprocess.Popen[str], grace: float = 1.0) -> tuple[str, str]:
+    """Stop ``proc`` and every process below it; return what they printed.
+
+    The whole tree is frozen first (``SIGSTOP``), so that no process reacts to another's end.
+    Then each process in turn gets ``SIGABRT`` and is let go: a Python process started with
+    ``PYTHONFAULTHANDLER=1`` (``run_command`` sets it) prints where each of its threads was,
+    one process after the other. After ``grace`` seconds per process (less when it ended),
+    whatever is left of the tree, and of ``proc``'s process group, is killed.
+    """
+    tree = _process_tree(proc.pid)  # before any signal: an orphan's parent link is lost
+    if len(tree) > 1:  # /proc found the tree
+        _signal_all(tree, signal.SIGSTOP)
+        for pid in tree:
+            _signal_all([pid], signal.SIGABRT)
+            _signal_all([pid], signal.SIGCONT)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and _running(pid):
+                time.sleep(0.02)
+    _signal_all(_process_tree(proc.pid) + tree, signal.SIGKILL)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        return proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # a process outside the tree holds the pipes
+        proc.kill()
+        return "", "(the output could not be read: a process outside the tree keeps it open)"
+
+
 def run_command(
     command: Sequence[str],
     *,
@@ -61,6 +140,7 @@ def run_command(
     """
     full_env = {**os.environ, **(env or {})}
     full_env.setdefault("OMP_NUM_THREADS", "1")
+    full_env.setdefault("PYTHONFAULTHANDLER", "1")  # the stacks printed when a run is stopped
     proc = subprocess.Popen(
         list(command),
         stdout=subprocess.PIPE,
@@ -73,11 +153,14 @@ def run_command(
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+        out, err = _stop_process_tree(proc)
         raise AssertionError(
             f"command timed out after {timeout}s: {' '.join(command)}\n{failure_report(out, err)}"
         ) from None
+    except BaseException:  # a test's own timeout or Ctrl-C: stop the tree, show its output
+        out, err = _stop_process_tree(proc)
+        print(f"command stopped: {' '.join(command)}\n{failure_report(out, err)}", flush=True)
+        raise
     result = subprocess.CompletedProcess(list(command), proc.returncode, out, err)
     if check and proc.returncode != 0:
         raise AssertionError(
