@@ -74,8 +74,13 @@ def _kill_launcher_and_check(args: list[str], workers: int, tmp_path, env=None) 
 
 @pytest.mark.multiprocess
 @pytest.mark.timeout(300)
-def test_workers_of_torchrun_die_with_the_launcher(tmp_path):
-    _kill_launcher_and_check(["--cpu", "--num_processes", "2"], 2, tmp_path)
+@pytest.mark.parametrize("tie", ["setpriv", "preexec_fn"])
+def test_workers_of_torchrun_die_with_the_launcher(tmp_path, tie):
+    # Workers are tied through util-linux's setpriv when it is on PATH, else by a preexec_fn.
+    if tie == "setpriv" and shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    env = {} if tie == "setpriv" else {"PATH": os.path.dirname(sys.executable)}
+    _kill_launcher_and_check(["--cpu", "--num_processes", "2"], 2, tmp_path, env=env)
 
 
 @pytest.mark.multiprocess

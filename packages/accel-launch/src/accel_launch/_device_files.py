@@ -9,18 +9,23 @@ torch would find no device either, so a CPU-only answer needs no import.
 
 from __future__ import annotations
 
+import importlib.util
 import platform
 import re
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 
 def _torch_has_xpu() -> bool:
-    """Whether the installed torch is an XPU build, read from its ``version.py``."""
+    """Whether the installed torch is an XPU build, read from its ``version.py`` (found, not
+    imported)."""
     try:
-        path = Path(str(distribution("torch").locate_file("torch/version.py")))
-    except PackageNotFoundError:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
         return False
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        return False
+    path = Path(locations[0]) / "version.py"
     text = path.read_text() if path.is_file() else ""
     return re.search(r"^xpu\s*(?::[^=]*)?=\s*['\"]", text, re.MULTILINE) is not None
 
@@ -38,9 +43,10 @@ def accelerator_device_files(root: Path = Path("/")) -> list[str] | None:
     if platform.system() != "Linux":
         return None
     patterns = ["proc/driver/nvidia", "dev/nvidia[0-9]*", "dev/dxg", "dev/kfd"]
-    if _torch_has_xpu():
-        patterns.append("dev/dri/renderD*")
     found: list[str] = []
     for pattern in patterns:
         found += sorted(str(path.relative_to(root)) for path in root.glob(pattern))
+    render = sorted(str(path.relative_to(root)) for path in root.glob("dev/dri/renderD*"))
+    if render and _torch_has_xpu():  # read torch's build only where such a device exists
+        found += render
     return found

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from .commands._install_command import REFERENCE_COMMANDS
-from .configs._config_file import ConfigError
+from ._errors import ConfigError
 
 
 def build_parser(prog: str = "accel") -> argparse.ArgumentParser:
@@ -15,9 +15,7 @@ def build_parser(prog: str = "accel") -> argparse.ArgumentParser:
     from .commands._commands import add_subcommands
 
     parser = FlagParser(prog=prog, description="Launch and configure accel jobs.")
-    parser.add_argument(
-        "--version", action="version", version=version_line(), help="Print the version and exit."
-    )
+    parser.add_argument("--version", action=_VersionAction, help="Print the version and exit.")
     sub = parser.add_subparsers(dest="command", metavar="command")
     add_subcommands(sub)
     for name, child in sub.choices.items():
@@ -37,6 +35,17 @@ def _dash_spellings_everywhere(parser: argparse.ArgumentParser) -> None:
         if isinstance(action, argparse._SubParsersAction):
             for child in set(action.choices.values()):
                 _dash_spellings_everywhere(child)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: reads the installed metadata only when asked (not on every command)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(version_line())
+        parser.exit()
 
 
 def version_line() -> str:
@@ -133,6 +142,8 @@ def reference_main(command: str, argv: list[str] | None = None) -> int:
         The exit code of accel's command.
     """
     words = list(sys.argv[1:] if argv is None else argv)
+    from .commands._install_command import REFERENCE_COMMANDS
+
     prefix = REFERENCE_COMMANDS[command]
     if prefix == ("launch",) and words == ["--version"]:
         return launch_main(words)

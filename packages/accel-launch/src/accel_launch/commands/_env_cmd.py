@@ -14,7 +14,6 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, distribution, version
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +52,8 @@ def nvidia_driver(root: Path = NVIDIA_DRIVER) -> str:
 
 
 def _installed(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version  # for `accel env` only
+
     try:
         return version(dist)
     except PackageNotFoundError:
@@ -88,6 +89,8 @@ def machine_lines(meminfo: Path = Path("/proc/meminfo")) -> list[str]:
 def torch_build() -> str:
     """Which accelerator the installed torch was built for, read from its ``version.py`` (torch
     is not imported)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
     try:
         path = Path(str(distribution("torch").locate_file("torch/version.py")))
     except PackageNotFoundError:

@@ -15,7 +15,6 @@ import argparse
 import os
 import sys
 import sysconfig
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +106,8 @@ def _check_names(names: list[str]) -> None:
 
 
 def _switch_installed() -> bool:
+    from importlib.metadata import PackageNotFoundError, version  # not on every command
+
     try:
         version("accel-torch")
     except PackageNotFoundError:

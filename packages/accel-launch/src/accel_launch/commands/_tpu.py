@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import os
 import shlex
 import subprocess
@@ -22,7 +21,6 @@ from accel_state import environment_variables as contract
 from accel_state import patch_environment, torch_xla_module
 
 from .._errors import ConfigError
-from ..configs._config_bounds import check_file_size, check_regular_file
 from ..configs._config_file import LaunchConfig, default_config_file, load_config_file
 from ..configs._tpu_settings import check_pod, env_pairs, xla_precision_environment
 
@@ -150,6 +148,8 @@ def tpu_config_plan(args: argparse.Namespace) -> list[str]:
 
 
 def _read_commands(path: str) -> list[str]:
+    from ..configs._config_bounds import check_file_size, check_regular_file
+
     check_regular_file(Path(path), "command_file")
     check_file_size(Path(path))
     try:
@@ -352,7 +352,9 @@ def xla_install_commands(
     if upgrade:
         xla = "torch-xla"  # the new torch's version is known only after the upgrade
     else:
-        version = torch_version or importlib.metadata.version("torch")
+        from importlib.metadata import version as installed_version  # only for this
+
+        version = torch_version or installed_version("torch")
         major_minor = ".".join(version.split("+")[0].split(".")[:2])
         xla = f"torch-xla=={major_minor}.*"
     return [*commands, [*pip, xla]]

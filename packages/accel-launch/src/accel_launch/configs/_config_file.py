@@ -11,19 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from accel_state import ComputeEnvironment, DistributedType, PrecisionType
 from accel_state import environment_variables as contract
 
 from .._device_files import accelerator_device_files
 from .._errors import ConfigError
-from ._config_bounds import (
-    check_expansion,
-    check_file_size,
-    check_regular_file,
-    load_yaml,
-    nested_too_deep,
-)
 from ._config_values import coerce
 from ._engine_configs import (
     SECTIONS,
@@ -239,6 +231,8 @@ def write_config_data(
     if target.suffix == ".json":
         text = json.dumps(data, indent=2) + "\n"
     else:
+        import yaml  # imported when a YAML file is read or written: not on every launch
+
         text = yaml.safe_dump(data, sort_keys=False)
         if comments_of:
             text = carry_comments(comments_of, text)
@@ -338,6 +332,8 @@ def load_config_file(path: str | os.PathLike[str]) -> LaunchConfig:
     Raises:
         ConfigError: when the file is missing, does not parse, or holds invalid settings.
     """
+    from ._config_bounds import check_regular_file
+
     target = Path(path)
     check_regular_file(target)
     if not target.is_file():
@@ -357,6 +353,16 @@ def read_raw(path: Path) -> dict[str, Any]:
     Raises:
         ConfigError: when the file is too large, does not parse, or expands past the bounds.
     """
+    import yaml  # with the bounds' loader: only once a config file is read
+
+    from ._config_bounds import (
+        check_expansion,
+        check_file_size,
+        check_regular_file,
+        load_yaml,
+        nested_too_deep,
+    )
+
     check_regular_file(path)
     check_file_size(path)
     try:
