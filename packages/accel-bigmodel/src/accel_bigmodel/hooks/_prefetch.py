@@ -266,7 +266,8 @@ class Prefetcher:
                     lease = nbytes if self.pool.reserve(nbytes) else None
                 if lease is None:
                     break
-                advise_willneed(plan)
+                # The read-ahead hint costs a system call per tensor: off this thread.
+                self.readers.submit(advise_willneed, plan)
                 if isinstance(lease, int):
                     future = self.executor.submit(self._prepare, following)
                 else:

@@ -95,8 +95,8 @@ def tied_command(args: Any, sig: int = signal.SIGKILL) -> Any:
 
     Unlike the ``preexec_fn`` of `preexec`, ``setpriv`` cannot see that the parent already
     ended before it asked: a launcher killed in the millisecond between starting a worker and
-    that request leaves the worker untied. Such a worker cannot reach the agent's store when it
-    joins the group, and fails there.
+    that request leaves the worker untied. Such a worker fails when it joins the process group
+    (the agent held the group's store); a script that never joins one runs to its end.
     """
     if _PRCTL is None or isinstance(args, (str, bytes, os.PathLike)):
         return None
