@@ -88,7 +88,7 @@ def _setpriv() -> str | None:
     return _setpriv_path
 
 
-def tied_command(args: Any, sig: int = signal.SIGKILL) -> Any:
+def tied_command(args: object, sig: int = signal.SIGKILL) -> list[str] | None:
     """``args`` run through ``setpriv --pdeathsig``, so the process gets ``sig`` when its parent
     ends; ``None`` when that cannot be done (no such ``setpriv``, or ``args`` is not a list of
     words).
@@ -98,12 +98,15 @@ def tied_command(args: Any, sig: int = signal.SIGKILL) -> Any:
     that request leaves the worker untied. Such a worker fails when it joins the process group
     (the agent held the group's store); a script that never joins one runs to its end.
     """
-    if _PRCTL is None or isinstance(args, (str, bytes, os.PathLike)):
+    if _PRCTL is None or not isinstance(args, (list, tuple)):
+        return None
+    if not all(isinstance(word, (str, os.PathLike)) for word in args):
         return None
     setpriv = _setpriv()
     if setpriv is None:
         return None
-    return [setpriv, f"--pdeathsig={signal.Signals(sig).name}", "--", *args]
+    words = [str(os.fspath(word)) for word in args]
+    return [setpriv, f"--pdeathsig={signal.Signals(sig).name}", "--", *words]
 
 
 @contextlib.contextmanager
