@@ -45,12 +45,11 @@ _TEMPLATE = """\
 {marker} `{name}` runs accel's command line with ACCEL_AS_ACCELERATE=1.
 # Remove it with: accel install-command --remove {name}
 import os
-import sys
 
 os.environ["ACCEL_AS_ACCELERATE"] = "1"
-from accel_launch.cli import reference_main
+from accel_launch.cli import exit_with, reference_main
 
-sys.exit(reference_main({name!r}))
+exit_with(reference_main({name!r}))
 """
 
 
