@@ -6,32 +6,30 @@ import sys
 from pathlib import Path
 
 
+def _exit_with(*lines: str) -> subprocess.CompletedProcess[str]:
+    """Run ``lines`` in a fresh interpreter with torch loaded, then ``exit_with``."""
+    code = "\n".join(["import torch", "from accel_launch.cli import exit_with", *lines])
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
 def test_exit_with_runs_exit_functions_flushes_and_keeps_the_code():
     # With torch loaded and no other thread, the process ends without tearing its modules
     # down; what it printed and its exit functions are kept.
-    code = (
-        "import atexit, torch\n"
-        "from accel_launch.cli import exit_with\n"
-        "atexit.register(lambda: print('exit function ran'))\n"
-        "print('unflushed', end='')\n"
-        "exit_with(5)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    result = _exit_with(
+        "import atexit",
+        "atexit.register(lambda: print('exit function ran'))",
+        "print('unflushed', end='')",
+        "exit_with(5)",
     )
     assert result.returncode == 5, result.stderr
     assert result.stdout == "unflushedexit function ran\n", result.stdout
 
 
 def test_exit_with_waits_for_a_running_thread():
-    code = (
-        "import threading, time, torch\n"
-        "from accel_launch.cli import exit_with\n"
-        "threading.Thread(target=lambda: (time.sleep(0.5), print('thread done'))).start()\n"
-        "exit_with(0)\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    result = _exit_with(
+        "import threading, time",
+        "threading.Thread(target=lambda: (time.sleep(0.5), print('thread done'))).start()",
+        "exit_with(0)",
     )
     assert result.returncode == 0 and result.stdout == "thread done\n", result
 
