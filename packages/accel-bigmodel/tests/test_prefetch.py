@@ -1,7 +1,5 @@
 """The prefetcher reads offloaded weights ahead within its pool bound and changes no output."""
 
-import sys
-
 import pytest
 import torch
 from bigmodel_helpers import TinyLM, save_safetensors_checkpoint
@@ -240,20 +238,3 @@ def test_modules_prepared_for_the_next_forward_are_prepared_again_when_it_starts
     torch.testing.assert_close(model(ids), expected, rtol=0, atol=0)
     assert prefetcher.misses == 0
     assert prefetcher.pool.held <= prefetcher.pool.capacity
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages: Linux")
-def test_pool_buffers_ask_for_huge_pages_and_keep_their_bytes():
-    from accel_bigmodel.offload._prefetch_pool import advise_huge_pages
-
-    pool = BufferPool(64 * 2**20)
-    buffer = pool.acquire(16 * 2**20)
-    assert buffer is not None and buffer.numel() == 16 * 2**20
-    # The request was made for the whole 2 MiB-aligned inside of the buffer (honouring it is
-    # the kernel's choice: the forward benchmark measures that).
-    assert advise_huge_pages(buffer)
-    assert not advise_huge_pages(torch.empty(2**20, dtype=torch.uint8))  # too small to ask
-    buffer.copy_(torch.arange(buffer.numel(), dtype=torch.int64).to(torch.uint8))
-    assert torch.equal(buffer[:512], torch.arange(512).to(torch.uint8))
-    pool.give_back(buffer)
-    assert pool.acquire(16 * 2**20) is buffer  # kept for reuse, advice and all

@@ -266,8 +266,7 @@ class Prefetcher:
                     lease = nbytes if self.pool.reserve(nbytes) else None
                 if lease is None:
                     break
-                # The read-ahead hint costs a system call per tensor: off this thread.
-                self.readers.submit(advise_willneed, plan)
+                advise_willneed(plan)
                 if isinstance(lease, int):
                     future = self.executor.submit(self._prepare, following)
                 else:

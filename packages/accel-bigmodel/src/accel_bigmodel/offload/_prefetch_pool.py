@@ -3,7 +3,6 @@ pool of reusable buffers, and the reads that fill one buffer with one module's w
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Mapping, MutableMapping
 from concurrent.futures import Executor
@@ -222,41 +221,6 @@ def _shared_elsewhere(buffer: torch.Tensor) -> bool | None:
     return bool(counter(storage._cdata) > 2)
 
 
-_HUGE_PAGE = 2 * 1024 * 1024
-_MADV_HUGEPAGE = 14
-_madvise: Any = None
-
-
-def advise_huge_pages(buffer: torch.Tensor) -> bool:
-    """Asks Linux to back ``buffer`` with 2 MiB pages (``madvise(MADV_HUGEPAGE)``) before it is
-    first written; returns whether the request was made.
-
-    A pool buffer is written by every read and then read by the module's compute: with 4 KiB
-    pages both walk 512 times as many page-table entries. Where transparent huge pages are
-    off, or the call fails, the buffer stays as it is (the request changes no value).
-    """
-    global _madvise
-    nbytes = buffer.numel() * buffer.element_size()
-    if not sys.platform.startswith("linux") or nbytes < 2 * _HUGE_PAGE:
-        return False
-    if _madvise is None:
-        import ctypes
-
-        try:
-            function = ctypes.CDLL(None, use_errno=True).madvise
-            function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-            function.restype = ctypes.c_int
-            _madvise = function
-        except (OSError, AttributeError):
-            _madvise = False
-    if _madvise is False:
-        return False
-    start = buffer.data_ptr()
-    first = (start + _HUGE_PAGE - 1) // _HUGE_PAGE * _HUGE_PAGE
-    end = (start + nbytes) // _HUGE_PAGE * _HUGE_PAGE
-    return end > first and _madvise(first, end - first, _MADV_HUGEPAGE) == 0
-
-
 class BufferPool:
     """Bytes of prefetched weights, never more than ``capacity`` in all.
 
@@ -292,10 +256,7 @@ class BufferPool:
                     return self._free.pop(at)
             if not self._count(nbytes):
                 return None
-        buffer = torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.pin)
-        if not self.pin:
-            advise_huge_pages(buffer)
-        return buffer
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.pin)
 
     def reserve(self, nbytes: int) -> bool:
         """Counts ``nbytes`` of weights prepared outside the pool's buffers, if they fit."""
