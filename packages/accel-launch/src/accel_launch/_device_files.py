@@ -9,24 +9,30 @@ torch would find no device either, so a CPU-only answer needs no import.
 
 from __future__ import annotations
 
-import importlib.util
 import platform
 import re
 from pathlib import Path
 
 
-def _torch_has_xpu() -> bool:
-    """Whether the installed torch is an XPU build, read from its ``version.py`` (found, not
-    imported)."""
+def torch_version_source() -> str | None:
+    """The text of the installed torch's ``version.py`` (its build: CUDA, ROCm, XPU), found
+    without importing torch; ``None`` when torch is not installed, ``""`` without that file.
+
+    Read through the installed distribution's metadata (``importlib.metadata``, imported here:
+    only ``accel env`` and machines with an Intel render device ask).
+    """
+    from importlib.metadata import PackageNotFoundError, distribution
+
     try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
-        return False
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not locations:
-        return False
-    path = Path(locations[0]) / "version.py"
-    text = path.read_text() if path.is_file() else ""
+        path = Path(str(distribution("torch").locate_file("torch/version.py")))
+    except PackageNotFoundError:
+        return None
+    return path.read_text() if path.is_file() else ""
+
+
+def _torch_has_xpu() -> bool:
+    """Whether the installed torch is an XPU build."""
+    text = torch_version_source() or ""
     return re.search(r"^xpu\s*(?::[^=]*)?=\s*['\"]", text, re.MULTILINE) is not None
 
 

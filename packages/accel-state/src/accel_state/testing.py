@@ -47,17 +47,22 @@ def failure_report(out: str, err: str, tail: int = 30) -> str:
     )
 
 
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, parent, ...), or
+    ``None`` once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
 def _children_by_parent() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
-                fields = stat.read().rpartition(")")[2].split()
-        except OSError:  # ended meanwhile
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
+        fields = _stat_fields(entry) if entry.isdigit() else None
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
     return children
 
 
@@ -87,11 +92,8 @@ def _signal_all(pids: Sequence[int], signum: int) -> None:
 
 def _running(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie, ended and not yet reaped, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
-            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
 
 
 def _stop_process_tree(proc: subprocess.Popen[str], grace: float = 1.0) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._device_files import torch_version_source
 from ..configs._config_file import default_config_file, load_config_file
 
 ACCEL_DISTRIBUTIONS = (
@@ -89,13 +90,9 @@ def machine_lines(meminfo: Path = Path("/proc/meminfo")) -> list[str]:
 def torch_build() -> str:
     """Which accelerator the installed torch was built for, read from its ``version.py`` (torch
     is not imported)."""
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    try:
-        path = Path(str(distribution("torch").locate_file("torch/version.py")))
-    except PackageNotFoundError:
+    text = torch_version_source()
+    if text is None:
         return "torch not installed"
-    text = path.read_text() if path.is_file() else ""
     builds = []
     for name, label in (("cuda", "CUDA"), ("hip", "ROCm")):
         found = re.search(rf"^{name}\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import shutil
 import signal
@@ -66,26 +67,17 @@ def preexec(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
     return lambda: die_with_parent(parent, sig)
 
 
-_setpriv_checked = False
-_setpriv_path: str | None = None
-
-
+@functools.cache
 def _setpriv() -> str | None:
     """The path of a ``setpriv`` that takes ``--pdeathsig`` (util-linux 2.33+), or ``None``."""
-    global _setpriv_checked, _setpriv_path
-    if not _setpriv_checked:
-        _setpriv_checked = True
-        found = shutil.which("setpriv")
-        if found is not None:
-            try:
-                usage = subprocess.run(
-                    [found, "--help"], capture_output=True, text=True, timeout=10
-                )
-            except (OSError, subprocess.SubprocessError):
-                usage = None
-            if usage is not None and "--pdeathsig" in usage.stdout:
-                _setpriv_path = found
-    return _setpriv_path
+    found = shutil.which("setpriv")
+    if found is None:
+        return None
+    try:
+        usage = subprocess.run([found, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if "--pdeathsig" in usage.stdout else None
 
 
 def tied_command(args: object, sig: int = signal.SIGKILL) -> list[str] | None:
@@ -130,17 +122,13 @@ def torch_workers_die_with_agent() -> Iterator[None]:
     class _TiedPopen(subprocess.Popen[bytes]):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             if "preexec_fn" not in kwargs:
-                command = None
-                if args:
-                    command = tied_command(args[0])
-                    if command is not None:
-                        args = (command, *args[1:])
-                elif "args" in kwargs:
-                    command = tied_command(kwargs["args"])
-                    if command is not None:
-                        kwargs["args"] = command
+                command = tied_command(args[0] if args else kwargs.get("args"))
                 if command is None:
                     kwargs["preexec_fn"] = hook
+                elif args:
+                    args = (command, *args[1:])
+                else:
+                    kwargs["args"] = command
             super().__init__(*args, **kwargs)
 
     handler.Popen = _TiedPopen  # type: ignore[misc,assignment]
