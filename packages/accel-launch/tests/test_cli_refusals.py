@@ -172,6 +172,24 @@ def test_gpu_ids_on_a_machine_without_gpus_is_named_in_a_warning(tmp_path):
     ), r.stderr
 
 
+def test_a_refusal_after_a_gpu_warning_is_the_only_line(tmp_path):
+    """The unused-gpu_ids warning is held back until nothing can refuse the launch: a launch
+    refused later (here a torchrun option on a python launch) prints its one error line only."""
+    from accel_launch.configs._limits import local_accelerators
+
+    if local_accelerators() > 0:
+        pytest.skip("this machine has accelerators: gpu_ids is used")
+    r = accel(
+        "launch", "--gpu_ids=no", "--rdzv_conf=a=b", "--explain", str(tmp_path / "s.py"),
+        check=False,
+    )  # fmt: skip
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert lines[0].startswith("accel launch: error: --rdzv_conf are options of torchrun"), lines
+    r = accel("launch", "--gpu_ids=0", "--explain", str(tmp_path / "s.py"))
+    assert r.stderr.startswith("accel launch: warning: gpu_ids 0 (flag --gpu_ids)"), r.stderr
+
+
 def test_accel_test_refuses_a_count_before_saying_the_processes_start():
     r = accel("test", "--num_processes", "500", check=False)
     assert r.returncode == 2 and "num_processes=500" in r.stderr, r.stderr

@@ -117,11 +117,13 @@ def launch(args: argparse.Namespace) -> int:
     check_refused(args)
     plan = resolve(args)
     if plan.config.distributed_type == "XLA":  # torch_xla's spawn here, or gcloud on a pod
+        plan.print_warnings()
         return launch_tpu(plan, args)
     if args.explain:
+        command = _command(plan, args, _port(plan))[2] if args.training_script else None
+        plan.print_warnings()
         print(plan.explain())
-        if args.training_script:
-            _, _, command = _command(plan, args, _port(plan))
+        if command is not None:
             print(f"\nlauncher: {command.launcher}\ncommand: {command.display()}")
             print("environment of the processes:")
             for name, value in sorted(command.env.items()):
@@ -133,6 +135,7 @@ def launch(args: argparse.Namespace) -> int:
     backend.prepare(command, target)
     if config.main_process_port and backend.binds_port_here(plan):
         check_port_free(config.main_process_ip or "127.0.0.1", port)
+    plan.print_warnings()  # nothing refuses the launch after this point
     quiet = bool(args.quiet)
     if not quiet and backend.announces:
         processes, machines = backend.layout(plan)

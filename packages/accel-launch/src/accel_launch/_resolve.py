@@ -87,6 +87,16 @@ class LaunchPlan:
     """The config file that was read, if any."""
     slurm: SlurmStep | None = None
     """The SLURM step this launcher runs in, when started by srun."""
+    warnings: list[str] = field(default_factory=list)
+    """Lines about settings the hardware makes moot (``accel launch: warning: ...``). They are
+    printed by `print_warnings` once nothing
+    else can refuse the launch, so a refusal stays the first line of its output."""
+
+    def print_warnings(self) -> None:
+        """Print the plan's warnings to stderr, once."""
+        for line in self.warnings:
+            print(line, file=sys.stderr)
+        self.warnings.clear()
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(setting, value, source) for every top-level setting and every set section key."""
@@ -164,11 +174,14 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str] | None = None) 
         _refuse_unsupported(config, sources)  # a pod launch only runs gcloud here
     config.validate()  # before anything imports torch: bad input fails fast
     _check_counts(config, sources, slurm)
+    warnings: list[str] = []
     if config.distributed_type != "XLA":  # XLA processes are started by torch_xla
-        _derive(config, sources, multi_gpu)
+        _derive(config, sources, multi_gpu, warnings)
     config.validate()
     check_layout(config)
-    return LaunchPlan(config=config, sources=sources, config_path=path, slurm=slurm)
+    return LaunchPlan(
+        config=config, sources=sources, config_path=path, slurm=slurm, warnings=warnings
+    )
 
 
 def _apply_flags(config: LaunchConfig, sources: dict[str, str], given: dict[str, Any]) -> None:
@@ -315,8 +328,11 @@ def _refuse_unsupported(config: LaunchConfig, sources: dict[str, str]) -> None:
         raise ConfigError(message)
 
 
-def _derive(config: LaunchConfig, sources: dict[str, str], multi_gpu: bool) -> None:
-    """Fill what the hardware decides, so the plan states what the processes will use."""
+def _derive(
+    config: LaunchConfig, sources: dict[str, str], multi_gpu: bool, warnings: list[str]
+) -> None:
+    """Fill what the hardware decides, so the plan states what the processes will use; add to
+    ``warnings`` what the hardware makes moot."""
     accelerator = _has_accelerator()
     if multi_gpu and config.use_cpu:
         origin = sources.get("use_cpu", "default")
@@ -330,18 +346,16 @@ def _derive(config: LaunchConfig, sources: dict[str, str], multi_gpu: bool) -> N
             f"--multi_gpu (several CPU processes need only --num_processes N){fix}."
         )
     if config.gpu_ids not in ("all", "", None) and not accelerator:
-        print(
+        warnings.append(
             f"accel launch: warning: gpu_ids {config.gpu_ids} "
             f"({sources.get('gpu_ids', 'default')}) names GPUs, but this machine has none; "
-            "the processes run on CPU and gpu_ids is not used.",
-            file=sys.stderr,
+            "the processes run on CPU and gpu_ids is not used."
         )
     if multi_gpu and not accelerator:
         # As the reference does: a script written for a GPU machine still runs on a laptop.
-        print(
+        warnings.append(
             "accel launch: warning: --multi_gpu found no GPU on this machine; the "
-            f"{config.num_processes} process(es) run on CPU.",
-            file=sys.stderr,
+            f"{config.num_processes} process(es) run on CPU."
         )
     if multi_gpu and config.distributed_type == "NO":
         config.distributed_type = "MULTI_GPU"

@@ -48,6 +48,7 @@ def validate_launch_command(
         ConfigError: A setting is invalid, with the rule, the value and the fix.
     """
     plan = resolve(args)
+    plan.print_warnings()
     for name, value in plan.config.to_dict().items():
         if name in SECTIONS:
             for key, sub in value.items():
@@ -96,6 +97,7 @@ def prepare_simple_launcher_cmd_env(
     target, module, no_python = _target(args)
     port = int(config.main_process_port or DEFAULT_PORT)
     command = build_command(plan, target, module, no_python, port, args)
+    plan.print_warnings()
     if command.launcher not in ("python", "mpirun", "slurm-task"):
         from .launchers._cluster import python_target
 

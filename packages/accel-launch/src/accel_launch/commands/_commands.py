@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import shutil
 import sys
 from pathlib import Path
@@ -340,8 +338,7 @@ def _test(args: argparse.Namespace) -> int:
 
     # Refuse what the launch would refuse before saying the processes start; the plan's
     # warnings are printed once, by the launch itself.
-    with contextlib.redirect_stderr(io.StringIO()):
-        resolve(launch_args)
+    resolve(launch_args)
     print(
         "accel test: starting the processes (each imports torch first: a few seconds)",
         flush=True,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from .._resolve import (
@@ -98,8 +99,11 @@ def prepare_multi_gpu_env(args: argparse.Namespace) -> dict[str, str]:
     if config.distributed_type == "NO":
         config.distributed_type = "MULTI_GPU"
     config.validate()
-    _derive(config, sources, multi_gpu=False)  # MULTI_GPU becomes MULTI_CPU without GPUs
+    warnings: list[str] = []
+    _derive(config, sources, False, warnings)  # MULTI_GPU becomes MULTI_CPU without GPUs
     config.validate()
+    for line in warnings:
+        print(line, file=sys.stderr)
     env = os.environ.copy()
     env.update(child_environment(config))
     return env
