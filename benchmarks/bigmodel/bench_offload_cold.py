@@ -184,6 +184,8 @@ def worker(mode: str, checkpoint: str, offload: str) -> dict:
     )
     if mode == "accel-noprefetch":
         attach_prefetcher(model, layers_ahead=0)
+    if mode == "accel-prefetch-copy":  # no leased map: the pool's buffers, as on a GPU
+        model._accel_prefetcher.map_files = False
     waits: list[float] = []
     prefetcher = getattr(model, "_accel_prefetcher", None)
     if prefetcher is not None:
@@ -276,6 +278,7 @@ def write_checkpoint(folder: str) -> list[str]:
 MODES = {
     "accel-noprefetch": "accel-bigmodel, prefetch off (`attach_prefetcher(model, layers_ahead=0)`)",
     "accel-prefetch": "accel-bigmodel, prefetcher (defaults)",
+    "accel-prefetch-copy": "accel-bigmodel, prefetcher, copies (`prefetcher.map_files = False`)",
     "reference": "accelerate",
 }
 

@@ -29,7 +29,7 @@ from accel_bigmodel import (
 
 DISK_MAP = {"embed": "cpu", "blocks": "disk", "head": "cpu", "scale": "cpu"}
 DAMAGES = ("truncate", "random")
-PREFETCH = ("off", "new-memory", "pool-buffers")
+PREFETCH = ("off", "new-memory", "pool-buffers", "leased-map")
 
 
 def build(kind: str, tiny: TinyLM, root: str) -> tuple[torch.nn.Module, str]:
@@ -85,7 +85,12 @@ def run_case(kind: str, how: str, prefetch: str) -> dict:
         if prefetch == "off":
             attach_prefetcher(model, layers_ahead=0)
         elif prefetch == "new-memory":
+            model._accel_prefetcher.map_files = False
             model._accel_prefetcher.read_into_buffers = False  # each module read into new memory
+        elif prefetch == "pool-buffers":
+            model._accel_prefetcher.map_files = False  # every file read into the pool's buffers
+        else:  # the default on the CPU: computed on the leased file's pages
+            assert model._accel_prefetcher.map_files
         with torch.no_grad():
             expected = tiny(ids)
             first = model(ids)

@@ -87,6 +87,7 @@ def test_prefetcher_reads_into_buffers_with_its_reader_threads(tmp_path):
     )
     prefetcher = model._accel_prefetcher
     prefetcher.read_into_buffers = True  # the CUDA path: the pool's buffers, filled in parallel
+    prefetcher.map_files = False  # no leased map: every file is read into those buffers
     expected = tiny(ids)
     for _ in range(3):
         torch.testing.assert_close(model(ids), expected, rtol=0, atol=0)

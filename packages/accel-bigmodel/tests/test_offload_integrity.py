@@ -28,7 +28,7 @@ from accel_bigmodel import (
 
 CHILD = os.path.join(os.path.dirname(__file__), "offload_tamper.py")
 DISK_MAP = {"embed": "cpu", "blocks": "disk", "head": "cpu", "scale": "cpu"}
-PREFETCH = ["off", "new-memory", "pool-buffers"]
+PREFETCH = ["off", "new-memory", "pool-buffers", "leased-map"]
 
 
 @pytest.mark.parametrize("kind", ["accel-written", "checkpoint", "dat"])
@@ -39,10 +39,10 @@ def test_a_file_truncated_or_overwritten_under_a_running_model_is_an_error_namin
     )
     cases = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert done.returncode == 0, (
-        f"the process died (exit code {done.returncode}) after {len(cases)} of 6 cases: "
+        f"the process died (exit code {done.returncode}) after {len(cases)} of 8 cases: "
         f"{done.stderr[-2000:]}"
     )
-    assert len(cases) == 6
+    assert len(cases) == 8
     for case in cases:
         assert case["first_ok"], case
         assert case["error"] == "OffloadedFileChangedError", case
@@ -58,7 +58,10 @@ def _set_prefetch(model: torch.nn.Module, prefetch: str) -> None:
     if prefetch == "off":
         attach_prefetcher(model, layers_ahead=0)
     elif prefetch == "new-memory":
+        model._accel_prefetcher.map_files = False
         model._accel_prefetcher.read_into_buffers = False  # each module read into new memory
+    elif prefetch == "pool-buffers":
+        model._accel_prefetcher.map_files = False  # every file read into the pool's buffers
 
 
 def _flip_byte(path, at: int) -> None:

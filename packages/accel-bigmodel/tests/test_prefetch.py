@@ -76,9 +76,13 @@ def test_prefetched_outputs_equal_the_unprefetched_ones(tiny, ids, tmp_path):
     torch.testing.assert_close(without, tiny(ids))
 
 
-@pytest.mark.parametrize("into_buffers", [False, True], ids=["in-place", "pool-buffers"])
+@pytest.mark.parametrize(
+    ("into_buffers", "map_files"),
+    [(False, False), (True, False), (True, True)],
+    ids=["new-memory", "pool-buffers", "leased-map"],
+)
 @torch.no_grad()
-def test_pool_never_holds_more_than_its_bound(tiny, ids, tmp_path, into_buffers):
+def test_pool_never_holds_more_than_its_bound(tiny, ids, tmp_path, into_buffers, map_files):
     model = _on_disk(tiny, tmp_path)
     plans = [p for p in model._accel_prefetcher.plans.values() if p]
     largest = max(plan_bytes(p) for p in plans)
@@ -86,6 +90,7 @@ def test_pool_never_holds_more_than_its_bound(tiny, ids, tmp_path, into_buffers)
     prefetcher = attach_prefetcher(model, layers_ahead=8, pool_bytes=bound)
     assert len(plans) == len(prefetcher.hooks)  # every disk module reads straight from its file
     prefetcher.read_into_buffers = into_buffers  # pool buffers are the CUDA path; test it here
+    prefetcher.map_files = map_files  # the default on the CPU: the leased file's own pages
     counter = LeaseCounter(prefetcher.pool)
     expected = tiny(ids)
     for _ in range(3):
@@ -214,6 +219,7 @@ def test_modules_prepared_for_the_next_forward_are_prepared_again_when_it_starts
 
     model = _on_disk(tiny, tmp_path)
     prefetcher = model._accel_prefetcher
+    prefetcher.map_files = False
     prefetcher.read_into_buffers = False  # each module read into new memory when prepared
     expected = tiny(ids)
     torch.testing.assert_close(model(ids), expected, rtol=0, atol=0)

@@ -17,6 +17,7 @@ import zlib
 
 import torch
 
+from ._leased_map import LeasedMap
 from ._safetensors_io import writable_buffer
 
 _RESTORE = (
@@ -75,9 +76,14 @@ class FileGuard:
                 f"({err.strerror}). {_RESTORE}",
                 path,
             ) from err
-        self._finalizer = weakref.finalize(self, os.close, fd)
+        # The lease (once taken) goes before the descriptor, also when the guard is collected
+        # unclosed: its views still in use are moved off the file first.
+        self._leases: list[LeasedMap] = []
+        self._finalizer = weakref.finalize(self, _release, fd, self._leases)
         self._fd = fd
         self.lock = threading.Lock()
+        self._leased: LeasedMap | None = None
+        self._lease_tried = False
         stat = os.fstat(fd)
         self.size = stat.st_size if expected_size is None else expected_size
         self.mtime_ns = stat.st_mtime_ns
@@ -120,9 +126,33 @@ class FileGuard:
                 weight,
             )
 
+    def leased_map(self) -> LeasedMap | None:
+        """The file under a read lease and mapped (see `LeasedMap`), taken on first call; ``None``
+        where no lease can be had or it was given up (the file is then read with copies)."""
+        if not self._lease_tried:
+            with self.lock:
+                if not self._lease_tried:
+                    self._lease_tried = True
+                    self._leased = LeasedMap.open(self._fd, self.size, self.path, self.mtime_ns)
+                    if self._leased is not None:
+                        self._leases.append(self._leased)
+        leased = self._leased
+        return None if leased is None or leased.broken else leased
+
     def close(self) -> None:
-        """Closes the descriptor (later checks fail with ``OSError``)."""
+        """Releases the lease and the map, if any, and closes the descriptor (later checks fail
+        with ``OSError``)."""
+        with self.lock:
+            self._lease_tried = True
+            self._leased = None
         self._finalizer()
+
+
+def _release(fd: int, leases: list[LeasedMap]) -> None:
+    for leased in leases:
+        leased.close()
+    leases.clear()
+    os.close(fd)
 
 
 def verify_crc(

@@ -11,6 +11,7 @@ from torch import nn
 
 from ..files._file_guard import OffloadedFileChangedError
 from ..offload._prefetch_pool import (
+    READ_CHUNK_BYTES,
     READER_THREADS,
     BufferPool,
     TensorSpan,
@@ -59,10 +60,13 @@ class Prefetcher:
     thread, as long as their weights fit in a pool of ``pool_bytes``; the first module that does
     not fit waits until a running module gives its share back (when its forward ends). Weights
     kept in an offload storage (safetensors or ``.dat`` offload files, or a registered storage)
-    get a read-ahead hint (``posix_fadvise(WILLNEED)`` for files) when they enter the pool, and
-    the background threads read them into the pool's reusable buffers: the module computes on
-    process memory, never on a memory map of a file another process may shrink, so a file
-    truncated during a forward is an [`OffloadedFileChangedError`][accel_bigmodel.OffloadedFileChangedError], not a SIGBUS. For a
+    get a read-ahead hint (``posix_fadvise(WILLNEED)`` for files) when they enter the pool.
+    On the CPU, weights of a file this process holds a read lease on (Linux) are views of the
+    file's own pages, touched by the background thread; a writer of the file waits until those
+    pages are moved into process memory (``accel_bigmodel.files._leased_map``). Other stored
+    weights are read by the background threads into the pool's reusable buffers. Either way no
+    module computes on a map of a file another process may shrink, so a file truncated during a
+    forward is an [`OffloadedFileChangedError`][accel_bigmodel.OffloadedFileChangedError], not a SIGBUS. For a
     CUDA device the buffers are page-locked and copied to the device on a side stream. Weights
     held in memory (CPU offload) are prepared as before: pages touched on the CPU, a copy on an
     accelerator. The order wraps around, and each forward call starts the first modules at
@@ -120,6 +124,11 @@ class Prefetcher:
         # Weights held in memory are copied into the pool's buffers only on their way to an
         # accelerator.
         self.stage_memory = self.pool.pin
+        # Weights in files this process holds a read lease on are computed on in place, on the
+        # file's own pages, when they run on the CPU (no copy; see files/_leased_map.py);
+        # False reads every file into the pool's buffers.
+        self.map_files = True
+        self.mapped: set[int] = set()
         self.streams: dict[torch.device, Any] = {}
         self.lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accel-prefetch")
@@ -143,6 +152,52 @@ class Prefetcher:
     ) -> dict[str, torch.Tensor]:
         values = fill(plan, buffer, loader_of(hook.weights_map)[0], self.readers)
         return self._to_target(hook, values)
+
+    def _mappable(self, hook: AlignDevicesHook, plan: list[TensorSpan]) -> bool:
+        target = hook._target()
+        if not self.map_files or (target is not None and target.type != "cpu"):
+            return False
+        return all(
+            callable(getattr(span.storage, "can_map", None))
+            and span.storage.can_map(span.stored.source)  # type: ignore[attr-defined]
+            for span in plan
+            if span.nbytes
+        )
+
+    def _map(self, hook: AlignDevicesHook, plan: list[TensorSpan]) -> dict[str, torch.Tensor]:
+        """The weights of ``plan`` as views of their leased files (their pages touched now, and
+        their CRC-32 checked once), or read into new memory when a lease was given up."""
+        loader = loader_of(hook.weights_map)[0]
+        values: dict[str, torch.Tensor] = {}
+        pieces: list[torch.Tensor] = []
+        for span in plan:
+            stored = span.stored
+            if stored.nbytes:
+                span.storage.check(stored.source, stored.key or None)
+            view = span.storage.mapped(stored) if stored.nbytes else None  # type: ignore[attr-defined]
+            if view is None and stored.nbytes:
+                return self._prepare(hook)
+            if view is None:
+                view = torch.empty(stored.shape, dtype=stored.dtype)
+            flat = view.reshape(-1).view(torch.uint8) if stored.nbytes else None
+            if flat is not None:
+                pieces += [
+                    flat[at : at + READ_CHUNK_BYTES] for at in range(0, len(flat), READ_CHUNK_BYTES)
+                ]
+            values[span.name] = view
+        # Page the bytes in now, several pieces at once (a cold file is read as fast as the
+        # pool's copies would read it), so the module's compute takes no page fault.
+        if len(pieces) > 1:
+            for _ in self.readers.map(touch_pages, pieces):
+                pass
+        elif pieces:
+            touch_pages(pieces[0])
+        if loader is not None:
+            for span in plan:
+                stored = span.stored
+                if stored.nbytes:
+                    loader.check_bytes(stored.key, stored.source, stored.start, values[span.name])
+        return values
 
     def _stage(
         self, hook: AlignDevicesHook, held: list[tuple[str, torch.Tensor]], buffer: torch.Tensor
@@ -178,6 +233,7 @@ class Prefetcher:
         """
         with self.lock:
             entry = self.pending.pop(id(hook), None)
+            self.mapped.discard(id(hook))
         if entry is None:
             self.misses += 1
             return None
@@ -233,6 +289,7 @@ class Prefetcher:
         with self.lock:
             for key in [k for k in self.pending if k not in wanted]:
                 self._drop(self.pending.pop(key))
+                self.mapped.discard(key)
             for following in window:
                 key = id(following)
                 if key in self.pending or key in self.leased or following.prefetcher is not self:
@@ -259,6 +316,13 @@ class Prefetcher:
                     self.pending[key] = (future, buffer)
                     continue
                 nbytes = plan_bytes(plan)
+                if self._mappable(following, plan):  # computed on in place: no buffer
+                    if not self.pool.reserve(nbytes):
+                        break
+                    advise_willneed(plan)
+                    self.pending[key] = (self.executor.submit(self._map, following, plan), nbytes)
+                    self.mapped.add(key)
+                    continue
                 lease: torch.Tensor | int | None
                 if self.read_into_buffers:
                     lease = self.pool.acquire(nbytes)
@@ -292,6 +356,9 @@ class Prefetcher:
                     continue
                 hook = self.hooks[self.position[key]]
                 plan = self.plans.get(key)
+                if key in self.mapped and plan and self._mappable(hook, plan):
+                    continue  # still leased: nobody wrote those files since
+                self.mapped.discard(key)
                 if plan:
                     advise_willneed(plan)
                 self.pending[key] = (self.executor.submit(self._prepare, hook), lease)
@@ -311,6 +378,7 @@ class Prefetcher:
             for entry in self.pending.values():
                 entry[0].cancel()
             self.pending.clear()
+            self.mapped.clear()
         if not self._closed:
             self._closed = True
             _shutdown(self.executor, self.readers)

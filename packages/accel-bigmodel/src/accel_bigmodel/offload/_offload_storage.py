@@ -5,7 +5,9 @@ An offload index entry names a weight; an [`OffloadStorage`][accel_bigmodel.Offl
 it was opened, and reads spans of those bytes into memory the caller owns. The loader, the
 prefetcher and the staging path to a device only ever read through a storage, so no weight is
 computed on from memory mapped from a file another process may shrink: a file truncated under a
-running model is a short read, reported as an [`OffloadedFileChangedError`][accel_bigmodel.OffloadedFileChangedError], not a SIGBUS.
+running model is a short read, reported as an [`OffloadedFileChangedError`][accel_bigmodel.OffloadedFileChangedError], not a SIGBUS. File storages
+also hand out views of a file's own pages while this process holds a read lease on it
+(`FileStorage.mapped`): a writer then waits until those pages are moved into process memory.
 
 A new kind of storage is one class and one call to [`register_offload_storage`][accel_bigmodel.register_offload_storage].
 """
@@ -248,6 +250,21 @@ class FileStorage:
                     stored.key or None,
                 )
             done += got
+
+    def mapped(self, stored: StoredWeight) -> torch.Tensor | None:
+        """``stored`` as a tensor on the pages of its file, under the file's read lease (see
+        `accel_bigmodel.files._leased_map`), or ``None`` when the file has no lease (read it
+        with `read_into` then)."""
+        if stored.nbytes <= 0:
+            return None
+        leased = self.guard(stored.source).leased_map()
+        if leased is None:
+            return None
+        return leased.view(stored.start, stored.nbytes, stored.dtype, stored.shape)
+
+    def can_map(self, source: str) -> bool:
+        """Whether ``source`` is under a read lease now (`mapped` then hands out views)."""
+        return self.guard(source).leased_map() is not None
 
     def advise(self, stored: StoredWeight) -> None:
         if hasattr(os, "posix_fadvise") and stored.nbytes:
