@@ -160,3 +160,51 @@ def test_an_existing_empty_folder_takes_the_checkpoint(tmp_path):
     acc.load_state(str(target))
     assert counter.value == 3
     assert not any(p.name.startswith(".made_by_the_user") for p in tmp_path.iterdir())
+
+
+def test_an_empty_staging_folder_left_by_a_failed_save_is_removed(tmp_path):
+    # A save that failed on a full disk: one process removed the stage (its marker first)
+    # while another still wrote a file, then removed that file; the folder stayed, empty.
+    acc, _ = _accelerator(tmp_path)
+    target = tmp_path / "ckpt"
+    Path(staging_dir(str(target))).mkdir()
+    acc.save_state(target)
+    assert not Path(staging_dir(str(target))).exists()
+    assert (target / "accel_checkpoint.json").exists()
+
+
+def test_a_stage_removed_while_another_process_writes_keeps_its_marker_until_empty(tmp_path):
+    import threading
+    import time
+
+    from accel._training_checkpoints.files._folders import remove_staging
+
+    target = str(tmp_path / "ckpt")
+    for attempt in range(5):
+        stage = Path(prepare_staging(target))
+        for k in range(20):
+            (stage / f"part_{k}.bin").write_bytes(b"x" * 100)
+        stop = time.monotonic() + 0.2
+        done = threading.Event()
+
+        def write(stage=stage, stop=stop, done=done):  # the other process, still writing
+            n = 0
+            while time.monotonic() < stop:
+                try:
+                    (stage / f"late_{n}.bin").write_bytes(b"y")
+                except OSError:
+                    pass  # the folder is gone for the moment
+                n += 1
+            done.set()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        remove_staging(target)
+        writer.join()
+        # Gone, or still marked as accel's, or empty: never a folder of files without marker.
+        if stage.exists():
+            left = os.listdir(stage)
+            assert not left or STAGING_MARKER in left, (attempt, left)
+        prepare_staging(target)  # the next save takes its place either way
+        remove_staging(target)
+        assert not stage.exists()

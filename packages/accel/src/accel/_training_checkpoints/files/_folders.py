@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import time
 import warnings
 
 from ..._core._state_files import fsync_dir, fsync_file
@@ -53,10 +54,68 @@ def target_of(stage: str) -> str:
 
 def remove_staging(output_dir: str) -> None:
     """Delete the staging folder of a save of ``output_dir`` that failed (only one accel made:
-    the marker is there; a committed checkpoint is never touched)."""
+    the marker is there; a committed checkpoint is never touched).
+
+    The marker goes last, so a removal cut short (the process stopped by its launcher when
+    another one failed) leaves a folder still known as accel's, which the next save removes.
+    Another process of the save may still write into the folder while it goes (each process
+    writes its own files and fails on its own): the removal then starts again, a few times.
+    """
     stage = staging_dir(output_dir)
-    if not os.path.islink(stage) and os.path.isfile(os.path.join(stage, STAGING_MARKER)):
-        shutil.rmtree(stage, ignore_errors=True)
+    marker = os.path.join(stage, STAGING_MARKER)
+    if os.path.islink(stage) or not os.path.isfile(marker):
+        return
+    for _ in range(_REMOVE_TRIES):
+        for entry in os.listdir(stage):
+            if entry != STAGING_MARKER:
+                path = os.path.join(stage, entry)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    _remove_quietly(path)
+        left = os.listdir(stage)
+        if left and left != [STAGING_MARKER]:
+            time.sleep(_REMOVE_PAUSE)
+            continue  # a file arrived, or could not go: the marker stays for now
+        _remove_quietly(marker)
+        try:
+            os.rmdir(stage)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:  # a file arrived after the marker went: mark the folder again
+            try:
+                _write_marker(stage, output_dir)
+            except OSError:  # a full disk: an empty folder is removed by the next save
+                pass
+            time.sleep(_REMOVE_PAUSE)
+
+
+_REMOVE_TRIES = 20
+_REMOVE_PAUSE = 0.05
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _write_marker(stage: str, output_dir: str) -> None:
+    with open(os.path.join(stage, STAGING_MARKER), "w", encoding="utf-8") as handle:
+        json.dump({"target": os.path.basename(os.path.abspath(output_dir))}, handle)
+
+
+def _is_empty_folder(path: str) -> bool:
+    """A real folder with nothing in it: a staging folder whose files all went (nothing of
+    anyone's to lose by removing it)."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    try:
+        return not os.listdir(path)
+    except OSError:
+        return False
 
 
 def _replaced_dir(output_dir: str) -> str:
@@ -115,7 +174,10 @@ def check_target(output_dir: str) -> None:
                 f"which it tells apart by the manifest; the manifest of {output_dir!r} cannot "
                 f"be read ({exc}). Move that folder away or choose another output_dir."
             ) from None
-    for hidden in (staging_dir(output_dir), _replaced_dir(output_dir)):
+    stage = staging_dir(output_dir)
+    for hidden in (stage, _replaced_dir(output_dir)):
+        if hidden == stage and _is_empty_folder(hidden):
+            continue  # an empty staging folder: `prepare_staging` removes it
         if os.path.lexists(hidden) and not _is_own_staging(hidden):
             raise FileExistsError(
                 f"save_state stages a checkpoint in the hidden sibling {hidden!r} and removes "
@@ -153,10 +215,11 @@ def prepare_staging(output_dir: str) -> str:
     stage = staging_dir(output_dir)
     if _is_own_staging(stage):
         shutil.rmtree(stage)
+    elif _is_empty_folder(stage):  # left empty by a failed save whose files all went
+        os.rmdir(stage)
     os.makedirs(stage)
     try:
-        with open(os.path.join(stage, STAGING_MARKER), "w", encoding="utf-8") as handle:
-            json.dump({"target": os.path.basename(os.path.abspath(output_dir))}, handle)
+        _write_marker(stage, output_dir)
     except BaseException:
         # The folder was made a moment ago by this call (a full disk can refuse its first
         # file): leave nothing behind.
