@@ -82,7 +82,6 @@ class FileGuard:
         self._finalizer = weakref.finalize(self, _release, fd, self._leases)
         self._fd = fd
         self.lock = threading.Lock()
-        self._leased: LeasedMap | None = None
         self._lease_tried = False
         stat = os.fstat(fd)
         self.size = stat.st_size if expected_size is None else expected_size
@@ -133,18 +132,17 @@ class FileGuard:
             with self.lock:
                 if not self._lease_tried:
                     self._lease_tried = True
-                    self._leased = LeasedMap.open(self._fd, self.size, self.path, self.mtime_ns)
-                    if self._leased is not None:
-                        self._leases.append(self._leased)
-        leased = self._leased
-        return None if leased is None or leased.broken else leased
+                    leased = LeasedMap.open(self._fd, self.size, self.path, self.mtime_ns)
+                    if leased is not None:
+                        self._leases.append(leased)
+        first = self._leases[:1]  # emptied when the guard closes
+        return first[0] if first and not first[0].broken else None
 
     def close(self) -> None:
         """Releases the lease and the map, if any, and closes the descriptor (later checks fail
         with ``OSError``)."""
         with self.lock:
             self._lease_tried = True
-            self._leased = None
         self._finalizer()
 
 

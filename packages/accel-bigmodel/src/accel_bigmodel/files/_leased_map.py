@@ -46,6 +46,8 @@ _PAGE = mmap.PAGESIZE
 _SIGNAL = signal.SIGURG if hasattr(signal, "SIGURG") else None
 """The lease-break signal: ignored by default, so a break that reaches the process before its
 owner is set to the watching thread harms nothing (the thread's periodic check finds it)."""
+_PRUNE_AT = 64
+"""Views handed out before the ones no longer in use are first dropped from the list."""
 _CHECK_SECONDS = 1.0
 """How often the watching thread checks every lease, signal or not."""
 
@@ -73,18 +75,18 @@ SUPPORTED = _LIBC is not None and _SIGNAL is not None and hasattr(signal, "sigti
 """Whether this platform has leases, ``mremap`` and a thread-directed lease-break signal."""
 
 
-def _use_count(base: torch.Tensor) -> int | None:
+def shared_elsewhere(base: torch.Tensor) -> bool | None:
+    """Whether tensors other than ``base`` use its memory (``None``: torch cannot tell)."""
     counter = getattr(torch._C, "_storage_Use_Count", None)
     if counter is None:
         return None
-    return int(counter(base.untyped_storage()._cdata))
+    # ``base`` and the storage object just made hold one reference each.
+    return bool(counter(base.untyped_storage()._cdata) > 2)
 
 
 def _in_use(base: torch.Tensor) -> bool:
     """Whether tensors other than ``base`` use its memory (``True`` when torch cannot tell)."""
-    count = _use_count(base)
-    # ``base`` and the storage object just made hold one reference each.
-    return count is None or count > 2
+    return shared_elsewhere(base) is not False
 
 
 def _privatize(address: int, nbytes: int) -> bool:
@@ -127,6 +129,7 @@ class LeasedMap:
         self.lock = threading.Lock()
         self.broken = False
         self._views: list[torch.Tensor] = []
+        self._prune_at = _PRUNE_AT
         self._map: mmap.mmap | None = mmap.mmap(
             fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE
         )
@@ -169,7 +172,9 @@ class LeasedMap:
         with self.lock:
             if self.broken or self._map is None:
                 return None
-            self._views = [v for v in self._views if _in_use(v)]
+            if len(self._views) >= self._prune_at:  # amortized: not every view, every time
+                self._views = [v for v in self._views if _in_use(v)]
+                self._prune_at = max(_PRUNE_AT, 2 * len(self._views))
             base = torch.frombuffer(self._map, dtype=torch.uint8, count=nbytes, offset=start)
             if base.data_ptr() % max(1, base[:0].view(dtype).element_size()):
                 return None

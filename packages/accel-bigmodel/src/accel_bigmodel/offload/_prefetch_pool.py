@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import torch
 
+from ..files._leased_map import shared_elsewhere
 from ..files._safetensors_io import writable_buffer
 from ._offload import OffloadedWeightsLoader, PrefixedDataset
 from ._offload_storage import OffloadStorage, StoredWeight
@@ -211,16 +212,6 @@ def _read_piece(read: tuple[TensorSpan, int, torch.Tensor]) -> None:
     span.storage.read_into(span.stored, at, writable_buffer(piece))
 
 
-def _shared_elsewhere(buffer: torch.Tensor) -> bool | None:
-    """Whether tensors other than ``buffer`` still use its memory (``None``: cannot tell)."""
-    counter = getattr(torch._C, "_storage_Use_Count", None)
-    if counter is None:
-        return None
-    storage = buffer.untyped_storage()
-    # ``buffer`` and the ``storage`` object just made hold one reference each.
-    return bool(counter(storage._cdata) > 2)
-
-
 class BufferPool:
     """Bytes of prefetched weights, never more than ``capacity`` in all.
 
@@ -281,7 +272,7 @@ class BufferPool:
                 self.held -= lease
             return
         buffer = lease
-        elsewhere = _shared_elsewhere(buffer)
+        elsewhere = shared_elsewhere(buffer)
         with self._lock:
             if elsewhere is False:
                 self._free.append(buffer)
