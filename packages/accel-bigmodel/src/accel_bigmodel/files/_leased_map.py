@@ -80,8 +80,11 @@ def shared_elsewhere(base: torch.Tensor) -> bool | None:
     counter = getattr(torch._C, "_storage_Use_Count", None)
     if counter is None:
         return None
-    # ``base`` and the storage object just made hold one reference each.
-    return bool(counter(base.untyped_storage()._cdata) > 2)
+    # ``base`` and the storage object just made hold one reference each; the object is kept
+    # in a name so that it still holds its reference while the count is read (some torch
+    # releases do not keep a storage's Python object alive on their own).
+    storage = base.untyped_storage()
+    return bool(counter(storage._cdata) > 2)
 
 
 def _in_use(base: torch.Tensor) -> bool:
