@@ -2,6 +2,7 @@
 code 130."""
 
 import os
+import re
 import select
 import signal
 import subprocess
@@ -83,7 +84,8 @@ def test_ctrl_c_on_launch_stops_every_process_with_one_line(processes):
     command = [sys.executable, "-m", "accel_launch.cli", "launch", "--num_processes"]
     with Started([*command, str(processes), str(SCRIPTS / "sleep_forever.py")]) as job:
         out = job.read_until("PID ", count=processes)
-        job.pids = [int(line.split()[1]) for line in out.splitlines() if line.startswith("PID ")]
+        job.pids = [int(pid) for pid in re.findall(r"PID (\d+)", out)]
+        assert len(job.pids) == processes, out
         code, err = job.interrupt()
         assert code == 130, err
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, err

@@ -4,7 +4,9 @@ to a file there."""
 import os
 import time
 
-print(f"PID {os.getpid()}", flush=True)
+# One write of the whole line: the workers share the launcher's stdout, and a line written in
+# two parts (text, then newline, as print does unbuffered) can interleave with another's.
+os.write(1, f"PID {os.getpid()}\n".encode())
 if os.environ.get("PID_DIR"):
     path = os.path.join(os.environ["PID_DIR"], f"{os.getpid()}.pid")
     with open(path + ".tmp", "w") as out:
