@@ -138,9 +138,11 @@ def _unusual_global(path: str) -> str | None:
 
 
 def _is_zip(path: str) -> bool:
+    """Whether ``path`` reads as a zip archive (a damaged end record is no zip: torch's reader
+    then names the damage)."""
     try:
         return zipfile.is_zipfile(path)
-    except OSError:
+    except (OSError, zipfile.BadZipFile):  # e.g. a zip64 end record naming several disks
         return False
 
 
