@@ -193,11 +193,10 @@ def worker(side: str, folder: str, budget: int, tokens: int, offload: str) -> di
         **extra,
     )
     load_s = time.perf_counter() - start
-    prefetcher = getattr(model, "_accel_prefetcher", None)
-    if side == "accel-copies" and prefetcher is not None:
+    if side == "accel-copies":
         # Disk weights read into the prefetcher's buffers instead of computed on their leased
         # pages (files/_leased_map.py): the path every platform without leases takes.
-        prefetcher.map_files = False
+        model._accel_prefetcher.map_files = False
     device_map = dict(model.hf_device_map)
     disk = [name for name, where in device_map.items() if where == "disk"]
     sizes = {n: p.numel() * p.element_size() for n, p in model.named_parameters()}
@@ -306,6 +305,9 @@ def main() -> None:
             "slice": run(["--slice", folder, str(args.tokens)]),
             "sides": {},
         }
+        # Temporary folders of the sides go under the scratch folder, removed at the end even
+        # when a side dies.
+        os.environ["TMPDIR"] = scratch
         for side in args.sides.split(","):
             offload = tempfile.mkdtemp(prefix="offload-", dir=scratch)
             free = shutil.disk_usage(offload).free
@@ -322,9 +324,6 @@ def main() -> None:
                     f"{free / 1e9:.1f} GB free"
                 }
                 continue
-            # Temporary folders of a side go under the scratch folder, removed at the end even
-            # when the side dies.
-            os.environ["TMPDIR"] = scratch
             args_ = ["--worker", side, folder, str(budget), str(args.tokens), offload]
             raw["sides"][side] = run(args_)
             shutil.rmtree(offload, ignore_errors=True)
