@@ -6,8 +6,10 @@ sharded safetensors (reused by later runs: ``--checkpoint``), then each side loa
 process with ``init_empty_weights`` + ``load_checkpoint_and_dispatch(device_map="auto",
 max_memory={"cpu": BUDGET})`` and runs a greedy ``generate`` of a few tokens, the page cache
 evicted first. Measured: load time, time to first token, time per later token, peak anonymous
-memory (``RssAnon``, sampled every 20 ms: the page cache is not counted), and the bytes each side
-wrote beside the checkpoint. The floor of a token is max(bytes the disk must deliver per token /
+memory (``RssAnon``, sampled every 20 ms: the page cache is not counted), the bytes read from
+storage per token (``/proc/self/io``), and the bytes each side wrote beside the checkpoint. The
+side ``accel-unbounded`` leaves every page to the kernel (no page-cache bound), as accel did
+before the prefetcher's ``cache_bytes``. The floor of a token is max(bytes the disk must deliver per token /
 the disk's measured bandwidth, the in-RAM compute of the same layers measured on a slice of 1 and
 3 layers). The reference runs in the same run when the disk has room for what it copies.
 
@@ -40,6 +42,7 @@ PROMPT = 8
 NAMES = {
     "accel": "accel (default: RAM weights mapped from the checkpoint)",
     "accel-private": "accel, `mmap=False` (RAM weights in private memory)",
+    "accel-unbounded": "accel, no page-cache bound (`cache_bytes` unlimited: the kernel's choice)",
     "accel-copies": "accel, disk weights copied into the prefetcher's buffers (`map_files = False`)",
     "reference": "reference accelerate",
 }
@@ -142,13 +145,28 @@ class AnonPeak:
         return max(self.peak, self.now())
 
 
+def storage_read_bytes() -> int:
+    """Bytes this process has had read from storage (``/proc/self/io``: page cache hits do not
+    count; reads of a memory map do); -1 where the kernel does not account them."""
+    try:
+        with open("/proc/self/io") as handle:
+            for line in handle:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
 class TokenClock:
     """A ``generate`` streamer that notes when each new token arrives (the first ``put`` is the
-    prompt)."""
+    prompt), and the bytes read from storage by then."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()
         self.times: list[float] = []
+        self.read: list[int] = []
+        self._read_at_start = storage_read_bytes()
         self._prompt_seen = False
 
     def put(self, value) -> None:
@@ -156,6 +174,7 @@ class TokenClock:
             self._prompt_seen = True
             return
         self.times.append(time.perf_counter() - self.start)
+        self.read.append(storage_read_bytes() - self._read_at_start)
 
     def end(self) -> None:
         pass
@@ -197,6 +216,23 @@ def worker(side: str, folder: str, budget: int, tokens: int, offload: str) -> di
         # Disk weights read into the prefetcher's buffers instead of computed on their leased
         # pages (files/_leased_map.py): the path every platform without leases takes.
         model._accel_prefetcher.map_files = False
+    if side == "accel-unbounded":
+        from accel_bigmodel import attach_prefetcher
+
+        # Every page left to the kernel, as before the page-cache bound: the disk part's pages
+        # then push out what the next token needs first (one pass over more than RAM).
+        attach_prefetcher(model, cache_bytes=1 << 62)
+    prefetcher = getattr(model, "_accel_prefetcher", None)
+    cache_bytes = kept_bytes = None
+    if prefetcher is not None:
+        from accel_bigmodel.offload._prefetch_pool import plan_bytes
+
+        cache_bytes = prefetcher.cache_bytes
+        kept_bytes = sum(
+            plan_bytes(plan)
+            for key, plan in prefetcher.plans.items()
+            if plan and key not in prefetcher.streamed
+        )
     device_map = dict(model.hf_device_map)
     disk = [name for name, where in device_map.items() if where == "disk"]
     sizes = {n: p.numel() * p.element_size() for n, p in model.named_parameters()}
@@ -220,12 +256,15 @@ def worker(side: str, folder: str, budget: int, tokens: int, offload: str) -> di
         "load_s": load_s,
         "first_token_s": times[0],
         "per_token_s": [b - a for a, b in zip(times, times[1:])],
+        "per_token_read": [b - a for a, b in zip(clock.read, clock.read[1:])],
+        "cache_bytes": cache_bytes,
+        "kept_bytes": kept_bytes,
         "anon_peak": anon.stop() - base,
         "written": written,
         "disk_modules": len(disk),
         "disk_bytes": disk_bytes,
         "ram_bytes": sum(sizes.values()) - disk_bytes,
-        "mapped": side in ("accel", "accel-copies"),  # RAM weights mapped (mmap=True)
+        "mapped": side in ("accel", "accel-unbounded", "accel-copies"),  # mmap=True
         "tokens": out[0, PROMPT:].tolist(),
     }
 
@@ -272,7 +311,9 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="folder of the checkpoint (written once, reused)")
     parser.add_argument("--budget-gib", type=float, default=8.0, help="max_memory of the CPU")
     parser.add_argument("--tokens", type=int, default=None, help="tokens to generate (4; 2 short)")
-    parser.add_argument("--sides", default="accel,accel-copies,accel-private,reference")
+    parser.add_argument(
+        "--sides", default="accel,accel-unbounded,accel-copies,accel-private,reference"
+    )
     parser.add_argument("--out", default=RESULTS, help="page to write")
     args = parser.parse_args()
     shape = SHORT if args.short else FULL
@@ -362,17 +403,19 @@ def write_page(raw: dict, out: str) -> None:
         f"and 3 layers): first token {compute[0]:.2f} s, later tokens {compute[1]:.2f} s.",
         "",
         "| side | load s | first token s | x its floor | s per later token | x floor "
-        "| peak anonymous GB | written beside the checkpoint GB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| GB read per later token | peak anonymous GB | written beside the checkpoint GB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for side, found in sides.items():
         name = NAMES.get(side, side)
         if "load_s" not in found:
             reason = found.get("skipped") or found.get("error", "")
             kind = "not run: " if "skipped" in found else "error: "
-            lines.append(f"| {name} | {kind + reason[:160]} | | | | | | |")
+            lines.append(f"| {name} | {kind + reason[:160]} | | | | | | | |")
             continue
         per = _median(found["per_token_s"])
+        reads = [r for r in found.get("per_token_read", []) if r >= 0]
+        read_text = f"{_median(reads) / gb:.1f}" if reads else "-"
         # A side that maps its in-RAM weights from the checkpoint reads them again at the
         # first token after the eviction: its first-token floor counts those bytes too.
         first_bytes = disk_bytes + (found["ram_bytes"] if found.get("mapped") else 0)
@@ -380,11 +423,13 @@ def write_page(raw: dict, out: str) -> None:
         lines.append(
             f"| {name} | {found['load_s']:.1f} | {found['first_token_s']:.1f} | "
             f"{found['first_token_s'] / first_floor:.2f}x | {per:.1f} | "
-            f"{per / floor_next:.2f}x | {found['anon_peak'] / gb:.2f} | {found['written'] / gb:.2f} |"
+            f"{per / floor_next:.2f}x | {read_text} | {found['anon_peak'] / gb:.2f} | "
+            f"{found['written'] / gb:.2f} |"
         )
     lines.append(
-        f"| floor: max(disk part / bandwidth, in-RAM compute) | | {floor_first:.1f} | 1.00x | "
-        f"{floor_next:.1f} | 1.00x | | 0.00 |"
+        f"| floor of one pass over the disk part: max(disk part / bandwidth, in-RAM compute) "
+        f"| | {floor_first:.1f} | 1.00x | {floor_next:.1f} | 1.00x | {disk_bytes / gb:.1f} | | "
+        "0.00 |"
     )
     lines.append("")
     dominant = "reading the disk part" if read_s >= compute[1] else "the in-RAM compute"
@@ -403,6 +448,26 @@ def write_page(raw: dict, out: str) -> None:
             f"weights in RAM, {found['disk_modules']} modules ({found['disk_bytes'] / gb:.1f} GB) "
             f"on disk, {found['written'] / 1e6:.2f} MB written beside the checkpoint (the "
             "offload index: disk weights are read in place from its safetensors files)."
+        )
+    for side, found in ok.items():
+        reads = [r for r in found.get("per_token_read", []) if r >= 0]
+        if found.get("cache_bytes") is None or not reads:
+            continue
+        per, read = _median(found["per_token_s"]), _median(reads)
+        bound = found["cache_bytes"]
+        bound_text = "unlimited" if bound >= 1 << 60 else f"{bound / gb:.1f} GB"
+        kept = found["kept_bytes"]
+        within = (
+            "the whole disk part within it (nothing dropped)"
+            if kept >= found["disk_bytes"]
+            else f"{kept / gb:.1f} GB of the disk part within it (kept cached), the rest "
+            "dropped from the page cache after use"
+        )
+        lines.append(
+            f"- {NAMES.get(side, side)}: page-cache bound {bound_text}, {within}; "
+            f"{read / gb:.1f} GB read from the disk "
+            f"per later token, {read / per / gb:.2f} GB/s over the token's time "
+            f"({read / raw['bandwidth'] / per:.2f}x the measured bandwidth)."
         )
     if "accel" in ok:
         lines.append(

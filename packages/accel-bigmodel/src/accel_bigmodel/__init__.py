@@ -69,7 +69,7 @@ _EXPORTS = {
     "fallback_allocate": ".placement._placement_helpers",
     "get_module_leaves": ".placement._placement_helpers",
     "Prefetcher": ".hooks._prefetch",
-    "attach_prefetcher": ".hooks._prefetch",
+    "attach_prefetcher": ".hooks._prefetch_attach",
     "PinnedWeights": ".hooks._pinned_offload",
     "pin_offloaded_weights": ".hooks._pinned_offload",
     "PathOutsideCheckpointError": ".files._contained",

@@ -74,6 +74,8 @@ from .hooks._pinned_offload import (
 )
 from .hooks._prefetch import (
     Prefetcher as Prefetcher,
+)
+from .hooks._prefetch_attach import (
     attach_prefetcher as attach_prefetcher,
 )
 from .loading._checkpoint_io import (

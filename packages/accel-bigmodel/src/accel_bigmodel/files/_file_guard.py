@@ -138,6 +138,16 @@ class FileGuard:
         first = self._leases[:1]  # emptied when the guard closes
         return first[0] if first and not first[0].broken else None
 
+    def drop_cached(self, start: int, nbytes: int) -> None:
+        """Lets the kernel drop the file's bytes ``[start, start + nbytes)`` from the page cache
+        (the whole pages inside it; a hint: pages other processes map, or a view still in use
+        maps, stay). Takes no lease."""
+        leases = self._leases[:1]
+        if leases and not leases[0].drop_pages(start, nbytes) and not leases[0].broken:
+            return  # a view still in use maps some of these pages: leave them all
+        if hasattr(os, "posix_fadvise") and nbytes > 0:
+            os.posix_fadvise(self._fd, start, nbytes, os.POSIX_FADV_DONTNEED)
+
     def close(self) -> None:
         """Releases the lease and the map, if any, and closes the descriptor (later checks fail
         with ``OSError``)."""

@@ -187,6 +187,32 @@ class LeasedMap:
             self._views.append(base)
         return typed
 
+    def drop_pages(self, start: int, nbytes: int) -> bool:
+        """Unmaps this process's pages of the file's bytes ``[start, start + nbytes)`` (the
+        whole pages inside it), so the kernel may drop them from the page cache. Returns
+        ``False`` (and leaves them) when a view still in use overlaps those bytes, or once the
+        lease was given up. Reading a dropped page again reads the file, which the lease keeps
+        unchanged."""
+        first = -(-start // _PAGE) * _PAGE
+        end = min(start + nbytes, self.size) // _PAGE * _PAGE
+        with self.lock:
+            if self.broken or self._map is None:
+                return False
+            if end <= first:
+                return True
+            origin = self._origin()
+            for base in self._views:
+                offset = base.data_ptr() - origin
+                if offset < end and offset + base.numel() > first and _in_use(base):
+                    return False  # a view kept past its module's forward: its pages stay
+            self._map.madvise(mmap.MADV_DONTNEED, first, end - first)
+        return True
+
+    def _origin(self) -> int:
+        """The address of the map's first byte."""
+        assert self._map is not None
+        return torch.frombuffer(self._map, dtype=torch.uint8, count=1).data_ptr()
+
     def give_up(self) -> int:
         """Stops handing out views, moves the bytes of the views still in use off the file,
         then releases the lease (the process waiting for the file goes on). Returns the bytes

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..offload._prefetch_pool import held_map
-from ._prefetch import attach_prefetcher, offloaded_hooks
+from ._prefetch_attach import attach_prefetcher, offloaded_hooks
 
 PIN_BLOCK_BYTES = 256 * 2**20
 """Bytes of one page-locked block. torch's page-locked allocator rounds every allocation up to
@@ -174,7 +174,12 @@ def pin_offloaded_weights(model: nn.Module) -> PinnedWeights:
                     tied[new_ptr] = tied.pop(old)
     prefetcher = getattr(model, "_accel_prefetcher", None)
     if prefetcher is not None:  # it plans per module: pinned weights need no staging buffer
-        attach_prefetcher(model, prefetcher.layers_ahead, prefetcher.requested_pool_bytes)
+        attach_prefetcher(
+            model,
+            prefetcher.layers_ahead,
+            prefetcher.requested_pool_bytes,
+            cache_bytes=prefetcher.cache_bytes,
+        )
     return PinnedWeights(
         tensors=len(originals),
         weight_bytes=sum(t.numel() * t.element_size() for t in originals),

@@ -7,7 +7,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import nn
 
 from ..files._file_guard import OffloadedFileChangedError
 from ..offload._prefetch_pool import (
@@ -47,10 +46,11 @@ def touch_pages(tensor: torch.Tensor) -> None:
         flat[::_PAGE].max()
 
 
-def _shutdown(executor: ThreadPoolExecutor, readers: ThreadPoolExecutor) -> None:
+def _shutdown(executor: ThreadPoolExecutor, *others: ThreadPoolExecutor) -> None:
     """Stops the background threads (after their reads)."""
     executor.shutdown(wait=True, cancel_futures=True)
-    readers.shutdown(wait=True)
+    for other in others:
+        other.shutdown(wait=True)
 
 
 class Prefetcher:
@@ -79,6 +79,13 @@ class Prefetcher:
         pool_bytes: The most bytes of weights read ahead from files held at once, the running
             module's included (default: three times the largest offloaded module read from a
             file). A module larger than the pool is read when it runs.
+        cache_bytes: The most bytes of weights read from files left in the page cache between
+            forwards. The modules within it (in execution order) stay cached; the pages of
+            the ones after it are dropped from the page cache once their forward ends
+            (`streamed`), so a disk part larger than memory streams through without pushing
+            out the rest of the model. ``None``: no limit, every page stays where the kernel
+            keeps it ([`attach_prefetcher`][accel_bigmodel.attach_prefetcher] sets it from
+            the memory available).
     """
 
     def __init__(
@@ -86,12 +93,20 @@ class Prefetcher:
         hooks: list[AlignDevicesHook],
         layers_ahead: int = DEFAULT_LAYERS_AHEAD,
         pool_bytes: int | None = None,
+        cache_bytes: int | None = None,
     ) -> None:
         if isinstance(layers_ahead, bool) or not isinstance(layers_ahead, int) or layers_ahead < 1:
             raise ValueError(
                 f"layers_ahead is how many offloaded modules are prepared ahead, an int >= 1; "
                 f"got {layers_ahead!r}. Pass a positive int, or layers_ahead=0 to "
                 "attach_prefetcher to turn prefetching off."
+            )
+        if cache_bytes is not None and (
+            isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0
+        ):
+            raise ValueError(
+                f"cache_bytes is the most bytes of file-read weights left in the page cache, "
+                f"an int >= 0 or None (no limit); got {cache_bytes!r}."
             )
         self.hooks = hooks
         self.position = {id(h): i for i, h in enumerate(hooks)}
@@ -115,6 +130,18 @@ class Prefetcher:
                     largest = max(largest, memory_bytes(held) if held else 0)
         if pool_bytes is None:
             pool_bytes = DEFAULT_POOL_LAYERS * largest
+        self.cache_bytes = cache_bytes
+        self.streamed: set[int] = set()
+        """The hooks (``id``) whose weights' pages are dropped from the page cache after their
+        forward: those read from files past `cache_bytes`."""
+        if cache_bytes is not None:
+            kept = 0
+            for hook in hooks:
+                plan = self.plans[id(hook)]
+                if plan:
+                    kept += plan_bytes(plan)
+                    if kept > cache_bytes:
+                        self.streamed.add(id(hook))
         self.pool = BufferPool(pool_bytes, pin=pinned)
         self.pending: dict[int, tuple[Future, torch.Tensor | int | None]] = {}
         self.leased: dict[int, torch.Tensor | int] = {}
@@ -137,6 +164,9 @@ class Prefetcher:
         self.readers = ThreadPoolExecutor(
             max_workers=READER_THREADS, thread_name_prefix="accel-prefetch-read"
         )
+        # Streamed modules' pages are dropped on a thread of their own: dropping pages waits on
+        # the kernel's page lists, and must not hold up the reads of the next modules.
+        self.evictor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accel-prefetch-drop")
         self._closed = False
         self.hits = 0
         self.misses = 0
@@ -268,6 +298,23 @@ class Prefetcher:
         if lease is not None:
             self.pool.give_back(lease)
             self.schedule_after(hook)
+        if id(hook) in self.streamed and not self._closed:
+            plan = self.plans.get(id(hook))
+            if plan:
+                self.evictor.submit(self._evict, hook, plan)
+
+    def _evict(self, hook: AlignDevicesHook, plan: list[TensorSpan]) -> None:
+        """Drops a streamed module's pages from the page cache (unless it is being prepared
+        again already: the order wrapped around)."""
+        if id(hook) in self.pending:
+            return
+        for span in plan:
+            evict = getattr(span.storage, "evict", None)
+            if evict is not None and span.nbytes:
+                try:
+                    evict(span.stored)
+                except OSError:
+                    return  # a hint only: the pages stay
 
     def _window(self, hook: AlignDevicesHook | None) -> list[AlignDevicesHook]:
         index = -1 if hook is None else self.position.get(id(hook))
@@ -381,7 +428,7 @@ class Prefetcher:
             self.mapped.clear()
         if not self._closed:
             self._closed = True
-            _shutdown(self.executor, self.readers)
+            _shutdown(self.executor, self.readers, self.evictor)
         self.pool.clear()
 
 
@@ -390,91 +437,3 @@ def _pinned_target(hooks: list[AlignDevicesHook]) -> bool:
         return False
     targets = {hook._target() for hook in hooks}
     return any(t is not None and t.type == "cuda" for t in targets)
-
-
-def offloaded_hooks(model: nn.Module) -> list[AlignDevicesHook]:
-    """The offloading [`AlignDevicesHook`][accel_bigmodel.AlignDevicesHook] objects of a model, in module order."""
-    from ._align_devices import AlignDevicesHook
-    from ._hooks import SequentialHook
-
-    found: list[AlignDevicesHook] = []
-    for module in model.modules():
-        hook = getattr(module, "_hf_hook", None)
-        stack = [hook]
-        while stack:
-            current = stack.pop(0)
-            if isinstance(current, SequentialHook):
-                stack = list(current.hooks) + stack
-            elif (
-                isinstance(current, AlignDevicesHook)
-                and current.offload
-                and current.offloaded_names
-            ):
-                found.append(current)
-    return found
-
-
-def _start_of_forward(module: nn.Module, _args: Any) -> None:
-    prefetcher = getattr(module, "_accel_prefetcher", None)
-    if isinstance(prefetcher, Prefetcher):
-        prefetcher.refresh()
-        prefetcher.schedule_after(None)
-
-
-def attach_prefetcher(
-    model: nn.Module, layers_ahead: int = DEFAULT_LAYERS_AHEAD, pool_bytes: int | None = None
-) -> Prefetcher | None:
-    """Links the offloaded modules of a dispatched ``model`` so their weights are read ahead.
-
-    ``dispatch_model``, ``disk_offload`` and ``cpu_offload`` call it with the defaults; call it
-    again to change them (the previous prefetcher stops). Each forward of ``model`` starts reading
-    its first offloaded modules at once, so disk reads overlap the compute of the modules held
-    in memory too.
-
-    Args:
-        model: A model whose offloaded modules carry [`AlignDevicesHook`][accel_bigmodel.AlignDevicesHook] objects.
-        layers_ahead: How many offloaded modules are prepared ahead of the running one; ``0``
-            turns prefetching off (every module then loads its weights when it runs).
-        pool_bytes: The most bytes of weights read ahead from files held at once, the running
-            module's included (default: three times the largest offloaded module). A module
-            larger than the pool is read when it runs.
-
-    Returns:
-        The prefetcher, or ``None`` when there is nothing to prefetch (fewer than two
-        offloaded modules, or ``layers_ahead=0``).
-
-    Raises:
-        ValueError: when ``layers_ahead`` or ``pool_bytes`` is negative or not an int.
-
-    Example:
-        >>> attach_prefetcher(model, layers_ahead=4, pool_bytes=512 * 2**20)
-    """
-    for name, value in (("layers_ahead", layers_ahead), ("pool_bytes", pool_bytes)):
-        if value is None and name == "pool_bytes":
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(
-                f"attach_prefetcher: {name} must be an int >= 0; got {value!r}. Pass e.g. "
-                f"layers_ahead={DEFAULT_LAYERS_AHEAD}, pool_bytes=512 * 2**20."
-            )
-    hooks = offloaded_hooks(model)
-    previous = getattr(model, "_accel_prefetcher", None)
-    if isinstance(previous, Prefetcher):
-        previous.close()
-    handle = getattr(model, "_accel_prefetch_handle", None)
-    if handle is not None:
-        handle.remove()
-    for hook in hooks:
-        hook.prefetcher = None
-    model._accel_prefetcher = None  # type: ignore[assignment]  # stubs: Tensor | Module
-    model._accel_prefetch_handle = None  # type: ignore[assignment]
-    if len(hooks) < 2 or layers_ahead == 0:
-        return None
-    prefetcher = Prefetcher(hooks, layers_ahead=layers_ahead, pool_bytes=pool_bytes)
-    for hook in hooks:
-        hook.prefetcher = prefetcher
-    model._accel_prefetcher = prefetcher  # type: ignore[assignment]
-    model._accel_prefetch_handle = model.register_forward_pre_hook(  # type: ignore[assignment]
-        _start_of_forward
-    )
-    return prefetcher

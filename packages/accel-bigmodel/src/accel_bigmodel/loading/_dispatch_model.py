@@ -19,7 +19,7 @@ from ..hooks._align_devices import (
     attach_align_device_hook_on_blocks,
 )
 from ..hooks._hooks import CpuOffload, UserCpuOffloadHook, add_hook_to_module
-from ..hooks._prefetch import attach_prefetcher
+from ..hooks._prefetch_attach import attach_prefetcher
 from ..offload._offload import (
     INDEX_FILE,
     OffloadedWeightsLoader,

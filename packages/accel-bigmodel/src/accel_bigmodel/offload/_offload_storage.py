@@ -51,7 +51,11 @@ class StoredWeight:
 class OffloadStorage(Protocol):
     """One kind of offload storage, opened for one offload folder.
 
-    Implementations are used from several threads at once (the prefetcher's readers).
+    Implementations are used from several threads at once (the prefetcher's readers). A storage
+    may also have ``evict(stored)``, which lets go of cached bytes of ``stored`` that will not
+    be read again soon (the file storages drop them from the page cache); the prefetcher calls
+    it for the modules past its page-cache bound
+    ([`Prefetcher.cache_bytes`][accel_bigmodel.Prefetcher]).
     """
 
     def locate(self, key: str, entry: Mapping[str, Any]) -> StoredWeight:
@@ -270,6 +274,14 @@ class FileStorage:
         if hasattr(os, "posix_fadvise") and stored.nbytes:
             fd = self.guard(stored.source).fd
             os.posix_fadvise(fd, stored.start, stored.nbytes, os.POSIX_FADV_WILLNEED)
+
+    def evict(self, stored: StoredWeight) -> None:
+        """Lets the kernel drop ``stored``'s bytes from the page cache: they were used and will
+        not be needed again soon (optional in a storage; the prefetcher calls it for modules
+        streamed through a page cache too small to keep them)."""
+        guard = self._guards.get(stored.source)
+        if guard is not None and stored.nbytes:
+            guard.drop_cached(stored.start, stored.nbytes)
 
     def close(self) -> None:
         with self._lock:

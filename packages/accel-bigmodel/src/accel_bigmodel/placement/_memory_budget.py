@@ -22,14 +22,23 @@ DeviceKey = Union[int, str]
 """A device of a ``max_memory`` or ``device_map``: an accelerator index, or a name."""
 
 
-def _available_cpu_memory() -> int:
+def proc_kib_field(path: str, name: str) -> int | None:
+    """The ``name:  <n> kB`` line of a ``/proc`` file (``/proc/meminfo``, ``/proc/self/status``)
+    in bytes; ``None`` where the file or the line is missing."""
     try:
-        with open("/proc/meminfo") as fh:
+        with open(path) as fh:
             for line in fh:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(name + ":"):
                     return int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, ValueError, IndexError):
         pass
+    return None
+
+
+def _available_cpu_memory() -> int:
+    available = proc_kib_field("/proc/meminfo", "MemAvailable")
+    if available is not None:
+        return available
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
