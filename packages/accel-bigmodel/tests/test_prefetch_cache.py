@@ -192,3 +192,58 @@ def test_pages_under_a_view_in_use_are_not_dropped(tmp_path):
         assert resident_pages(str(path), 0, whole) == (0, whole // _PAGE)
     finally:
         guard.close()
+
+
+class NormLast(torch.nn.Module):
+    """A block that registers its norm after the projections that run after it (as a
+    transformers decoder layer does): module order is not execution order."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(width, 2 * width)
+        self.down = torch.nn.Linear(2 * width, width)
+        self.norm = torch.nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.relu(self.up(self.norm(x))))
+
+
+class NormLastStack(torch.nn.Module):
+    def __init__(self, width: int = 32, depth: int = 4) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(NormLast(width) for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+@torch.no_grad()
+def test_later_forwards_prepare_the_modules_in_the_order_they_ran(tmp_path):
+    from accel_bigmodel import disk_offload
+
+    torch.manual_seed(0)
+    model = NormLastStack().eval()
+    x = torch.randn(3, 32)
+    expected = model(x)
+    disk_offload(model, offload_dir=tmp_path / "offload", execution_device=torch.device("cpu"))
+    # A window shorter than the model (as in a model of many layers): a module prepared too
+    # early falls out of it.
+    prefetcher = attach_prefetcher(model, layers_ahead=2)
+    assert isinstance(prefetcher, Prefetcher)
+    ran: list[str] = []
+    names = {id(m): n for n, m in model.named_modules()}
+    for module in model.modules():
+        if getattr(module, "_hf_hook", None) is not None and not list(module.children()):
+            module.register_forward_pre_hook(lambda m, _a: ran.append(names[id(m)]))
+    torch.testing.assert_close(model(x), expected, rtol=0, atol=0)
+    first_misses = prefetcher.misses
+    assert first_misses > 0  # module order: each block's projections were dropped, read again
+    owners = {id(m._hf_hook): n for n, m in model.named_modules() if hasattr(m, "_hf_hook")}
+    for _ in range(3):
+        torch.testing.assert_close(model(x), expected, rtol=0, atol=0)
+    assert prefetcher.misses == first_misses  # every module of the later forwards read ahead
+    order = [owners[id(h)] for h in prefetcher.hooks]
+    assert order == ran[: len(order)]
+    assert order[:3] == ["blocks.0.norm", "blocks.0.up", "blocks.0.down"]

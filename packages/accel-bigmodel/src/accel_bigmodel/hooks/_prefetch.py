@@ -74,7 +74,8 @@ class Prefetcher:
     prepared again ([`refresh`][accel_bigmodel.Prefetcher.refresh]).
 
     Args:
-        hooks: The offloading hooks, in execution order.
+        hooks: The offloading hooks, in the order they are expected to run (each forward then
+            follows the order the previous one ran them in: `begin_forward`).
         layers_ahead: How many offloaded modules are prepared ahead of the running one.
         pool_bytes: The most bytes of weights read ahead from files held at once, the running
             module's included (default: three times the largest offloaded module read from a
@@ -133,15 +134,12 @@ class Prefetcher:
         self.cache_bytes = cache_bytes
         self.streamed: set[int] = set()
         """The hooks (``id``) whose weights' pages are dropped from the page cache after their
-        forward: those read from files past `cache_bytes`."""
-        if cache_bytes is not None:
-            kept = 0
-            for hook in hooks:
-                plan = self.plans[id(hook)]
-                if plan:
-                    kept += plan_bytes(plan)
-                    if kept > cache_bytes:
-                        self.streamed.add(id(hook))
+        forward: those read from files past `cache_bytes`, in execution order."""
+        self._plan_cache()
+        # The order the modules ran in during the current forward (the first run of each):
+        # the next forward prepares them in that order (see `begin_forward`).
+        self._observed: list[AlignDevicesHook] = []
+        self._observed_ids: set[int] = set()
         self.pool = BufferPool(pool_bytes, pin=pinned)
         self.pending: dict[int, tuple[Future, torch.Tensor | int | None]] = {}
         self.leased: dict[int, torch.Tensor | int] = {}
@@ -170,6 +168,44 @@ class Prefetcher:
         self._closed = False
         self.hits = 0
         self.misses = 0
+
+    def _plan_cache(self) -> None:
+        """Marks the modules past `cache_bytes` (in the order of `hooks`) as streamed."""
+        self.streamed = set()
+        if self.cache_bytes is None:
+            return
+        kept = 0
+        for hook in self.hooks:
+            plan = self.plans[id(hook)]
+            if plan:
+                kept += plan_bytes(plan)
+                if kept > self.cache_bytes:
+                    self.streamed.add(id(hook))
+
+    def begin_forward(self) -> None:
+        """Called when a forward of the model starts: adopts the order the previous forward
+        ran its offloaded modules in, prepares again what needs it (`refresh`), and starts
+        preparing the first modules.
+
+        The first forward prepares the modules in the model's module order, which is not
+        always the order they run in (a transformers decoder layer registers its attention
+        and MLP projections before the norms that run first). Prepared out of order, a module
+        falls out of the read-ahead window before it runs, is read again when it runs, and the
+        forward waits for the disk. Each forward after the first follows the order the one
+        before it saw (the modules it did not run after the ones it ran).
+        """
+        with self.lock:
+            seen, self._observed_ids = self._observed_ids, set()
+            observed, self._observed = self._observed, []
+            # The modules that did not run (an encoder skipped by later steps of ``generate``)
+            # keep their places after the ones that did.
+            order = observed + [h for h in self.hooks if id(h) not in seen]
+            if any(a is not b for a, b in zip(order, self.hooks)):
+                self.hooks = order
+                self.position = {id(h): i for i, h in enumerate(order)}
+                self._plan_cache()
+        self.refresh()
+        self.schedule_after(None)
 
     def _prepare(self, hook: AlignDevicesHook) -> dict[str, torch.Tensor]:
         values = hook.fetch_weights()
@@ -262,6 +298,9 @@ class Prefetcher:
                 weights changed under the model (named in the error).
         """
         with self.lock:
+            if id(hook) not in self._observed_ids:
+                self._observed_ids.add(id(hook))
+                self._observed.append(hook)
             entry = self.pending.pop(id(hook), None)
             self.mapped.discard(id(hook))
         if entry is None:
@@ -328,13 +367,24 @@ class Prefetcher:
 
         Modules are started in execution order while the pool has room; the first one that does
         not fit waits (with those after it) until a running module gives its share back.
+        Modules prepared outside the window are dropped, except those up to ``layers_ahead``
+        places before ``hook`` that have not run in this forward yet: ``hook`` ran before them
+        although it comes after them in the order (a first forward in module order), so they
+        run soon.
         """
         window = self._window(hook)
         if not window:
             return
         wanted = {id(h) for h in window}
+        at = None if hook is None else self.position.get(id(hook))
         with self.lock:
             for key in [k for k in self.pending if k not in wanted]:
+                if (
+                    at is not None
+                    and key not in self._observed_ids
+                    and 0 < at - self.position[key] <= self.layers_ahead
+                ):
+                    continue
                 self._drop(self.pending.pop(key))
                 self.mapped.discard(key)
             for following in window:

@@ -40,8 +40,7 @@ def offloaded_hooks(model: nn.Module) -> list[AlignDevicesHook]:
 def _start_of_forward(module: nn.Module, _args: Any) -> None:
     prefetcher = getattr(module, "_accel_prefetcher", None)
     if isinstance(prefetcher, Prefetcher):
-        prefetcher.refresh()
-        prefetcher.schedule_after(None)
+        prefetcher.begin_forward()
 
 
 def attach_prefetcher(
