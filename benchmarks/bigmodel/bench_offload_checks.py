@@ -56,7 +56,11 @@ def worker(checkpoint: str, layers: int, width: int, cold_forwards: int, warm: i
         init_empty_weights,
         load_checkpoint_and_dispatch,
     )
-    from accel_bigmodel.hooks._prefetch import offloaded_hooks
+
+    try:
+        from accel_bigmodel.hooks._prefetch_attach import offloaded_hooks
+    except ImportError:  # the baseline revision keeps it beside the prefetcher
+        from accel_bigmodel.hooks._prefetch import offloaded_hooks  # type: ignore[no-redef]
     from safetensors.torch import load_file
 
     torch.set_num_threads(cold.THREADS)
