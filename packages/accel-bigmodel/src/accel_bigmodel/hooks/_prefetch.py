@@ -136,10 +136,9 @@ class Prefetcher:
         """The hooks (``id``) whose weights' pages are dropped from the page cache after their
         forward: those read from files past `cache_bytes`, in execution order."""
         self._plan_cache()
-        # The order the modules ran in during the current forward (the first run of each):
-        # the next forward prepares them in that order (see `begin_forward`).
-        self._observed: list[AlignDevicesHook] = []
-        self._observed_ids: set[int] = set()
+        # The modules run in the current forward, in the order of their first run (``id`` ->
+        # hook): the next forward prepares them in that order (see `begin_forward`).
+        self._observed: dict[int, AlignDevicesHook] = {}
         self.pool = BufferPool(pool_bytes, pin=pinned)
         self.pending: dict[int, tuple[Future, torch.Tensor | int | None]] = {}
         self.leased: dict[int, torch.Tensor | int] = {}
@@ -195,11 +194,10 @@ class Prefetcher:
         before it saw (the modules it did not run after the ones it ran).
         """
         with self.lock:
-            seen, self._observed_ids = self._observed_ids, set()
-            observed, self._observed = self._observed, []
+            observed, self._observed = self._observed, {}
             # The modules that did not run (an encoder skipped by later steps of ``generate``)
             # keep their places after the ones that did.
-            order = observed + [h for h in self.hooks if id(h) not in seen]
+            order = [*observed.values(), *(h for h in self.hooks if id(h) not in observed)]
             if any(a is not b for a, b in zip(order, self.hooks)):
                 self.hooks = order
                 self.position = {id(h): i for i, h in enumerate(order)}
@@ -298,9 +296,7 @@ class Prefetcher:
                 weights changed under the model (named in the error).
         """
         with self.lock:
-            if id(hook) not in self._observed_ids:
-                self._observed_ids.add(id(hook))
-                self._observed.append(hook)
+            self._observed.setdefault(id(hook), hook)
             entry = self.pending.pop(id(hook), None)
             self.mapped.discard(id(hook))
         if entry is None:
@@ -381,7 +377,7 @@ class Prefetcher:
             for key in [k for k in self.pending if k not in wanted]:
                 if (
                     at is not None
-                    and key not in self._observed_ids
+                    and key not in self._observed
                     and 0 < at - self.position[key] <= self.layers_ahead
                 ):
                     continue

@@ -76,19 +76,24 @@ def attach_prefetcher(
         offloaded modules, or ``layers_ahead=0``).
 
     Raises:
-        ValueError: when ``layers_ahead`` or ``pool_bytes`` is negative or not an int.
+        ValueError: when ``layers_ahead``, ``pool_bytes`` or ``cache_bytes`` is negative or
+            not an int.
 
     Example:
         >>> attach_prefetcher(model, layers_ahead=4, pool_bytes=512 * 2**20)
     """
-    checked = (("layers_ahead", layers_ahead), ("pool_bytes", pool_bytes))
-    for name, value in (*checked, ("cache_bytes", cache_bytes)):
+    for name, value in (
+        ("layers_ahead", layers_ahead),
+        ("pool_bytes", pool_bytes),
+        ("cache_bytes", cache_bytes),
+    ):
         if value is None and name != "layers_ahead":
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(
                 f"attach_prefetcher: {name} must be an int >= 0; got {value!r}. Pass e.g. "
-                f"layers_ahead={DEFAULT_LAYERS_AHEAD}, pool_bytes=512 * 2**20."
+                f"layers_ahead={DEFAULT_LAYERS_AHEAD}, pool_bytes=512 * 2**20, "
+                "cache_bytes=8 * 2**30."
             )
     hooks = offloaded_hooks(model)
     previous = getattr(model, "_accel_prefetcher", None)
