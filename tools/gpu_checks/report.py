@@ -305,7 +305,7 @@ def main() -> None:
             state = "ok" if row["error"] is None else f"missing: {row['error']}"
             lines.append(f"| {row['name']} | {row['version'] or '-'} | {state} | {row['role']} |")
     if large:
-        lines += ["", *_large(out / "large.json")]
+        lines += ["", "## Benchmarks", "", *_large(out / "large.json")]
         (out / "gpu-large.md").write_text("\n".join(lines), encoding="utf-8")
         print(f"report: {out / 'gpu-large.md'}")
         return
