@@ -16,7 +16,7 @@ from accel_bigmodel.files._file_guard import FileGuard
 from accel_bigmodel.files._leased_map import SUPPORTED
 from accel_bigmodel.hooks import _prefetch_attach
 from accel_bigmodel.hooks._prefetch import Prefetcher
-from accel_bigmodel.hooks._prefetch_attach import default_cache_bytes
+from accel_bigmodel.hooks._prefetch_attach import default_cache_bytes, mapped_weight_bytes
 from accel_bigmodel.offload._prefetch_pool import plan_bytes
 
 pytestmark = pytest.mark.skipif(
@@ -139,18 +139,48 @@ def test_the_default_bound_leaves_the_mapped_weights_and_a_reserve(wide, monkeyp
     held += sum(t.numel() * t.element_size() for t in wide.buffers())
     info = _meminfo()
     reserve = max(1 << 30, info["MemTotal"] // 10)
-    # Weights in private memory are already missing from the available memory: this process's
-    # RssAnon holds them, and nothing more is taken off.
+    # Weights in private memory are already missing from the available memory: nothing more
+    # is taken off.
+    assert mapped_weight_bytes(wide) == 0
     bound = default_cache_bytes(wide)
     assert bound is not None
     assert abs(bound - max(0, info["MemAvailable"] - reserve)) < 256 << 20
-    # Weights beyond the private memory are taken for maps of files (page cache the available
-    # memory counts as free), and come off the bound.
+    # Weights that are maps of files are page cache, which the available memory counts as
+    # free: they come off the bound.
+    monkeypatch.setattr(_prefetch_attach, "_file_mapped_ranges", lambda: [(0, 1 << 64)])
+    assert mapped_weight_bytes(wide) == held
+    info = _meminfo()
+    bound = default_cache_bytes(wide)
+    assert bound is not None
+    assert abs(bound - max(0, info["MemAvailable"] - held - reserve)) < 256 << 20
+    # Without the process's memory map, the mapped weights are the CPU weights beyond the
+    # process's private memory.
+    monkeypatch.setattr(_prefetch_attach, "_file_mapped_ranges", lambda: None)
     monkeypatch.setattr(_prefetch_attach, "_anonymous_bytes", lambda: 0)
     info = _meminfo()
     bound = default_cache_bytes(wide)
     assert bound is not None
     assert abs(bound - max(0, info["MemAvailable"] - held - reserve)) < 256 << 20
+
+
+def test_mapped_weights_are_found_in_the_process_memory_map(wide, tmp_path):
+    """The weights a checkpoint's maps hold are counted whatever else the process holds in
+    private memory (the estimate from RssAnon would count a large private buffer instead)."""
+    folder = save_safetensors_checkpoint(wide, tmp_path / "ckpt", max_shard_size="200KB")
+    held = sum(t.numel() * t.element_size() for t in wide.parameters())
+    held += sum(t.numel() * t.element_size() for t in wide.buffers())
+    with init_empty_weights():
+        model = TinyLM(width=128, depth=6)
+    mapped = load_checkpoint_and_dispatch(model, folder, device_map={"": "cpu"})
+    private = load_checkpoint_and_dispatch(
+        TinyLM(width=128, depth=6), folder, device_map={"": "cpu"}, mmap=False
+    )
+    ballast = torch.ones(64 << 20, dtype=torch.uint8)  # 64 MiB of private memory
+    assert mapped_weight_bytes(mapped) == held
+    assert mapped_weight_bytes(private) == 0
+    # A module's weights, each range counted once however many views share it.
+    assert mapped_weight_bytes(mapped.head) == mapped.head.weight.numel() * 4
+    del ballast
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "1GB"])

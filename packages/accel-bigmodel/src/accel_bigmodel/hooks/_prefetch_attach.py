@@ -4,6 +4,7 @@ files may keep between forwards."""
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
 from torch import nn
@@ -66,8 +67,8 @@ def attach_prefetcher(
         cache_bytes: The most bytes of weights read from files left in the page cache between
             forwards (see [`Prefetcher`][accel_bigmodel.Prefetcher]); the modules past it are
             dropped from the page cache after they run. Default: the memory available now,
-            less the model's weights held on the CPU and a reserve of a tenth of the memory
-            (at least 1 GiB), so that a model larger than memory reads only what cannot stay
+            less the model's CPU weights that are maps of files and a reserve of a tenth of
+            the memory (at least 1 GiB), so that a model larger than memory reads only what cannot stay
             cached at each forward, instead of every page it evicted itself. A number larger
             than the model keeps every page (the kernel's choice, as before).
 
@@ -135,24 +136,83 @@ def _anonymous_bytes() -> int:
     return proc_kib_field("/proc/self/status", "RssAnon") or 0
 
 
+_NOT_PAGE_CACHE = ("/dev/", "/memfd:", "/SYSV")
+"""Mapped paths whose pages are shared memory, not a file's page cache (``MemAvailable``
+does not count shared memory as free)."""
+
+
+def _file_mapped_ranges() -> list[tuple[int, int]] | None:
+    """The address ranges this process maps from files (their pages are page cache), sorted;
+    ``None`` where ``/proc/self/maps`` cannot be read."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    ranges = []
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        # address, permissions, offset, device, inode (0: anonymous), path
+        if len(fields) < 6 or fields[4] == "0" or not fields[5].startswith("/"):
+            continue
+        if fields[5].startswith(_NOT_PAGE_CACHE):
+            continue
+        low, _, high = fields[0].partition("-")
+        ranges.append((int(low, 16), int(high, 16)))
+    ranges.sort()
+    return ranges
+
+
+def _cpu_spans(model: nn.Module) -> list[tuple[int, int]]:
+    """The address spans of ``model``'s CPU weights (parameters and buffers), merged where they
+    overlap (tied weights and views of one storage count once)."""
+    spans = sorted(
+        (tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size())
+        for tensor in (*model.parameters(), *model.buffers())
+        if tensor.device.type == "cpu" and tensor.numel()
+    )
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def mapped_weight_bytes(model: nn.Module) -> int | None:
+    """The bytes of ``model``'s CPU weights that are maps of files (the page cache holds
+    them), read from this process's memory map; ``None`` where it cannot be read."""
+    ranges = _file_mapped_ranges()
+    if ranges is None:
+        return None
+    starts = [low for low, _ in ranges]
+    total = 0
+    for start, end in _cpu_spans(model):
+        index = max(0, bisect_right(starts, start) - 1)
+        while index < len(ranges) and ranges[index][0] < end:
+            low, high = ranges[index]
+            total += max(0, min(high, end) - max(low, start))
+            index += 1
+    return total
+
+
 def default_cache_bytes(model: nn.Module) -> int | None:
     """The page cache an offloaded model's files may keep between forwards: the memory
     available now, less the weights ``model`` holds on the CPU in memory maps of files (which
     the available memory still counts as free: the page cache) and a reserve of a tenth of the
     memory (at least 1 GiB); ``None`` where the available memory is not known (no limit).
 
-    The mapped weights are estimated as the CPU weights' bytes less the process's resident
-    private memory: weights read into private memory (``mmap=False``) are already missing
-    from the available memory."""
+    The mapped weights are found in this process's memory map (``/proc/self/maps``). Where it
+    cannot be read, they are estimated as the CPU weights' bytes less the process's resident
+    private memory (weights read into private memory, ``mmap=False``, are already missing
+    from the available memory)."""
     available, total = _available_cpu_memory(), _total_memory()
     if available <= 0 or total <= 0:
         return None
-    seen: set[int] = set()
-    held = 0
-    for tensor in (*model.parameters(), *model.buffers()):
-        if tensor.device.type == "cpu" and id(tensor) not in seen:
-            seen.add(id(tensor))
-            held += tensor.numel() * tensor.element_size()
-    mapped = max(0, held - _anonymous_bytes())
+    mapped = mapped_weight_bytes(model)
+    if mapped is None:
+        held = sum(end - start for start, end in _cpu_spans(model))
+        mapped = max(0, held - _anonymous_bytes())
     reserve = max(1 << 30, total // 10)
     return max(0, available - mapped - reserve)
