@@ -9,7 +9,8 @@ evicted first. Measured: load time, time to first token, time per later token, p
 memory (``RssAnon``, sampled every 20 ms: the page cache is not counted), the bytes read from
 storage per token (``/proc/self/io``), and the bytes each side wrote beside the checkpoint. The
 side ``accel-unbounded`` leaves every page to the kernel (no page-cache bound), as accel did
-before the prefetcher's ``cache_bytes``. The floor of a token is max(bytes the disk must deliver per token /
+before the prefetcher's ``cache_bytes``; ``accel-faults`` leaves the weights kept in RAM to the
+compute's page faults at the first token (no ``Prefetcher.warm``). The floor of a token is max(bytes the disk must deliver per token /
 the disk's measured bandwidth, the in-RAM compute of the same layers measured on a slice of 1 and
 3 layers). The reference runs in the same run when the disk has room for what it copies.
 
@@ -44,6 +45,7 @@ NAMES = {
     "accel-private": "accel, `mmap=False` (RAM weights in private memory)",
     "accel-unbounded": "accel, no page-cache bound (`cache_bytes` unlimited: the kernel's choice)",
     "accel-copies": "accel, disk weights copied into the prefetcher's buffers (`map_files = False`)",
+    "accel-faults": "accel, RAM weights paged in by the compute's page faults (no `warm` read-ahead)",
     "reference": "reference accelerate",
 }
 SHARD = "2GB"
@@ -216,6 +218,9 @@ def worker(side: str, folder: str, budget: int, tokens: int, offload: str) -> di
         # Disk weights read into the prefetcher's buffers instead of computed on their leased
         # pages (files/_leased_map.py): the path every platform without leases takes.
         model._accel_prefetcher.map_files = False
+    if side == "accel-faults":
+        # The weights kept in RAM left to the compute's page faults, as before `warm`.
+        model._accel_prefetcher.warm = []
     if side == "accel-unbounded":
         from accel_bigmodel import attach_prefetcher
 
@@ -264,7 +269,7 @@ def worker(side: str, folder: str, budget: int, tokens: int, offload: str) -> di
         "disk_modules": len(disk),
         "disk_bytes": disk_bytes,
         "ram_bytes": sum(sizes.values()) - disk_bytes,
-        "mapped": side in ("accel", "accel-unbounded", "accel-copies"),  # mmap=True
+        "mapped": side in ("accel", "accel-unbounded", "accel-copies", "accel-faults"),
         "tokens": out[0, PROMPT:].tolist(),
     }
 
@@ -312,7 +317,8 @@ def main() -> None:
     parser.add_argument("--budget-gib", type=float, default=8.0, help="max_memory of the CPU")
     parser.add_argument("--tokens", type=int, default=None, help="tokens to generate (4; 2 short)")
     parser.add_argument(
-        "--sides", default="accel,accel-unbounded,accel-copies,accel-private,reference"
+        "--sides",
+        default="accel,accel-faults,accel-unbounded,accel-copies,accel-private,reference",
     )
     parser.add_argument("--out", default=RESULTS, help="page to write")
     args = parser.parse_args()

@@ -183,6 +183,79 @@ def test_mapped_weights_are_found_in_the_process_memory_map(wide, tmp_path):
     del ballast
 
 
+def _resident_in_memory(tensor: torch.Tensor) -> tuple[int, int]:
+    """(pages in memory, whole pages) of a CPU tensor's own bytes (``mincore``: for a map of a
+    file, whether the page cache holds each page)."""
+    start = tensor.data_ptr()
+    end = start + tensor.numel() * tensor.element_size()
+    first, last = -(-start // _PAGE) * _PAGE, end // _PAGE * _PAGE
+    count = (last - first) // _PAGE
+    if count <= 0:
+        return 0, 0
+    vector = ctypes.create_string_buffer(count)
+    if _LIBC.mincore(ctypes.c_void_p(first), count * _PAGE, vector) != 0:
+        raise OSError(ctypes.get_errno(), "mincore")
+    return sum(byte & 1 for byte in vector.raw), count
+
+
+_LIBC.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_MADV_DONTNEED = 4
+
+
+def _evict_mapped(tensor: torch.Tensor, folder) -> None:
+    """Drops a mapped tensor's pages from this process and the checkpoint from the page cache."""
+    start = tensor.data_ptr() // _PAGE * _PAGE
+    end = tensor.data_ptr() + tensor.numel() * tensor.element_size()
+    assert _LIBC.madvise(start, end - start, _MADV_DONTNEED) == 0
+    for name in os.listdir(folder):
+        descriptor = os.open(os.path.join(folder, name), os.O_RDONLY)
+        try:
+            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(descriptor)
+
+
+@torch.no_grad()
+def test_weights_mapped_from_the_checkpoint_are_paged_in_as_the_first_forward_starts(
+    wide, tmp_path
+):
+    model, folder = _disk_model(wide, tmp_path)
+    prefetcher = model._accel_prefetcher
+    assert isinstance(prefetcher, Prefetcher)
+    # The weights kept on the CPU are maps of the checkpoint: the embedding (tied to the head)
+    # and the scale buffer, once each, in module order.
+    assert [t.data_ptr() for t in prefetcher.warm] == [
+        model.embed.weight.data_ptr(),
+        model.scale.data_ptr(),
+    ]
+    embedding = model.embed.weight
+    _evict_mapped(embedding, folder)
+    resident, pages = _resident_in_memory(embedding)
+    assert pages >= 5 and resident < pages
+    prefetcher.begin_forward()
+    for future in prefetcher.warming:
+        future.result()
+    assert _resident_in_memory(embedding) == (pages, pages)
+    # Once: later forwards leave the pages to the kernel.
+    assert prefetcher.warm == []
+    prefetcher.begin_forward()
+    assert prefetcher.warming == []
+    ids = torch.randint(0, 50, (2, 5), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(model(ids), wide(ids), rtol=0, atol=0)
+
+
+def test_weights_in_private_memory_are_not_paged_in(wide, tmp_path):
+    folder = save_safetensors_checkpoint(wide, tmp_path / "ckpt", max_shard_size="200KB")
+    with init_empty_weights():
+        model = TinyLM(width=128, depth=6)
+    device_map = {"embed": "cpu", "blocks": "disk", "head": "cpu", "scale": "cpu"}
+    model = load_checkpoint_and_dispatch(
+        model, folder, device_map=device_map, offload_folder=tmp_path / "offload", mmap=False
+    )
+    assert isinstance(model._accel_prefetcher, Prefetcher)
+    assert model._accel_prefetcher.warm == []
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "1GB"])
 def test_a_cache_bound_is_a_non_negative_int(wide, tmp_path, bad):
     model, _ = _disk_model(wide, tmp_path)

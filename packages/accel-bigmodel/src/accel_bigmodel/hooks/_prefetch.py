@@ -46,6 +46,12 @@ def touch_pages(tensor: torch.Tensor) -> None:
         flat[::_PAGE].max()
 
 
+def page_pieces(tensor: torch.Tensor) -> list[torch.Tensor]:
+    """A contiguous CPU tensor's bytes, in the pieces one reader thread pages in at a time."""
+    flat = tensor.reshape(-1).view(torch.uint8)
+    return [flat[at : at + READ_CHUNK_BYTES] for at in range(0, len(flat), READ_CHUNK_BYTES)]
+
+
 def _shutdown(executor: ThreadPoolExecutor, *others: ThreadPoolExecutor) -> None:
     """Stops the background threads (after their reads)."""
     executor.shutdown(wait=True, cancel_futures=True)
@@ -164,6 +170,11 @@ class Prefetcher:
         # Streamed modules' pages are dropped on a thread of their own: dropping pages waits on
         # the kernel's page lists, and must not hold up the reads of the next modules.
         self.evictor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="accel-prefetch-drop")
+        self.warm: list[torch.Tensor] = []
+        """CPU weights held as maps of files (not offloaded), paged in by the readers when the
+        next forward starts: a cold checkpoint is then read by several threads ahead of the
+        compute, not a page at a time as the compute faults on it."""
+        self.warming: list[Future] = []
         self._closed = False
         self.hits = 0
         self.misses = 0
@@ -183,8 +194,8 @@ class Prefetcher:
 
     def begin_forward(self) -> None:
         """Called when a forward of the model starts: adopts the order the previous forward
-        ran its offloaded modules in, prepares again what needs it (`refresh`), and starts
-        preparing the first modules.
+        ran its offloaded modules in, queues the pages of `warm` (the first forward only),
+        prepares again what needs it (`refresh`), and starts preparing the first modules.
 
         The first forward prepares the modules in the model's module order, which is not
         always the order they run in (a transformers decoder layer registers its attention
@@ -202,6 +213,11 @@ class Prefetcher:
                 self.hooks = order
                 self.position = {id(h): i for i, h in enumerate(order)}
                 self._plan_cache()
+            warm, self.warm = self.warm, []
+        # The weights held in memory run first in most device maps (the first layers fill the
+        # memory budget), so their pages are queued before the offloaded modules' reads.
+        pieces = [piece for tensor in warm for piece in page_pieces(tensor)]
+        self.warming = [self.readers.submit(touch_pages, piece) for piece in pieces]
         self.refresh()
         self.schedule_after(None)
 
@@ -243,11 +259,8 @@ class Prefetcher:
                 return self._prepare(hook)
             if view is None:
                 view = torch.empty(stored.shape, dtype=stored.dtype)
-            flat = view.reshape(-1).view(torch.uint8) if stored.nbytes else None
-            if flat is not None:
-                pieces += [
-                    flat[at : at + READ_CHUNK_BYTES] for at in range(0, len(flat), READ_CHUNK_BYTES)
-                ]
+            if stored.nbytes:
+                pieces += page_pieces(view)
             values[span.name] = view
         # Page the bytes in now, several pieces at once (a cold file is read as fast as the
         # pool's copies would read it), so the module's compute takes no page fault.

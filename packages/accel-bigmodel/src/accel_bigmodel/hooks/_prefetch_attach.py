@@ -7,6 +7,7 @@ import os
 from bisect import bisect_right
 from typing import TYPE_CHECKING, Any
 
+import torch
 from torch import nn
 
 from ..placement._memory_budget import _available_cpu_memory, proc_kib_field
@@ -114,6 +115,7 @@ def attach_prefetcher(
     prefetcher = Prefetcher(
         hooks, layers_ahead=layers_ahead, pool_bytes=pool_bytes, cache_bytes=cache_bytes
     )
+    prefetcher.warm = mapped_cpu_weights(model)
     for hook in hooks:
         hook.prefetcher = prefetcher
     model._accel_prefetcher = prefetcher  # type: ignore[assignment]
@@ -180,6 +182,18 @@ def _cpu_spans(model: nn.Module) -> list[tuple[int, int]]:
     return merged
 
 
+def _mapped_part(start: int, end: int, ranges: list[tuple[int, int]], starts: list[int]) -> int:
+    """How many bytes of ``[start, end)`` lie in the sorted ``ranges`` (``starts``: their
+    first addresses)."""
+    total = 0
+    index = max(0, bisect_right(starts, start) - 1)
+    while index < len(ranges) and ranges[index][0] < end:
+        low, high = ranges[index]
+        total += max(0, min(high, end) - max(low, start))
+        index += 1
+    return total
+
+
 def mapped_weight_bytes(model: nn.Module) -> int | None:
     """The bytes of ``model``'s CPU weights that are maps of files (the page cache holds
     them), read from this process's memory map; ``None`` where it cannot be read."""
@@ -187,14 +201,24 @@ def mapped_weight_bytes(model: nn.Module) -> int | None:
     if ranges is None:
         return None
     starts = [low for low, _ in ranges]
-    total = 0
-    for start, end in _cpu_spans(model):
-        index = max(0, bisect_right(starts, start) - 1)
-        while index < len(ranges) and ranges[index][0] < end:
-            low, high = ranges[index]
-            total += max(0, min(high, end) - max(low, start))
-            index += 1
-    return total
+    return sum(_mapped_part(start, end, ranges, starts) for start, end in _cpu_spans(model))
+
+
+def mapped_cpu_weights(model: nn.Module) -> list[torch.Tensor]:
+    """``model``'s contiguous CPU weights that lie wholly in maps of files, in module order,
+    each memory span once (empty where the process's memory map cannot be read)."""
+    ranges = _file_mapped_ranges() or []
+    starts = [low for low, _ in ranges]
+    found: list[torch.Tensor] = []
+    seen: set[tuple[int, int]] = set()
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.device.type != "cpu" or not tensor.numel() or not tensor.is_contiguous():
+            continue
+        span = (tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size())
+        if span not in seen and _mapped_part(*span, ranges, starts) == span[1] - span[0]:
+            seen.add(span)
+            found.append(tensor.detach())
+    return found
 
 
 def default_cache_bytes(model: nn.Module) -> int | None:
