@@ -10,9 +10,9 @@ memory (``RssAnon``, sampled every 20 ms: the page cache is not counted), the by
 storage per token (``/proc/self/io``), and the bytes each side wrote beside the checkpoint. The
 side ``accel-unbounded`` leaves every page to the kernel (no page-cache bound), as accel did
 before the prefetcher's ``cache_bytes``; ``accel-faults`` leaves the weights kept in RAM to the
-compute's page faults at the first token (no ``Prefetcher.warm``). The floor of a token is max(bytes the disk must deliver per token /
-the disk's measured bandwidth, the in-RAM compute of the same layers measured on a slice of 1 and
-3 layers). The reference runs in the same run when the disk has room for what it copies.
+compute's page faults at the first token (no ``Prefetcher.warm``). The floor of a token is
+max(bytes the disk must deliver per token / the disk's measured bandwidth, the in-RAM compute
+of the same layers measured on a slice of 1 and 3 layers). The reference runs in the same run when the disk has room for what it copies.
 
 Run: uv run --group bench --group ecosystem python benchmarks/bigmodel/bench_beyond_ram.py
      (--short: a model of a few MB against a budget of a quarter of it, same code path)

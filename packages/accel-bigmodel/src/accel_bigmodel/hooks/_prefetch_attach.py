@@ -69,8 +69,8 @@ def attach_prefetcher(
             forwards (see [`Prefetcher`][accel_bigmodel.Prefetcher]); the modules past it are
             dropped from the page cache after they run. Default: the memory available now,
             less the model's CPU weights that are maps of files and a reserve of a tenth of
-            the memory (at least 1 GiB), so that a model larger than memory reads only what cannot stay
-            cached at each forward, instead of every page it evicted itself. A number larger
+            the memory (at least 1 GiB), so that a model larger than memory reads only what
+            cannot stay cached at each forward, instead of every page it evicted itself. A number larger
             than the model keeps every page (the kernel's choice, as before).
 
     Returns:
@@ -165,14 +165,24 @@ def _file_mapped_ranges() -> list[tuple[int, int]] | None:
     return ranges
 
 
+def _cpu_weights(model: nn.Module) -> list[torch.Tensor]:
+    """``model``'s non-empty CPU parameters and buffers, in module order."""
+    return [
+        tensor
+        for tensor in (*model.parameters(), *model.buffers())
+        if tensor.device.type == "cpu" and tensor.numel()
+    ]
+
+
+def _span(tensor: torch.Tensor) -> tuple[int, int]:
+    """The address range of a tensor's elements (from its first one)."""
+    return tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size()
+
+
 def _cpu_spans(model: nn.Module) -> list[tuple[int, int]]:
     """The address spans of ``model``'s CPU weights (parameters and buffers), merged where they
     overlap (tied weights and views of one storage count once)."""
-    spans = sorted(
-        (tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size())
-        for tensor in (*model.parameters(), *model.buffers())
-        if tensor.device.type == "cpu" and tensor.numel()
-    )
+    spans = sorted(_span(tensor) for tensor in _cpu_weights(model))
     merged: list[tuple[int, int]] = []
     for start, end in spans:
         if merged and start <= merged[-1][1]:
@@ -211,11 +221,11 @@ def mapped_cpu_weights(model: nn.Module) -> list[torch.Tensor]:
     starts = [low for low, _ in ranges]
     found: list[torch.Tensor] = []
     seen: set[tuple[int, int]] = set()
-    for tensor in (*model.parameters(), *model.buffers()):
-        if tensor.device.type != "cpu" or not tensor.numel() or not tensor.is_contiguous():
+    for tensor in _cpu_weights(model):
+        span = _span(tensor)
+        if not tensor.is_contiguous() or span in seen:
             continue
-        span = (tensor.data_ptr(), tensor.data_ptr() + tensor.numel() * tensor.element_size())
-        if span not in seen and _mapped_part(*span, ranges, starts) == span[1] - span[0]:
+        if _mapped_part(*span, ranges, starts) == span[1] - span[0]:
             seen.add(span)
             found.append(tensor.detach())
     return found
